@@ -1,0 +1,394 @@
+package lab
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configures a Cluster. The zero value works.
+type Options struct {
+	// RedisServer is the redis-server binary, a path or a name looked up in
+	// PATH. Default: "redis-server".
+	RedisServer string
+	// AppendFsyncAlways turns on AOF with appendfsync always, what fencing
+	// needs to survive a restart of the process. Note that Restart still
+	// starts from EMPTY data. Default: false (save "", appendonly no).
+	AppendFsyncAlways bool
+	// Proxy puts an in-process TCP fault proxy in front of each master so
+	// Cut, Heal and Latency work; Addrs then returns the proxy addresses.
+	// Default: false.
+	Proxy bool
+	// Logger receives debug records of starts and faults. Default: nil,
+	// which discards.
+	Logger *slog.Logger
+}
+
+// ErrNoRedisServer is returned by Start when the redis-server binary cannot
+// be found.
+var ErrNoRedisServer = errors.New("lab: redis-server not found: install it (apt-get install redis-server), set Options.RedisServer, or use the Docker backend")
+
+var (
+	errClosed   = errors.New("lab: cluster closed")
+	errNotProxy = errors.New("lab: Cut, Heal and Latency need Options.Proxy")
+)
+
+//go:embed jumpclock.lua
+var jumpClockLua string
+
+// backend is what runs the masters; the local-process one lives in
+// process.go. Indices are already range-checked by Cluster.
+type backend interface {
+	// start launches master i and returns its address once it answers.
+	start(ctx context.Context, i int) (addr string, err error)
+	pause(i int) error
+	resume(i int) error
+	// kill stops master i for good and waits for it; a no-op if it is down.
+	kill(i int) error
+	// restart starts master i again on the same address with empty data.
+	restart(ctx context.Context, i int) error
+	// close kills every master, joins every goroutine and removes files.
+	close() error
+}
+
+// Cluster is N independent Redis masters started by Start. Its methods are
+// safe for concurrent use. Close must be called (ForTest arranges it).
+type Cluster struct {
+	n       int
+	be      backend
+	log     *slog.Logger
+	servers []string // where the masters listen
+	addrs   []string // what clients dial: servers, or proxies in front of them
+	proxies []*proxy // nil without Options.Proxy
+	jump    *redis.Script
+
+	mu      sync.Mutex
+	clients []*redis.Client // Client(i), created once
+	extra   []*redis.Client // from Clients, closed by Close
+	closed  bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start starts n masters on free 127.0.0.1 ports, each with its own temp
+// directory, in parallel, and returns once each answers. On error nothing is
+// left running. opts may be nil.
+func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("lab: need at least one master, got %d", n)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.RedisServer == "" {
+		o.RedisServer = "redis-server"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	bin, err := exec.LookPath(o.RedisServer)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%w)", ErrNoRedisServer, err)
+	}
+	be, err := newProcessBackend(bin, o.AppendFsyncAlways, n, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		n:       n,
+		be:      be,
+		log:     o.Logger,
+		servers: make([]string, n),
+		jump:    redis.NewScript(jumpClockLua),
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { c.servers[i], errs[i] = be.start(ctx, i) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(err, be.close())
+	}
+	c.addrs = c.servers
+	if o.Proxy {
+		c.addrs = make([]string, n)
+		for i, s := range c.servers {
+			p, err := startProxy(s)
+			if err != nil {
+				for _, q := range c.proxies {
+					q.close()
+				}
+				return nil, errors.Join(fmt.Errorf("lab: proxy for master %d: %w", i, err), be.close())
+			}
+			c.proxies = append(c.proxies, p)
+			c.addrs[i] = p.addr()
+		}
+	}
+	for _, a := range c.addrs {
+		c.clients = append(c.clients, redis.NewClient(&redis.Options{Addr: a}))
+	}
+	c.log.Info("lab: masters up", "n", n, "addrs", c.addrs, "proxy", o.Proxy)
+	return c, nil
+}
+
+// ForTest starts n masters like Start and closes them in tb.Cleanup. It
+// fails the test with the reason when they cannot start, including when
+// redis-server is missing (ErrNoRedisServer).
+func ForTest(tb testing.TB, n int, opts *Options) *Cluster {
+	tb.Helper()
+	c, err := Start(tb.Context(), n, opts)
+	if err != nil {
+		tb.Fatalf("lab: starting %d redis masters: %v", n, err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Errorf("lab: close: %v", err)
+		}
+	})
+	return c
+}
+
+// N returns the number of masters.
+func (c *Cluster) N() int { return c.n }
+
+// Addrs returns "127.0.0.1:port" for masters 0..N-1: the proxy addresses
+// when Options.Proxy is set. The slice is a copy.
+func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
+
+// Client returns a go-redis client with default options (only Addr set) for
+// master i, the same one on every call; Close closes it. It returns nil when
+// i is out of range.
+func (c *Cluster) Client(i int) *redis.Client {
+	if i < 0 || i >= c.n {
+		return nil
+	}
+	return c.clients[i]
+}
+
+// Clients returns new default-option clients for masters 0..N-1 on every
+// call, each with its own pool, so a test can build several independent
+// lockers. Close closes them all.
+func (c *Cluster) Clients() []redis.UniversalClient {
+	out := make([]redis.UniversalClient, c.n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, a := range c.addrs {
+		cl := redis.NewClient(&redis.Options{Addr: a})
+		if c.closed {
+			_ = cl.Close()
+		} else {
+			c.extra = append(c.extra, cl)
+		}
+		out[i] = cl
+	}
+	return out
+}
+
+func (c *Cluster) check(i int) error {
+	if i < 0 || i >= c.n {
+		return fmt.Errorf("lab: master index %d out of range [0, %d)", i, c.n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// Pause freezes master i with SIGSTOP and returns once it is stopped: its
+// socket stays open and it answers nothing until Resume. Pausing a paused
+// master is a no-op; pausing a killed one is an error.
+func (c *Cluster) Pause(i int) error {
+	if err := c.check(i); err != nil {
+		return err
+	}
+	c.log.Debug("lab: pause", "master", i)
+	return c.be.pause(i)
+}
+
+// Resume continues master i with SIGCONT; it answers what was queued.
+func (c *Cluster) Resume(i int) error {
+	if err := c.check(i); err != nil {
+		return err
+	}
+	c.log.Debug("lab: resume", "master", i)
+	return c.be.resume(i)
+}
+
+// ResumeAll resumes every master, paused or not, ignoring errors; for
+// cleanups that must not leave a master stopped.
+func (c *Cluster) ResumeAll() {
+	for i := range c.n {
+		_ = c.Resume(i)
+	}
+}
+
+// Kill SIGKILLs master i and waits until it has exited; its data is lost.
+// Killing a master that is down is a no-op.
+func (c *Cluster) Kill(i int) error {
+	if err := c.check(i); err != nil {
+		return err
+	}
+	c.log.Debug("lab: kill", "master", i)
+	return c.be.kill(i)
+}
+
+// Restart starts master i again on the same port with EMPTY data (killing it
+// first if it runs) and returns once it answers. Clients reconnect on their
+// own.
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	if err := c.check(i); err != nil {
+		return err
+	}
+	c.log.Debug("lab: restart", "master", i)
+	return c.be.restart(ctx, i)
+}
+
+// private returns a one-connection client straight to master i (bypassing
+// any proxy) that honours ctx deadlines; the caller closes it.
+func (c *Cluster) private(i int) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  c.servers[i],
+		ContextTimeoutEnabled: true,
+		PoolSize:              1,
+		MaxRetries:            -1,
+	})
+}
+
+// Slow makes master i answer nothing for d by issuing CLIENT PAUSE <ms> ALL
+// on a private connection; it returns once the pause is in effect. Unlike
+// Pause the process keeps running, and the pause ends by itself.
+func (c *Cluster) Slow(ctx context.Context, i int, d time.Duration) error {
+	if err := c.check(i); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return fmt.Errorf("lab: slow master %d: duration %v must be positive", i, d)
+	}
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	cl := c.private(i)
+	defer cl.Close()
+	if err := cl.Do(ctx, "CLIENT", "PAUSE", int64(ms), "ALL").Err(); err != nil {
+		return fmt.Errorf("lab: slow master %d: %w", i, err)
+	}
+	c.log.Debug("lab: slow", "master", i, "for", d)
+	return nil
+}
+
+// JumpClock SIMULATES a forward jump of d in master i's clock: every key's
+// remaining TTL shrinks by d, keys whose TTL is at most d are deleted (as
+// expiry would), keys without a TTL are untouched. It returns how many keys
+// were shortened or deleted. It is a simulation of the jump's effect on
+// expiry only (the master's real clock is unchanged) because libfaketime
+// preloaded into Debian's redis-server crashes it at start-up.
+func (c *Cluster) JumpClock(ctx context.Context, i int, d time.Duration) (int, error) {
+	if err := c.check(i); err != nil {
+		return 0, err
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("lab: jump clock on master %d: only forward jumps, got %v", i, d)
+	}
+	cl := c.private(i)
+	defer cl.Close()
+	n, err := c.jump.Run(ctx, cl, nil, d.Milliseconds()).Int()
+	if err != nil {
+		return 0, fmt.Errorf("lab: jump clock on master %d: %w", i, err)
+	}
+	c.log.Debug("lab: clock jump (simulated)", "master", i, "by", d, "keys", n)
+	return n, nil
+}
+
+func (c *Cluster) proxy(i int) (*proxy, error) {
+	if err := c.check(i); err != nil {
+		return nil, err
+	}
+	if c.proxies == nil {
+		return nil, errNotProxy
+	}
+	return c.proxies[i], nil
+}
+
+// Cut partitions master i from its clients (needs Options.Proxy): open
+// connections through the proxy are dropped and new ones are accepted but
+// blackholed, so clients see timeouts, until Heal.
+func (c *Cluster) Cut(i int) error {
+	p, err := c.proxy(i)
+	if err != nil {
+		return err
+	}
+	c.log.Debug("lab: cut", "master", i)
+	p.setCut()
+	return nil
+}
+
+// Heal ends a Cut of master i (needs Options.Proxy): new connections are
+// forwarded again and those held during the cut are closed.
+func (c *Cluster) Heal(i int) error {
+	p, err := c.proxy(i)
+	if err != nil {
+		return err
+	}
+	c.log.Debug("lab: heal", "master", i)
+	p.heal()
+	return nil
+}
+
+// Latency delays every chunk of data to and from master i by d each way, so
+// a round trip gains about 2d (needs Options.Proxy); 0 removes it. It applies
+// to data already in flight and to open connections.
+func (c *Cluster) Latency(i int, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("lab: latency %v must not be negative", d)
+	}
+	p, err := c.proxy(i)
+	if err != nil {
+		return err
+	}
+	c.log.Debug("lab: latency", "master", i, "each way", d)
+	p.setLatency(d)
+	return nil
+}
+
+// Close kills every master (paused ones too), closes every client handed
+// out, stops the proxies and removes the temp directories. It leaves no
+// process or goroutine behind and is idempotent: later calls return the
+// first call's result.
+func (c *Cluster) Close() error {
+	// Once.Do makes a concurrent second Close wait for the first to finish.
+	c.closeOnce.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Cluster) close() error {
+	c.mu.Lock()
+	c.closed = true
+	clients := append(append([]*redis.Client(nil), c.clients...), c.extra...)
+	c.extra = nil
+	c.mu.Unlock()
+
+	var errs []error
+	for _, cl := range clients {
+		if err := cl.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range c.proxies {
+		p.close()
+	}
+	errs = append(errs, c.be.close())
+	err := errors.Join(errs...)
+	c.log.Info("lab: closed", "err", err)
+	return err
+}
