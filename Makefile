@@ -1,0 +1,107 @@
+# The verbs people type. `make` alone lists them (help).
+# Lab targets drive the five masters of compose.yaml; see docker/README.md.
+
+# ---- variables ---------------------------------------------------------------
+GO            ?= go
+PROJECT       ?= redlock-lab
+LOCAL_IMAGE   ?= redlock-lab/redis:local
+LAB_TIMEOUT   ?= 60
+# FSYNC=1 adds compose.fsync.yaml (AOF, appendfsync always) to lab-up.
+FSYNC         ?=
+# FORCE=1 rebuilds the local image even if it exists.
+FORCE         ?=
+# N=1..5 picks the master for lab-pause/unpause/cut/heal.
+N             ?=
+# Compose v2 plugin if present, else docker-compose v1; empty means neither
+# (lab targets then stop with an error). Set COMPOSE to override.
+ifeq ($(origin COMPOSE),undefined)
+COMPOSE := $(shell if docker compose version >/dev/null 2>&1; then echo "docker compose"; \
+                   elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
+endif
+COMPOSE_FILES  = -f compose.yaml $(if $(FSYNC),-f compose.fsync.yaml)
+DC             = $(COMPOSE) -p $(PROJECT) $(COMPOSE_FILES)
+# Shell snippets used in recipes.
+define need_n
+case "$(N)" in [1-5]) ;; *) echo "error: give the master as N=1..5, e.g. make $@ N=2" >&2; exit 1;; esac
+endef
+# Containers by compose's labels (the same in v1 and v2, and fast).
+svc_cid = docker ps -aq --filter label=com.docker.compose.project=$(PROJECT) --filter label=com.docker.compose.service=redis$(1)
+cid_n   = cid=$$($(call svc_cid,$(N))); [ -n "$$cid" ] || { echo "error: redis$(N) is not running (make lab-up)" >&2; exit 1; }
+# The lab network by compose's labels, not by name: v1 and v2 both prefix it
+# with the project, and a cut container no longer lists it.
+lab_net = net=$$(docker network ls -q --filter label=com.docker.compose.project=$(PROJECT) \
+                   --filter label=com.docker.compose.network=redlock-lab); \
+          [ -n "$$net" ] || { echo "error: lab network not found (make lab-up)" >&2; exit 1; }; \
+          netname=$$(docker network inspect -f '{{.Name}}' $$net)
+is_conn = [ -n "$$(docker inspect -f "{{if index .NetworkSettings.Networks \"$$netname\"}}yes{{end}}" $$cid)" ]
+
+.DEFAULT_GOAL := help
+.PHONY: help test fuzz image require-compose lab-up lab-down lab-status \
+        lab-pause lab-unpause lab-cut lab-heal
+
+help: ## list the verbs
+	@echo "usage: make <target> [N=1..5] [FSYNC=1] [FORCE=1]"
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_%-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+# ---- go ----------------------------------------------------------------------
+test: ## run all tests with the race detector
+	$(GO) test -race ./...
+
+fuzz: ## run the fuzz targets (none yet)
+	@echo "fuzz: no fuzz targets yet"
+
+# ---- lab ---------------------------------------------------------------------
+image: ## build the local image (redlock-lab/redis:local) FROM scratch from the host's redis-server (FORCE=1 rebuilds)
+	@if [ -z "$(FORCE)" ] && docker image inspect $(LOCAL_IMAGE) >/dev/null 2>&1; then \
+		echo "image: $(LOCAL_IMAGE) exists (FORCE=1 to rebuild)"; \
+	else \
+		docker/redis-local/build.sh $(LOCAL_IMAGE); \
+	fi
+
+require-compose:
+	@[ -n "$(COMPOSE)" ] || { echo "error: neither 'docker compose' (v2) nor 'docker-compose' found; install one or set COMPOSE=..." >&2; exit 1; }
+
+lab-up: require-compose ## start five masters on 127.0.0.1:7001..7005 and wait until healthy (FSYNC=1: AOF+fsync always)
+	$(DC) up -d
+	@deadline=$$(( $$(date +%s) + $(LAB_TIMEOUT) )); \
+	while :; do \
+		bad=""; \
+		for i in 1 2 3 4 5; do \
+			c=$$($(call svc_cid,$$i)); \
+			s=$$( [ -n "$$c" ] && docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' $$c 2>/dev/null || echo missing); \
+			[ "$$s" = healthy ] || bad="$$bad redis$$i=$$s"; \
+		done; \
+		[ -z "$$bad" ] && { echo "lab-up: redis1..redis5 healthy on 127.0.0.1:7001..7005"; exit 0; }; \
+		[ $$(date +%s) -ge $$deadline ] && { echo "error: not healthy after $(LAB_TIMEOUT)s:$$bad" >&2; exit 1; }; \
+		sleep 1; \
+	done
+
+lab-down: require-compose ## remove the masters, their data and the lab network
+	$(DC) down -v --remove-orphans
+
+lab-status: ## show each master's state, health, network and port
+	@docker ps -a --filter label=com.docker.compose.project=$(PROJECT) \
+		--format 'table {{.Label "com.docker.compose.service"}}\t{{.Status}}\t{{.Networks}}\t{{.Ports}}' \
+		| { IFS= read -r header; echo "$$header"; sort; }
+
+lab-pause: ## freeze master N (docker pause: cgroup freezer; TCP still accepts, nothing answers)
+	@$(need_n); $(cid_n); docker pause $$cid >/dev/null && echo "redis$(N) paused"
+
+lab-unpause: ## thaw master N
+	@$(need_n); $(cid_n); docker unpause $$cid >/dev/null && echo "redis$(N) unpaused"
+
+lab-cut: ## disconnect master N from the lab network (its port then refuses; open connections get EOF)
+	@$(need_n); $(cid_n); $(lab_net); \
+	if $(is_conn); then docker network disconnect $$netname $$cid && echo "redis$(N) cut from $$netname"; \
+	else echo "redis$(N) already cut"; fi
+
+lab-heal: ## reconnect master N to the lab network
+	@$(need_n); $(cid_n); $(lab_net); \
+	if $(is_conn); then echo "redis$(N) already connected"; \
+	else docker network connect --alias redis$(N) $$netname $$cid && echo "redis$(N) reconnected to $$netname"; fi
+
+# make lab-pause-2 == make lab-pause N=2 (and likewise unpause, cut, heal).
+lab-pause-%:   ; @$(MAKE) --no-print-directory lab-pause N=$*
+lab-unpause-%: ; @$(MAKE) --no-print-directory lab-unpause N=$*
+lab-cut-%:     ; @$(MAKE) --no-print-directory lab-cut N=$*
+lab-heal-%:    ; @$(MAKE) --no-print-directory lab-heal N=$*
