@@ -6,6 +6,7 @@ GO            ?= go
 PROJECT       ?= redlock-lab
 LOCAL_IMAGE   ?= redlock-lab/redis:local
 LAB_TIMEOUT   ?= 60
+FUZZTIME      ?= 10s
 # FSYNC=1 adds compose.fsync.yaml (AOF, appendfsync always) to lab-up.
 FSYNC         ?=
 # FORCE=1 rebuilds the local image even if it exists.
@@ -44,11 +45,12 @@ help: ## list the verbs
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_%-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 # ---- go ----------------------------------------------------------------------
-test: ## run all tests with the race detector
-	$(GO) test -race ./...
+test: ## run every test with the race detector against real masters (installs redis-server if it can)
+	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
+	echo "$(GO) test -race -timeout 15m ./..."; $(GO) test -race -timeout 15m ./...
 
-fuzz: ## run the fuzz targets (none yet)
-	@echo "fuzz: no fuzz targets yet"
+fuzz: ## run the validity fuzz target briefly (FUZZTIME=10s)
+	$(GO) test ./validity -run '^$$' -fuzz FuzzBudget -fuzztime $(FUZZTIME)
 
 # ---- lab ---------------------------------------------------------------------
 image: ## build the local image (redlock-lab/redis:local) FROM scratch from the host's redis-server (FORCE=1 rebuilds)

@@ -1,0 +1,114 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quorumlab/redlock/quorum"
+)
+
+// Sentinel errors; callers branch on them with errors.Is.
+var (
+	// ErrNotAcquired: no majority of masters granted the lock, or the
+	// majority arrived too late to leave any validity.
+	ErrNotAcquired = errors.New("redlock: not acquired")
+	// ErrLost: the lock is no longer ours (its deadline passed, another
+	// owner holds it, it was released), or an extension did not reach a
+	// majority before the deadline.
+	ErrLost = errors.New("redlock: lock lost")
+	// ErrInvalid: bad options or a bad resource name. The message names
+	// the rule.
+	ErrInvalid = errors.New("redlock: invalid argument")
+	// ErrClosed: the Locker was closed.
+	ErrClosed = errors.New("redlock: locker closed")
+)
+
+type invalidError struct{ rule string }
+
+func (e *invalidError) Error() string { return "redlock: invalid argument: " + e.rule }
+func (e *invalidError) Unwrap() error { return ErrInvalid }
+
+func invalid(rule string) error { return &invalidError{rule} }
+
+// Outcome is what became of the call to one master; the constants are in
+// package quorum (quorum.OK, quorum.TimedOut, ...).
+type Outcome = quorum.Outcome
+
+// NodeResult is one master's part in a round.
+type NodeResult struct {
+	// Addr is the master's address as its client reports it (may be empty
+	// for client types that do not expose one).
+	Addr    string
+	Outcome Outcome
+	// Latency is from the start of the round to this master's reply.
+	Latency time.Duration
+	// Err is the master's error, if any (nil for OK and Pending).
+	Err error
+}
+
+// Error is the error of a round that did not succeed. It unwraps to
+// ErrNotAcquired or ErrLost, and to the caller's context error when the
+// context ended first. Use errors.As to see the per-master outcomes.
+type Error struct {
+	// Op is "acquire", "fence", "extend" or "unlock".
+	Op string
+	// Resource is the resource name.
+	Resource string
+	// Need is the majority size; Nodes has one entry per master.
+	Need  int
+	Nodes []NodeResult
+	// Reason says why in words, e.g. "majority arrived after the validity window".
+	Reason string
+
+	kind  error // ErrNotAcquired or ErrLost
+	cause error // context error, or nil
+}
+
+// Count returns how many masters had outcome o.
+func (e *Error) Count(o Outcome) int {
+	n := 0
+	for _, r := range e.Nodes {
+		if r.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %s %q: %d of %d ok, need %d", e.kind, e.Op, e.Resource, e.Count(quorum.OK), len(e.Nodes), e.Need)
+	counts := make([]int, quorum.Canceled+1)
+	for _, r := range e.Nodes {
+		if int(r.Outcome) < len(counts) {
+			counts[r.Outcome]++
+		}
+	}
+	var parts []string
+	for o, c := range counts {
+		if c > 0 && Outcome(o) != quorum.OK {
+			parts = append(parts, fmt.Sprintf("%d %v", c, Outcome(o)))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
+	}
+	if e.Reason != "" {
+		b.WriteString(": " + e.Reason)
+	}
+	if e.cause != nil {
+		fmt.Fprintf(&b, ": %v", e.cause)
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel (ErrNotAcquired or ErrLost) and the context
+// error, if any.
+func (e *Error) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.kind, e.cause}
+	}
+	return []error{e.kind}
+}

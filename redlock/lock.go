@@ -1,0 +1,140 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/quorumlab/redlock/quorum"
+)
+
+// Acquisition is the breakdown of one acquisition round, for logs and the
+// bench: how long it took, what was subtracted, what validity was left, and
+// what each master did.
+type Acquisition struct {
+	// Start is the monotonic reading taken before the first request.
+	Start time.Time
+	// Elapsed is from Start to the quorum decision.
+	Elapsed time.Duration
+	// TTL, Drift and SafetyMargin are the budget's terms.
+	TTL, Drift, SafetyMargin time.Duration
+	// Validity is TTL − Elapsed − Drift − SafetyMargin: the time left at
+	// the decision.
+	Validity time.Duration
+	// Nodes has one entry per master.
+	Nodes []NodeResult
+}
+
+// Lock is a held lock. Its methods are safe for concurrent use. It is
+// yours only before Deadline(); after that, treat the resource as someone
+// else's whatever the masters say.
+type Lock struct {
+	locker   *Locker
+	resource string
+	key      string
+	token    string
+	hold     *holding
+	info     Acquisition
+
+	mu       sync.Mutex // serialises Extend and Unlock; guards deadline and released
+	deadline time.Time
+	released bool
+}
+
+// Resource returns the resource name.
+func (lk *Lock) Resource() string { return lk.resource }
+
+// Token returns the random value stored on the masters for this lock.
+func (lk *Lock) Token() string { return lk.token }
+
+// Deadline returns the instant (with a monotonic reading) until which the
+// lock is held: start + TTL − drift − SafetyMargin of the latest successful
+// acquisition or extension.
+func (lk *Lock) Deadline() time.Time {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.deadline
+}
+
+// Valid reports whether the deadline is still ahead.
+func (lk *Lock) Valid() bool { return time.Now().Before(lk.Deadline()) }
+
+// Acquisition returns the breakdown of the round that acquired the lock.
+func (lk *Lock) Acquisition() Acquisition { return lk.info }
+
+// Extend resets the TTL on every master that still holds this lock's
+// token. It succeeds only when a majority did so and the round finished
+// before the current deadline; the new deadline counts from the extension's
+// own start. After the deadline it sends nothing and returns an error
+// wrapping ErrLost: a lapsed lock is never silently re-acquired. A failed
+// extension leaves the current deadline in place, so it may be retried
+// while time remains.
+func (lk *Lock) Extend(ctx context.Context) error {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	l := lk.locker
+	if lk.released {
+		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
+	}
+	start := time.Now()
+	if !start.Before(lk.deadline) {
+		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "deadline passed", kind: ErrLost}
+	}
+	ttl := l.opts.TTL.Milliseconds()
+	res := quorum.Run(ctx, l.group, quorum.Op[int64]{
+		Need: l.need,
+		Call: func(ctx context.Context, i int) (int64, error) {
+			n, err := l.scripts.extend.Run(ctx, l.masters[i], []string{lk.key}, lk.token, ttl).Int64()
+			if err == nil && n == 0 {
+				err = quorum.ErrRefused
+			}
+			return n, err
+		},
+	})
+	e := &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
+	switch {
+	case res.Err != nil:
+		e.cause = context.Cause(ctx)
+		return e
+	case !res.Reached:
+		e.Reason = "no majority still holds the token"
+		return e
+	case !time.Now().Before(lk.deadline):
+		e.Reason = "the majority answered after the deadline"
+		return e
+	}
+	lk.deadline = l.budget.Deadline(start)
+	return nil
+}
+
+// Unlock deletes the lock's key on every master that still holds this
+// lock's token, in parallel, waiting at most NodeTimeout for each, whatever
+// ctx says (a cancelled caller must not leave keys behind). It never
+// deletes another owner's key. It returns an error wrapping ErrLost when the
+// lock was no longer held: fewer than a majority still had the token, or the
+// deadline had passed (the keys are deleted all the same).
+func (lk *Lock) Unlock(ctx context.Context) error {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	l := lk.locker
+	if lk.released {
+		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
+	}
+	lk.released = true
+	expired := !time.Now().Before(lk.deadline)
+	lk.hold.settle(gone)
+	res := l.release(ctx, lk.key, lk.token)
+	e := &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
+	switch {
+	case res.Err != nil:
+		e.Reason = res.Err.Error()
+		return e
+	case expired:
+		e.Reason = "deadline had passed before unlock"
+		return e
+	case !res.Reached:
+		e.Reason = "no majority still held the token"
+		return e
+	}
+	return nil
+}

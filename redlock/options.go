@@ -1,0 +1,130 @@
+package redlock
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/quorumlab/redlock/validity"
+)
+
+// Options configures a Locker. A nil *Options, and every zero field, means
+// the documented default. There is deliberately no way to turn the drift
+// allowance off: a zero DriftFactor or DriftConstant means the default.
+type Options struct {
+	// TTL is how long each master keeps the lock key, a whole number of
+	// milliseconds (Redis's PX resolution). Default: 10s.
+	TTL time.Duration
+
+	// DriftFactor is the relative clock-rate error allowed between this
+	// process and any master, in (0, 1). Default: 0.01 (redlock-rb).
+	DriftFactor float64
+
+	// DriftConstant is added to the drift allowance. Default: 2ms
+	// (redlock-rb: the TTL's millisecond resolution on the master).
+	DriftConstant time.Duration
+
+	// SafetyMargin is kept in reserve on top of the drift: the deadline is
+	// start + TTL − drift − SafetyMargin. Set it to cover pauses you
+	// expect between checking the deadline and acting (GC, I/O).
+	// Default: 0.
+	SafetyMargin time.Duration
+
+	// NodeTimeout bounds each call to one master. The Locker stops waiting
+	// for a master at this deadline even if the client ignores contexts
+	// (go-redis v9 does by default), and marks it unavailable until it
+	// answers again. It must be shorter than TTL. Default: TTL/200 kept
+	// within [10ms, 50ms] (50ms for the 10s default, the top of the Redlock
+	// spec's 5–50ms range for a 10s TTL), and at most TTL/4. The floor is
+	// there because a cold client's first call also dials and handshakes
+	// (go-redis sends HELLO and CLIENT SETINFO), which can take several
+	// milliseconds on a loaded machine.
+	NodeTimeout time.Duration
+
+	// KeyPrefix is prepended to every key; it must not contain '{' or '}'.
+	// Keys are "<KeyPrefix>{<resource>}" and "<KeyPrefix>{<resource>}:fence".
+	// Default: "redlock:".
+	KeyPrefix string
+
+	// Retry is how Lock retries. TryLock makes one round regardless.
+	Retry RetryPolicy
+
+	// Logger receives debug records of rounds and warnings of failed
+	// releases. Tokens are logged shortened. Default: nil, which discards.
+	Logger *slog.Logger
+}
+
+// RetryPolicy is how Lock spaces its rounds: after failed attempt n it
+// waits a random time in [d/2, d], where d = MinDelay·2^(n−1) capped at
+// MaxDelay (exponential backoff with jitter, so contending clients spread
+// out instead of colliding again).
+type RetryPolicy struct {
+	// MaxAttempts is the most rounds Lock makes. Default: 0, no limit: Lock
+	// tries until it acquires or its context ends.
+	MaxAttempts int
+	// MinDelay is the first backoff. Default: 5ms.
+	MinDelay time.Duration
+	// MaxDelay caps the backoff. Default: 100ms.
+	MaxDelay time.Duration
+}
+
+// Defaults, each named in its field's comment.
+const (
+	DefaultTTL       = 10 * time.Second
+	DefaultKeyPrefix = "redlock:"
+	defaultMinDelay  = 5 * time.Millisecond
+	defaultMaxDelay  = 100 * time.Millisecond
+)
+
+// withDefaults returns a copy with every zero field filled in.
+func (o Options) withDefaults() Options {
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.DriftFactor == 0 {
+		o.DriftFactor = validity.DefaultDriftFactor
+	}
+	if o.DriftConstant == 0 {
+		o.DriftConstant = validity.DefaultDriftConstant
+	}
+	if o.NodeTimeout == 0 && o.TTL > 0 {
+		o.NodeTimeout = min(max(o.TTL/200, 5*time.Millisecond), 50*time.Millisecond, o.TTL/4)
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if o.Retry.MinDelay == 0 {
+		o.Retry.MinDelay = defaultMinDelay
+	}
+	if o.Retry.MaxDelay == 0 {
+		o.Retry.MaxDelay = max(defaultMaxDelay, o.Retry.MinDelay)
+	}
+	return o
+}
+
+func (o Options) budget() validity.Budget {
+	return validity.Budget{TTL: o.TTL, DriftFactor: o.DriftFactor, DriftConstant: o.DriftConstant, SafetyMargin: o.SafetyMargin}
+}
+
+// validate reports the first rule a filled-in Options breaks.
+func (o Options) validate() error {
+	if err := o.budget().Validate(); err != nil {
+		return invalid(err.Error())
+	}
+	switch {
+	case o.TTL%time.Millisecond != 0:
+		return invalid(fmt.Sprintf("TTL %v is not a whole number of milliseconds (Redis keeps PX in ms)", o.TTL))
+	case o.NodeTimeout < 0:
+		return invalid(fmt.Sprintf("NodeTimeout %v must be positive", o.NodeTimeout))
+	case o.NodeTimeout >= o.TTL:
+		return invalid(fmt.Sprintf("NodeTimeout %v must be shorter than TTL %v", o.NodeTimeout, o.TTL))
+	case strings.ContainsAny(o.KeyPrefix, "{}"):
+		return invalid(fmt.Sprintf("KeyPrefix %q must not contain '{' or '}' (they would change the keys' hash slot)", o.KeyPrefix))
+	case o.Retry.MaxAttempts < 0:
+		return invalid(fmt.Sprintf("Retry.MaxAttempts %d must not be negative", o.Retry.MaxAttempts))
+	case o.Retry.MinDelay < 0 || o.Retry.MaxDelay < o.Retry.MinDelay:
+		return invalid(fmt.Sprintf("Retry delays must satisfy 0 ≤ MinDelay (%v) ≤ MaxDelay (%v)", o.Retry.MinDelay, o.Retry.MaxDelay))
+	}
+	return nil
+}

@@ -1,0 +1,454 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newLocker builds a Locker over the cluster with default go-redis clients.
+// Its cleanup resumes paused masters first, so that Close does not wait for
+// calls stuck on them for go-redis's ReadTimeout.
+func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Locker {
+	t.Helper()
+	l, err := redlock.New(c.Clients(), opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	t.Cleanup(c.ResumeAll)
+	return l
+}
+
+// keyState returns, per master, the lock key's value ("" when absent).
+func keyState(t *testing.T, c *lab.Cluster, resource string) []string {
+	t.Helper()
+	out := make([]string, c.N())
+	for i := range c.N() {
+		v, err := c.Client(i).Get(t.Context(), "redlock:{"+resource+"}").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("GET on master %d: %v", i, err)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+func countValue(vals []string, v string) int {
+	n := 0
+	for _, x := range vals {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestAcquireReleaseOnFiveMasters(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, nil)
+	lk, err := l.TryLock(t.Context(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keyState(t, c, "orders"); countValue(got, lk.Token()) != 5 {
+		t.Fatalf("token on %d of 5 masters after an uncontended acquire", countValue(got, lk.Token()))
+	}
+	a := lk.Acquisition()
+	if a.Validity != a.TTL-a.Elapsed-a.Drift-a.SafetyMargin || a.Drift != 102*time.Millisecond || a.TTL != 10*time.Second {
+		t.Fatalf("breakdown does not add up: %+v", a)
+	}
+	if d := lk.Deadline().Sub(a.Start); d != 10*time.Second-102*time.Millisecond {
+		t.Fatalf("deadline − start = %v, want 9.898s", d)
+	}
+	if len(lk.Token()) < 22 {
+		t.Fatalf("token %q shorter than 128 bits", lk.Token())
+	}
+	// Contended: a second Locker cannot take it.
+	l2 := newLocker(t, c, nil)
+	if _, err := l2.TryLock(t.Context(), "orders"); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("second TryLock: %v, want ErrNotAcquired", err)
+	}
+	if got := keyState(t, c, "orders"); countValue(got, lk.Token()) != 5 {
+		t.Fatalf("the failed attempt disturbed the holder's keys: %q", got)
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyState(t, c, "orders"); countValue(got, "") != 5 {
+		t.Fatalf("keys left after Unlock: %q", got)
+	}
+	if err := lk.Unlock(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("second Unlock: %v, want ErrLost", err)
+	}
+}
+
+// Acceptance 3: two of five masters SIGSTOPped, default go-redis clients.
+func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, nil)
+	nt := l.Options().NodeTimeout
+	for _, i := range []int{1, 3} {
+		if err := c.Pause(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 { // the first round meets the stall; later ones meet open breakers
+		start := time.Now()
+		lk, err := l.TryLock(t.Context(), "stall")
+		if err != nil {
+			t.Fatalf("round %d: TryLock with 2 of 5 stalled: %v", round, err)
+		}
+		if took := time.Since(start); took > 10*nt {
+			t.Fatalf("round %d: TryLock took %v, over 10× NodeTimeout (%v)", round, took, nt)
+		}
+		start = time.Now()
+		if err := lk.Unlock(t.Context()); err != nil {
+			t.Fatalf("round %d: Unlock: %v", round, err)
+		}
+		if took := time.Since(start); took > 10*nt {
+			t.Fatalf("round %d: Unlock took %v, over 10× NodeTimeout (%v)", round, took, nt)
+		}
+		for _, i := range []int{0, 2, 4} {
+			if n := c.Client(i).Exists(t.Context(), "redlock:{stall}").Val(); n != 0 {
+				t.Fatalf("round %d: live master %d still holds the key after Unlock", round, i)
+			}
+		}
+	}
+}
+
+// Acceptance 4: three of five SIGSTOPped.
+func TestThreeStalledMastersFailAndRelease(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, nil)
+	for _, i := range []int{0, 2, 4} {
+		if err := c.Pause(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := l.TryLock(t.Context(), "minority")
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("TryLock with 3 of 5 stalled: %v, want ErrNotAcquired", err)
+	}
+	var e *redlock.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("%v is not a *redlock.Error", err)
+	}
+	if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
+		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(quorum.OK), e.Count(quorum.TimedOut), err)
+	}
+	for _, i := range []int{0, 2, 4} {
+		if e.Nodes[i].Outcome != quorum.TimedOut {
+			t.Errorf("master %d: %v, want timed out", i, e.Nodes[i].Outcome)
+		}
+	}
+	for _, i := range []int{1, 3} {
+		if n := c.Client(i).Exists(t.Context(), "redlock:{minority}").Val(); n != 0 {
+			t.Fatalf("live master %d still holds the key right after the failed acquire", i)
+		}
+	}
+	// When the stalled masters wake, the SETs queued in their sockets land;
+	// the Locker deletes them as their late replies arrive.
+	c.ResumeAll()
+	waitFor(t, "late-landed keys to be released", func() bool {
+		return countValue(keyState(t, c, "minority"), "") == 5
+	})
+}
+
+// Acceptance 5: a majority that arrives after the validity window.
+func TestLateMajorityIsNotALock(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	clients := c.Clients()
+	for _, cl := range clients { // dial now, so the round measures only the stall
+		if err := cl.Ping(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := redlock.New(clients, &redlock.Options{TTL: 400 * time.Millisecond, SafetyMargin: 50 * time.Millisecond, NodeTimeout: 390 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	// drift = 400ms×0.01 + 2ms = 6ms: the window is 400 − 6 − 50 = 344ms.
+	// Three masters answer nothing for 360ms: later than the window,
+	// sooner than NodeTimeout, so the majority does arrive, too late.
+	// (CLIENT PAUSE rather than DEBUG SLEEP: it is in effect when the
+	// command returns, so the test does not race the stall.)
+	for _, i := range []int{0, 1, 2} {
+		if err := c.Slow(t.Context(), i, 360*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = l.TryLock(t.Context(), "late")
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
+	}
+	var e *redlock.Error
+	if !errors.As(err, &e) || e.Count(quorum.OK) < 3 || !strings.Contains(e.Reason, "validity window") {
+		t.Fatalf("want a majority of OKs rejected for lateness, got %v", err)
+	}
+	if got := keyState(t, c, "late"); countValue(got, "") != 5 {
+		t.Fatalf("keys left after the late majority: %q", got)
+	}
+}
+
+// Acceptance 6: mutual exclusion under contention.
+func TestMutualExclusion(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const lockers, perLocker = 8, 25
+	var holders, maxHolders, sections atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, lockers)
+	for range lockers {
+		l := newLocker(t, c, nil)
+		wg.Go(func() {
+			for range perLocker {
+				lk, err := l.Lock(t.Context(), "mutex")
+				if err != nil {
+					errs <- err
+					return
+				}
+				h := holders.Add(1)
+				for {
+					m := maxHolders.Load()
+					if h <= m || maxHolders.CompareAndSwap(m, h) {
+						break
+					}
+				}
+				sections.Add(1)
+				if !time.Now().Before(lk.Deadline()) {
+					errs <- errors.New("holder passed its deadline inside the critical section")
+				}
+				holders.Add(-1)
+				if err := lk.Unlock(t.Context()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if m := maxHolders.Load(); m != 1 {
+		t.Fatalf("at most %d holders at once, want exactly 1", m)
+	}
+	if s := sections.Load(); s != lockers*perLocker {
+		t.Fatalf("%d critical sections, want %d", s, lockers*perLocker)
+	}
+}
+
+// Acceptance 7: Extend and Unlock after the lock moved on.
+func TestExtend(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{TTL: time.Second, NodeTimeout: 40 * time.Millisecond})
+	lk, err := l.TryLock(t.Context(), "ext")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := lk.Deadline()
+	waitFor(t, "PTTL to fall below 800ms", func() bool {
+		return c.Client(0).PTTL(t.Context(), "redlock:{ext}").Val() < 800*time.Millisecond
+	})
+	if err := lk.Extend(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !lk.Deadline().After(before) {
+		t.Fatalf("Extend did not move the deadline: %v → %v", before, lk.Deadline())
+	}
+	raised := 0
+	for i := range 5 {
+		if c.Client(i).PTTL(t.Context(), "redlock:{ext}").Val() > 850*time.Millisecond {
+			raised++
+		}
+	}
+	if raised < 3 {
+		t.Fatalf("PTTL raised on %d masters, want a majority", raised)
+	}
+}
+
+func TestExtendAfterDeadlineIsLost(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{TTL: 100 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	lk, err := l.TryLock(t.Context(), "lapsed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the deadline but (the drift allowance) before the keys expire:
+	// Extend must not touch them.
+	waitFor(t, "the deadline", func() bool { return !lk.Valid() })
+	if err := lk.Extend(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("Extend after the deadline: %v, want ErrLost", err)
+	}
+	waitFor(t, "the keys to expire", func() bool { return countValue(keyState(t, c, "lapsed"), "") == 5 })
+	if err := lk.Extend(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("Extend after expiry: %v, want ErrLost", err)
+	}
+	if got := keyState(t, c, "lapsed"); countValue(got, "") != 5 {
+		t.Fatalf("Extend re-created keys: %q", got)
+	}
+}
+
+func TestUnlockNeverDeletesTheNextOwnersKeys(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	la := newLocker(t, c, &redlock.Options{TTL: 100 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	lb := newLocker(t, c, nil)
+	a, err := la.TryLock(t.Context(), "handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A's keys to expire", func() bool { return countValue(keyState(t, c, "handoff"), "") == 5 })
+	b, err := lb.TryLock(t.Context(), "handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("stale Unlock: %v, want ErrLost", err)
+	}
+	if got := keyState(t, c, "handoff"); countValue(got, b.Token()) != 5 {
+		t.Fatalf("B's keys after A's stale Unlock: %q", got)
+	}
+	if err := b.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Unlock must release even when the caller's ctx is already cancelled.
+func TestUnlockWithCancelledContext(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, nil)
+	lk, err := l.TryLock(t.Context(), "cancelled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock with a cancelled ctx: %v", err)
+	}
+	if got := keyState(t, c, "cancelled"); countValue(got, "") != 3 {
+		t.Fatalf("keys left: %q", got)
+	}
+}
+
+// Acceptance 9.
+func TestLockReturnsPromptlyWhenCancelled(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, nil)
+	held, err := l.TryLock(t.Context(), "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var cancelledAt atomic.Int64
+	time.AfterFunc(50*time.Millisecond, func() { cancelledAt.Store(time.Now().UnixNano()); cancel() })
+	_, err = l.Lock(ctx, "busy")
+	returned := time.Now()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock: %v, want context.Canceled", err)
+	}
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("Lock: %v should also say it was not acquired", err)
+	}
+	if lag := returned.Sub(time.Unix(0, cancelledAt.Load())); lag > time.Second {
+		t.Fatalf("Lock returned %v after the cancel", lag)
+	}
+	if got := keyState(t, c, "busy"); countValue(got, held.Token()) != 5 {
+		t.Fatalf("holder's keys disturbed: %q", got)
+	}
+	if _, err := l.Lock(ctx, "busy"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock with a dead ctx: %v", err)
+	}
+}
+
+// Acceptance 8: bad input is an error naming the rule, never a panic.
+func TestBadInput(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	good := c.Clients()
+	var nilClient *redis.Client
+	sameAddr := redis.NewClient(&redis.Options{Addr: c.Addrs()[0]})
+	t.Cleanup(func() { sameAddr.Close() })
+	for _, tc := range []struct {
+		name    string
+		masters []redis.UniversalClient
+		opts    *redlock.Options
+		rule    string
+	}{
+		{"no masters", nil, nil, "no masters"},
+		{"nil client", []redis.UniversalClient{good[0], nil, good[2]}, nil, "master 1 is a nil client"},
+		{"typed nil client", []redis.UniversalClient{good[0], nilClient}, nil, "master 1 is a nil client"},
+		{"same address twice", []redis.UniversalClient{good[0], good[1], sameAddr}, nil, "masters 0 and 2 are the same master"},
+		{"same client twice", []redis.UniversalClient{good[0], good[0]}, nil, "masters 0 and 1 are the same master"},
+		{"negative TTL", good, &redlock.Options{TTL: -time.Second}, "TTL -1s must be positive"},
+		{"TTL within drift and margin", good, &redlock.Options{TTL: 100 * time.Millisecond, SafetyMargin: 99 * time.Millisecond}, "must exceed drift"},
+		{"DriftFactor 1", good, &redlock.Options{DriftFactor: 1}, "DriftFactor 1 must be in [0, 1)"},
+		{"DriftFactor negative", good, &redlock.Options{DriftFactor: -0.5}, "DriftFactor -0.5 must be in [0, 1)"},
+		{"NodeTimeout equal to TTL", good, &redlock.Options{TTL: time.Second, NodeTimeout: time.Second}, "NodeTimeout 1s must be shorter than TTL 1s"},
+		{"sub-millisecond TTL", good, &redlock.Options{TTL: 1500*time.Millisecond + 500*time.Microsecond}, "whole number of milliseconds"},
+		{"prefix with a brace", good, &redlock.Options{KeyPrefix: "a{b"}, "must not contain '{' or '}'"},
+		{"negative retry", good, &redlock.Options{Retry: redlock.RetryPolicy{MaxAttempts: -1}}, "MaxAttempts -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := redlock.New(tc.masters, tc.opts)
+			if err == nil {
+				l.Close()
+				t.Fatal("New succeeded")
+			}
+			if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), tc.rule) {
+				t.Fatalf("New: %v, want ErrInvalid naming %q", err, tc.rule)
+			}
+		})
+	}
+	l := newLocker(t, c, nil)
+	for _, tc := range []struct{ name, resource, rule string }{
+		{"empty resource", "", "resource name is empty"},
+		{"long resource", strings.Repeat("r", 513), "513 bytes, over the 512-byte limit"},
+		{"control character", "a\nb", "control character at byte 1"},
+		{"leading brace", "}x", "must not start with '}'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for name, f := range map[string]func(context.Context, string) (*redlock.Lock, error){"TryLock": l.TryLock, "Lock": l.Lock} {
+				if _, err := f(t.Context(), tc.resource); !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), tc.rule) {
+					t.Fatalf("%s: %v, want ErrInvalid naming %q", name, err, tc.rule)
+				}
+			}
+		})
+	}
+	if _, err := l.TryLock(t.Context(), strings.Repeat("r", 512)); err != nil {
+		t.Fatalf("a 512-byte resource is allowed: %v", err)
+	}
+}
+
+func TestClosedLocker(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, nil)
+	l.Close()
+	if _, err := l.TryLock(t.Context(), "x"); !errors.Is(err, redlock.ErrClosed) {
+		t.Fatalf("TryLock after Close: %v, want ErrClosed", err)
+	}
+}

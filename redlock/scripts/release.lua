@@ -1,0 +1,8 @@
+-- Compare-and-DEL: delete the lock only if it still holds our token, so a
+-- late release never deletes the next owner's key.
+-- KEYS[1] lock key; ARGV[1] token.
+-- Returns 1 when deleted, 0 when the key is gone or someone else's.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Prepares a machine for `make test` and prints the environment the tests
+# should run with (eval'd by the Makefile). Tests need real Redis masters:
+#   - local redis-server processes (Debian's package) — installed here with
+#     apt-get when we are root, and
+#   - for the Docker-backed tests, an image: the official one if present,
+#     else redlock-lab/redis:local built from the host's redis-server
+#     (no registry is reachable on some machines).
+# When redis-server cannot be installed but Docker works, the process tests
+# run on Docker masters instead (REDLOCK_LAB_BACKEND=docker).
+set -euo pipefail
+log() { echo "test-setup: $*" >&2; }
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "redis-server missing: installing Debian's package"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; } >&2 \
+      || log "apt-get install redis-server failed"
+  fi
+fi
+
+docker_ok=
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then docker_ok=1; fi
+
+image="${REDLOCK_REDIS_IMAGE:-}"
+if [ -n "$docker_ok" ]; then
+  if [ -z "$image" ]; then
+    if docker image inspect redis:7.4-alpine >/dev/null 2>&1; then
+      image=redis:7.4-alpine
+    elif command -v redis-server >/dev/null 2>&1; then
+      docker image inspect redlock-lab/redis:local >/dev/null 2>&1 || {
+        log "building redlock-lab/redis:local from the host's redis-server (no registry needed)"
+        docker/redis-local/build.sh redlock-lab/redis:local >&2
+      }
+      image=redlock-lab/redis:local
+    fi
+  fi
+  [ -n "$image" ] && echo "export REDLOCK_REDIS_IMAGE=$image"
+fi
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ -n "$docker_ok" ] && [ -n "$image" ]; then
+    log "no redis-server: running the lab on Docker masters ($image)"
+    echo "export REDLOCK_LAB_BACKEND=docker"
+  else
+    echo "echo 'make test needs Redis masters: install redis-server (apt-get install redis-server) or start Docker' >&2; exit 1"
+  fi
+fi
