@@ -2,31 +2,68 @@
 // tests, the benchmark CLI and users' own tests, and injects the faults a
 // quorum lock must survive.
 //
-// The masters are real redis-server processes (Debian's package works; set
-// Options.RedisServer for another binary), one per free 127.0.0.1 port, each
-// with its own temporary directory, no persistence unless
-// Options.AppendFsyncAlways, and no replication between them. Start returns
-// once every master answers; Close kills them all (paused ones included),
-// closes every client the Cluster handed out, stops the proxies and removes
-// the directories, leaving no process and no goroutine behind. ForTest does
-// both around a test. On Linux a master also dies with the test binary
-// (PR_SET_PDEATHSIG), so a crashed test leaves none behind either.
+// Two backends run the masters (Options.Backend), behind the same API:
+//
+//   - Process (the default): real redis-server processes (Debian's package
+//     works; set Options.RedisServer for another binary), one per free
+//     127.0.0.1 port, each with its own temporary directory. On Linux a
+//     master also dies with the test binary (PR_SET_PDEATHSIG), so a crashed
+//     test leaves none behind. Needs a unix system.
+//   - Docker: one container per master, started through testcontainers-go,
+//     all on a bridge network created for the cluster, each publishing 6379
+//     on a 127.0.0.1 port chosen at first start and bound explicitly, so
+//     that Restart and Heal bring a master back on the same address. The
+//     image is Options.Image, by default $REDLOCK_REDIS_IMAGE, else the
+//     official redis:7.4-alpine that users with a registry get. The lab
+//     never pulls: the image must be present locally, and DockerAvailable
+//     says whether it is (and an engine answers) so tests can skip. Machines
+//     without a registry, such as the project's lab machines, build
+//     redlock-lab/redis:local FROM scratch out of the host's redis-server
+//     (make image) and set REDLOCK_REDIS_IMAGE to it. For the same reason
+//     testcontainers' Ryuk reaper, itself an image to pull, is turned off
+//     (TESTCONTAINERS_RYUK_DISABLED=true, unless already set in the
+//     environment): the lab removes what it creates itself, and labels all
+//     of it redlock-lab.cluster=<id>, so after a crashed test binary
+//     `docker ps -a --filter label=redlock-lab.cluster` finds the leftovers.
+//     DEBUG is enabled ("yes", not "local": through a published port the
+//     client is the bridge gateway).
+//
+// Either way each master has no persistence unless
+// Options.AppendFsyncAlways, and no replication. Start returns once every
+// master answers; Close kills them all (paused ones included), closes every
+// client the Cluster handed out, stops the proxies and removes the
+// directories, or the containers and the network, leaving no process,
+// container or goroutine behind. ForTest does both around a test.
 //
 // Faults, by master index 0..N-1 (an index out of range is an error):
 //
-//   - Pause / Resume: SIGSTOP / SIGCONT of the process. A paused master keeps
-//     its socket, accepts connections from its backlog and answers nothing,
-//     like a GC pause or a stalled VM; queued commands run on Resume.
-//   - Kill: SIGKILL; the master's data is gone. Restart starts it again on
-//     the same port with EMPTY data (what a restart without fsync'd
-//     persistence does); clients reconnect on their own.
+//   - Pause / Resume: SIGSTOP / SIGCONT of the process (docker pause /
+//     unpause, the cgroup freezer). A paused master keeps its socket,
+//     accepts connections (from its backlog, or Docker's port proxy) and
+//     answers nothing, like a GC pause or a stalled VM; queued commands run
+//     on Resume.
+//   - Kill: SIGKILL (the container is removed); the master's data is gone.
+//     Restart starts it again on the same port with EMPTY data, even with
+//     AOF on (what a restart without fsync'd persistence does; on Docker a
+//     new container, not docker restart); clients reconnect on their own.
 //   - Slow: CLIENT PAUSE <ms> ALL; the process runs but answers no client for
 //     the duration, then catches up by itself.
-//   - Cut / Heal (needs Options.Proxy): the in-process TCP proxy in front of
-//     the master drops open connections and blackholes new ones, a network
-//     partition between clients and that master, until Heal.
-//   - Latency (needs Options.Proxy): the proxy delays every chunk by d each
-//     way.
+//   - Cut / Heal: a network partition between clients and that master,
+//     until Heal. Through the in-process TCP proxy (Options.Proxy) open
+//     connections are dropped and new ones are blackholed: clients see
+//     timeouts. On the Docker backend without the proxy the container is
+//     disconnected from its network (docker network disconnect), which takes
+//     its published port away too: new connections are REFUSED and open
+//     ones get EOF, a fast failure rather than a silent one (go-redis still
+//     retries refused dials: measured with v9.23, a default client reports
+//     it after about 1.7 s, one with MaxRetries -1 after about 0.4 s, unless
+//     its ctx ends first). Use Pause, or the
+//     proxy, for timeouts. Data survives a cut; Heal reconnects the
+//     container on the same port. While cut, Slow and JumpClock cannot
+//     reach a Docker master either. On the process backend Cut needs
+//     Options.Proxy.
+//   - Latency (needs Options.Proxy, on either backend): the proxy delays
+//     every chunk by d each way.
 //   - JumpClock is a SIMULATION of a forward clock jump: one Lua script
 //     shrinks every key's remaining TTL by d and deletes keys whose TTL was
 //     at most d. The master's clock itself does not move (libfaketime
@@ -41,6 +78,5 @@
 // whatever its ctx says; set redis.Options.ContextTimeoutEnabled on clients
 // that must give up earlier.
 //
-// This version runs masters as local processes and so needs a unix system;
-// a Docker backend is planned behind the same API.
+// The Process backend needs a unix system; elsewhere use the Docker one.
 package lab

@@ -1,11 +1,13 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os/exec"
 	"sync"
 	"testing"
@@ -14,18 +16,37 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Backend names what runs the masters.
+type Backend string
+
+const (
+	// Process runs each master as a local redis-server process (unix only).
+	Process Backend = "process"
+	// Docker runs each master in a container of Options.Image, through
+	// testcontainers-go, on a network of its own.
+	Docker Backend = "docker"
+)
+
 // Options configures a Cluster. The zero value works.
 type Options struct {
+	// Backend runs the masters as local processes or Docker containers.
+	// Default: Process ("" means Process).
+	Backend Backend
 	// RedisServer is the redis-server binary, a path or a name looked up in
-	// PATH. Default: "redis-server".
+	// PATH; only the Process backend uses it. Default: "redis-server".
 	RedisServer string
+	// Image is the Redis image the Docker backend runs. It must already be
+	// present locally: the lab never pulls (see DockerAvailable).
+	// Default: $REDLOCK_REDIS_IMAGE if set, else "redis:7.4-alpine".
+	Image string
 	// AppendFsyncAlways turns on AOF with appendfsync always, what fencing
 	// needs to survive a restart of the process. Note that Restart still
 	// starts from EMPTY data. Default: false (save "", appendonly no).
 	AppendFsyncAlways bool
 	// Proxy puts an in-process TCP fault proxy in front of each master so
 	// Cut, Heal and Latency work; Addrs then returns the proxy addresses.
-	// Default: false.
+	// The Docker backend cuts without it (network disconnect); with it,
+	// Cut and Heal go through the proxy instead. Default: false.
 	Proxy bool
 	// Logger receives debug records of starts and faults. Default: nil,
 	// which discards.
@@ -36,9 +57,21 @@ type Options struct {
 // be found.
 var ErrNoRedisServer = errors.New("lab: redis-server not found: install it (apt-get install redis-server), set Options.RedisServer, or use the Docker backend")
 
+// ErrNoDocker is returned by DockerAvailable, and by Start with the Docker
+// backend, when no Docker engine answers or the image is not present
+// locally (the lab never pulls one).
+var ErrNoDocker = errors.New("lab: Docker backend unavailable")
+
 var (
-	errClosed   = errors.New("lab: cluster closed")
-	errNotProxy = errors.New("lab: Cut, Heal and Latency need Options.Proxy")
+	errClosed     = errors.New("lab: cluster closed")
+	errNotProxy   = errors.New("lab: Latency needs Options.Proxy, and so do Cut and Heal except on the Docker backend")
+	errNotRunning = errors.New("lab: master is not running")
+	errAddrInUse  = errors.New("lab: port taken by another process")
+)
+
+const (
+	portAttempts = 5 // fresh ports tried when another process wins the race
+	probeEvery   = 10 * time.Millisecond
 )
 
 //go:embed jumpclock.lua
@@ -57,6 +90,24 @@ type backend interface {
 	restart(ctx context.Context, i int) error
 	// close kills every master, joins every goroutine and removes files.
 	close() error
+}
+
+// cutter is a backend that can partition a master without the proxy.
+type cutter interface {
+	cut(i int) error
+	heal(i int) error
+}
+
+// freePort returns a 127.0.0.1 port that was free a moment ago; callers
+// retry with another one when they lose a race for it.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("lab: finding a free port: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	return port, nil
 }
 
 // Cluster is N independent Redis masters started by Start. Its methods are
@@ -79,9 +130,10 @@ type Cluster struct {
 	closeErr  error
 }
 
-// Start starts n masters on free 127.0.0.1 ports, each with its own temp
-// directory, in parallel, and returns once each answers. On error nothing is
-// left running. opts may be nil.
+// Start starts n masters on free 127.0.0.1 ports in parallel, as local
+// processes each with its own temp directory or as containers on a network
+// of their own (Options.Backend), and returns once each answers. On error
+// nothing is left running. opts may be nil.
 func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("lab: need at least one master, got %d", n)
@@ -90,19 +142,32 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.RedisServer == "" {
-		o.RedisServer = "redis-server"
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	bin, err := exec.LookPath(o.RedisServer)
-	if err != nil {
-		return nil, fmt.Errorf("%w (%w)", ErrNoRedisServer, err)
-	}
-	be, err := newProcessBackend(bin, o.AppendFsyncAlways, n, o.Logger)
-	if err != nil {
-		return nil, err
+	var be backend
+	switch o.Backend {
+	case "", Process:
+		if o.RedisServer == "" {
+			o.RedisServer = "redis-server"
+		}
+		bin, err := exec.LookPath(o.RedisServer)
+		if err != nil {
+			return nil, fmt.Errorf("%w (%w)", ErrNoRedisServer, err)
+		}
+		pb, err := newProcessBackend(bin, o.AppendFsyncAlways, n, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		be = pb
+	case Docker:
+		db, err := newDockerBackend(ctx, imageOrDefault(o.Image), o.AppendFsyncAlways, n, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		be = db
+	default:
+		return nil, fmt.Errorf("lab: unknown backend %q (want %q or %q)", o.Backend, Process, Docker)
 	}
 	c := &Cluster{
 		n:       n,
@@ -138,13 +203,14 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 	for _, a := range c.addrs {
 		c.clients = append(c.clients, redis.NewClient(&redis.Options{Addr: a}))
 	}
-	c.log.Info("lab: masters up", "n", n, "addrs", c.addrs, "proxy", o.Proxy)
+	c.log.Info("lab: masters up", "n", n, "backend", cmp.Or(o.Backend, Process), "addrs", c.addrs, "proxy", o.Proxy)
 	return c, nil
 }
 
 // ForTest starts n masters like Start and closes them in tb.Cleanup. It
 // fails the test with the reason when they cannot start, including when
-// redis-server is missing (ErrNoRedisServer).
+// redis-server is missing (ErrNoRedisServer) or Docker is (ErrNoDocker);
+// check DockerAvailable first to skip instead.
 func ForTest(tb testing.TB, n int, opts *Options) *Cluster {
 	tb.Helper()
 	c, err := Start(tb.Context(), n, opts)
@@ -207,9 +273,9 @@ func (c *Cluster) check(i int) error {
 	return nil
 }
 
-// Pause freezes master i with SIGSTOP and returns once it is stopped: its
-// socket stays open and it answers nothing until Resume. Pausing a paused
-// master is a no-op; pausing a killed one is an error.
+// Pause freezes master i with SIGSTOP (docker pause) and returns once it is
+// stopped: its socket stays open and it answers nothing until Resume.
+// Pausing a paused master is a no-op; pausing a killed one is an error.
 func (c *Cluster) Pause(i int) error {
 	if err := c.check(i); err != nil {
 		return err
@@ -218,7 +284,8 @@ func (c *Cluster) Pause(i int) error {
 	return c.be.pause(i)
 }
 
-// Resume continues master i with SIGCONT; it answers what was queued.
+// Resume continues master i with SIGCONT (docker unpause); it answers what
+// was queued.
 func (c *Cluster) Resume(i int) error {
 	if err := c.check(i); err != nil {
 		return err
@@ -235,8 +302,8 @@ func (c *Cluster) ResumeAll() {
 	}
 }
 
-// Kill SIGKILLs master i and waits until it has exited; its data is lost.
-// Killing a master that is down is a no-op.
+// Kill SIGKILLs master i (removes its container) and waits until it has
+// exited; its data is lost. Killing a master that is down is a no-op.
 func (c *Cluster) Kill(i int) error {
 	if err := c.check(i); err != nil {
 		return err
@@ -246,8 +313,8 @@ func (c *Cluster) Kill(i int) error {
 }
 
 // Restart starts master i again on the same port with EMPTY data (killing it
-// first if it runs) and returns once it answers. Clients reconnect on their
-// own.
+// first if it runs; a new container on the Docker backend) and returns once
+// it answers. Clients reconnect on their own.
 func (c *Cluster) Restart(ctx context.Context, i int) error {
 	if err := c.check(i); err != nil {
 		return err
@@ -320,29 +387,46 @@ func (c *Cluster) proxy(i int) (*proxy, error) {
 	return c.proxies[i], nil
 }
 
-// Cut partitions master i from its clients (needs Options.Proxy): open
-// connections through the proxy are dropped and new ones are accepted but
-// blackholed, so clients see timeouts, until Heal.
+// Cut partitions master i from its clients until Heal. Through the proxy
+// (Options.Proxy) open connections are dropped and new ones are accepted but
+// blackholed, so clients see timeouts. On the Docker backend without the
+// proxy the container is disconnected from its network, which also removes
+// its published port: new connections are refused and open ones get EOF,
+// a fast failure rather than a silent one. Cutting a cut master is a no-op;
+// a master killed or restarted while cut stays cut.
 func (c *Cluster) Cut(i int) error {
-	p, err := c.proxy(i)
-	if err != nil {
+	if err := c.check(i); err != nil {
 		return err
 	}
 	c.log.Debug("lab: cut", "master", i)
-	p.setCut()
-	return nil
+	if c.proxies != nil {
+		c.proxies[i].setCut()
+		return nil
+	}
+	if cb, ok := c.be.(cutter); ok {
+		return cb.cut(i)
+	}
+	return errNotProxy
 }
 
-// Heal ends a Cut of master i (needs Options.Proxy): new connections are
-// forwarded again and those held during the cut are closed.
+// Heal ends a Cut of master i: the proxy forwards new connections again and
+// closes those held during the cut, or the Docker backend reconnects the
+// container to its network on the same port (connections broken by the cut
+// stay broken; clients reconnect). Healing a master that is not cut is a
+// no-op.
 func (c *Cluster) Heal(i int) error {
-	p, err := c.proxy(i)
-	if err != nil {
+	if err := c.check(i); err != nil {
 		return err
 	}
 	c.log.Debug("lab: heal", "master", i)
-	p.heal()
-	return nil
+	if c.proxies != nil {
+		c.proxies[i].heal()
+		return nil
+	}
+	if cb, ok := c.be.(cutter); ok {
+		return cb.heal(i)
+	}
+	return errNotProxy
 }
 
 // Latency delays every chunk of data to and from master i by d each way, so
@@ -362,9 +446,9 @@ func (c *Cluster) Latency(i int, d time.Duration) error {
 }
 
 // Close kills every master (paused ones too), closes every client handed
-// out, stops the proxies and removes the temp directories. It leaves no
-// process or goroutine behind and is idempotent: later calls return the
-// first call's result.
+// out, stops the proxies and removes the temp directories, or the containers
+// and the network. It leaves no process, container or goroutine behind and
+// is idempotent: later calls return the first call's result.
 func (c *Cluster) Close() error {
 	// Once.Do makes a concurrent second Close wait for the first to finish.
 	c.closeOnce.Do(func() { c.closeErr = c.close() })

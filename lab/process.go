@@ -24,14 +24,7 @@ import (
 const (
 	startTimeout = 10 * time.Second // from exec to answering INFO
 	exitTimeout  = 10 * time.Second // from SIGKILL to reaped
-	portAttempts = 5                // fresh ports tried when another process wins the race
-	probeEvery   = 10 * time.Millisecond
-	logTail      = 2048 // bytes of the server log quoted in a start error
-)
-
-var (
-	errNotRunning = errors.New("lab: master is not running")
-	errAddrInUse  = errors.New("lab: port taken by another process")
+	logTail      = 2048             // bytes of the server log quoted in a start error
 )
 
 // processBackend runs each master as a local redis-server process.
@@ -265,16 +258,6 @@ func readTail(path string) string {
 		b = b[len(b)-logTail:]
 	}
 	return strings.TrimSpace(string(b))
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("lab: finding a free port: %w", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	return port, nil
 }
 
 func (b *processBackend) pause(i int) error {
