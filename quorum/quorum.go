@@ -127,11 +127,11 @@ type Op[T any] struct {
 	// the node deadline (or with the caller's). Return an error wrapping
 	// ErrRefused for "no".
 	Call func(ctx context.Context, node int) (T, error)
-	// Late, if set, receives the result of every call that finished after
+	// Late, if set, receives the reply of every call that finished after
 	// Run stopped waiting for it (after the decision, or after its
-	// deadline). It runs on a goroutine the group owns and joins, and must
-	// itself be bounded.
-	Late func(node int, v T, err error)
+	// deadline); rep.At says when it finished. It runs on a goroutine the
+	// group owns and joins, and must itself be bounded.
+	Late func(node int, rep Reply[T])
 }
 
 // Reply is what one node did in a round.
@@ -142,6 +142,8 @@ type Reply[T any] struct {
 	// Latency is from the start of the round to the reply (or to the
 	// deadline, for TimedOut).
 	Latency time.Duration
+	// At is when the call finished (a monotonic reading).
+	At time.Time
 }
 
 // Result is the outcome of a round.
@@ -262,7 +264,7 @@ func Run[T any](ctx context.Context, g *Group, op Op[T]) Result[T] {
 				g.wg.Add(1) // safe: Run's own unit keeps the counter above zero
 				go func() {
 					defer g.wg.Done()
-					op.Late(m.node, m.rep.Value, m.rep.Err)
+					op.Late(m.node, m.rep)
 				}()
 			}
 			continue
@@ -289,17 +291,19 @@ func call[T any](ctx context.Context, g *Group, nd *node, r *round[T], op Op[T],
 	timer := time.AfterFunc(g.timeout, func() {
 		if state.CompareAndSwap(running, overran) {
 			nd.overrun()
-			r.deliver(msg[T]{i, Reply[T]{Outcome: TimedOut, Err: ErrTimeout, Latency: time.Since(start)}})
+			now := time.Now()
+			r.deliver(msg[T]{i, Reply[T]{Outcome: TimedOut, Err: ErrTimeout, Latency: now.Sub(start), At: now}})
 		}
 	})
 	v, err := op.Call(cctx, i)
-	lat := time.Since(start)
+	at := time.Now()
+	lat := at.Sub(start)
 	timer.Stop()
 
 	answered := err == nil || !(errors.Is(err, context.DeadlineExceeded) && cctx.Err() != nil)
 	if state.CompareAndSwap(running, finished) {
 		nd.finish(probe, answered)
-		rep := Reply[T]{Outcome: classify(err, answered), Value: v, Err: err, Latency: lat}
+		rep := Reply[T]{Outcome: classify(err, answered), Value: v, Err: err, Latency: lat, At: at}
 		if r.deliver(msg[T]{i, rep}) {
 			return
 		}
@@ -307,7 +311,7 @@ func call[T any](ctx context.Context, g *Group, nd *node, r *round[T], op Op[T],
 		nd.finishLate(probe, err == nil || errors.Is(err, ErrRefused))
 	}
 	if op.Late != nil {
-		op.Late(i, v, err)
+		op.Late(i, Reply[T]{Outcome: classify(err, true), Value: v, Err: err, Latency: lat, At: at})
 	}
 }
 

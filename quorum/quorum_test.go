@@ -60,10 +60,10 @@ func (s *nodes) op(need int) quorum.Op[string] {
 			}
 			return fmt.Sprint("v", i), nil
 		},
-		Late: func(i int, v string, err error) {
+		Late: func(i int, rep quorum.Reply[string]) {
 			s.lateMu.Lock()
 			defer s.lateMu.Unlock()
-			s.lateErr[i] = err
+			s.lateErr[i] = rep.Err
 		},
 	}
 }
