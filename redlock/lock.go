@@ -33,6 +33,7 @@ type Lock struct {
 	resource string
 	key      string
 	token    string
+	fence    uint64
 	hold     *holding
 	info     Acquisition
 
@@ -46,6 +47,12 @@ func (lk *Lock) Resource() string { return lk.resource }
 
 // Token returns the random value stored on the masters for this lock.
 func (lk *Lock) Token() string { return lk.token }
+
+// Fence returns the lock's fencing token: larger than the fence of every
+// earlier holder of this resource (see the package doc for when), or 0 when
+// Options.Fencing is off. Pass it to the resource with every write, and let
+// the resource reject writes carrying a fence lower than one it has seen.
+func (lk *Lock) Fence() uint64 { return lk.fence }
 
 // Deadline returns the instant (with a monotonic reading) until which the
 // lock is held: start + TTL − drift − SafetyMargin of the latest successful
@@ -90,6 +97,7 @@ func (lk *Lock) Extend(ctx context.Context) error {
 			}
 			return n, err
 		},
+		Late: lateRelease[int64](l, lk.hold, lk.key, lk.token),
 	})
 	e := &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
 	switch {
@@ -110,9 +118,11 @@ func (lk *Lock) Extend(ctx context.Context) error {
 // Unlock deletes the lock's key on every master that still holds this
 // lock's token, in parallel, waiting at most NodeTimeout for each, whatever
 // ctx says (a cancelled caller must not leave keys behind). It never
-// deletes another owner's key. It returns an error wrapping ErrLost when the
-// lock was no longer held: fewer than a majority still had the token, or the
-// deadline had passed (the keys are deleted all the same).
+// deletes another owner's key. It returns an error wrapping ErrLost when it
+// cannot confirm a clean release: the deadline had passed (the keys are
+// deleted all the same), or fewer than a majority answered that the key is
+// now gone (others hold it, or they did not answer). Before the deadline an
+// absent key counts as released: it cannot have expired yet, so it was ours.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
@@ -133,7 +143,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 		e.Reason = "deadline had passed before unlock"
 		return e
 	case !res.Reached:
-		e.Reason = "no majority still held the token"
+		e.Reason = "no majority confirmed the key gone"
 		return e
 	}
 	return nil

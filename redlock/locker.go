@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,11 @@ type Locker struct {
 	group   *quorum.Group
 	scripts scripts
 	log     *slog.Logger
+	janitor *janitor
+
+	// betweenRounds, when set by tests (export_test.go), runs between the
+	// two rounds of a fenced acquisition.
+	betweenRounds func()
 }
 
 // New returns a Locker over masters, which must be independent Redis
@@ -82,6 +88,7 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		group:   g,
 		scripts: newScripts(),
 		log:     log,
+		janitor: newJanitor(len(masters)),
 	}, nil
 }
 
@@ -108,8 +115,12 @@ func (l *Locker) Options() Options { return l.opts }
 // overran NodeTimeout keep running until the client gives up on them, which
 // for go-redis is its ReadTimeout) and makes further calls fail with
 // ErrClosed. Locks already handed out can no longer be extended or released
-// through this Locker; their keys expire with their TTL.
-func (l *Locker) Close() error { return l.group.Close() }
+// through this Locker, and releases still waiting for a stalled master are
+// dropped: those keys expire with their TTL.
+func (l *Locker) Close() error {
+	l.janitor.close()
+	return l.group.Close()
+}
 
 // TryLock makes one acquisition round for resource: it asks every master at
 // once and returns as soon as a majority granted the lock with validity
@@ -178,8 +189,9 @@ func (l *Locker) backoff(attempt int) time.Duration {
 // they carry is (still) a held lock. A SET that lands on a master after the
 // round failed, or after Unlock, is deleted when its reply arrives.
 type holding struct {
-	mu    sync.Mutex
-	phase int // deciding, held, gone
+	mu     sync.Mutex
+	phase  int       // deciding, held, gone
+	goneAt time.Time // when phase became gone
 }
 
 const (
@@ -194,7 +206,21 @@ const (
 func (h *holding) settle(phase int) {
 	h.mu.Lock()
 	h.phase = phase
+	if phase == gone {
+		h.goneAt = time.Now()
+	}
 	h.mu.Unlock()
+}
+
+// needsRelease reports whether a call that succeeded at instant at may have
+// left a key that the release which followed settle(gone) did not see: only
+// a reply that finished after that moment. (A reply that finished before
+// it landed before the release was sent, which deletes it; deleting it from
+// the hook as well would race the release and make Unlock misreport.)
+func (h *holding) needsRelease(at time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.phase == gone && !at.Before(h.goneAt)
 }
 
 func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
@@ -206,56 +232,107 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		return nil, err
 	}
 	key := lockKey(l.opts.KeyPrefix, resource)
+	keys := []string{key, fenceKey(key)}
+	ttl := l.opts.TTL.Milliseconds()
 	h := &holding{}
 	start := time.Now()
-	res := quorum.Run(ctx, l.group, quorum.Op[struct{}]{
+	res := quorum.Run(ctx, l.group, quorum.Op[uint64]{
 		Need: l.need,
-		Call: func(ctx context.Context, i int) (struct{}, error) {
-			ok, err := l.masters[i].SetNX(ctx, key, token, l.opts.TTL).Result()
-			if err == nil && !ok {
-				err = quorum.ErrRefused
+		Call: func(ctx context.Context, i int) (uint64, error) {
+			if !l.opts.Fencing {
+				ok, err := l.masters[i].SetNX(ctx, key, token, l.opts.TTL).Result()
+				if err == nil && !ok {
+					err = quorum.ErrRefused
+				}
+				return 0, err
 			}
-			return struct{}{}, err
-		},
-		Late: func(i int, _ struct{}, err error) {
+			s, err := l.scripts.acquireFenced.Run(ctx, l.masters[i], keys, token, ttl).Text()
+			if errors.Is(err, redis.Nil) {
+				return 0, quorum.ErrRefused
+			}
 			if err != nil {
-				return
+				return 0, err
 			}
-			h.mu.Lock()
-			phase := h.phase
-			h.mu.Unlock()
-			if phase == gone {
-				l.releaseOne(i, key, token)
+			c, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("redlock: master %d has a corrupt fence counter %q: %w", i, s, err)
 			}
+			return c, nil
 		},
+		Late: lateRelease[uint64](l, h, key, token),
 	})
-	elapsed := time.Since(start)
 	info := Acquisition{
-		Start: start, Elapsed: elapsed, TTL: l.opts.TTL, Drift: l.budget.Drift(),
-		SafetyMargin: l.opts.SafetyMargin, Validity: l.budget.Validity(elapsed),
+		Start: start, TTL: l.opts.TTL, Drift: l.budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
 		Nodes: nodeResultsOf(l, res.Replies),
 	}
-	fail := func(reason string, cause error) (*Lock, error) {
+	// check settles a round: nil to go on, or the error after releasing
+	// every master.
+	check := func(op string, res quorum.Result[uint64]) error {
+		info.Elapsed = time.Since(start)
+		info.Validity = l.budget.Validity(info.Elapsed)
+		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, kind: ErrNotAcquired}
+		switch {
+		case res.Err == nil && res.Reached && info.Validity > 0:
+			return nil
+		case errors.Is(res.Err, quorum.ErrClosed):
+			h.settle(gone)
+			return ErrClosed
+		case res.Err != nil:
+			e.cause = context.Cause(ctx)
+		case res.Reached:
+			e.Reason = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, l.budget.Window())
+		}
 		h.settle(gone)
 		l.release(ctx, key, token) // also covers the SETs that landed late
-		e := &Error{Op: "acquire", Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired, cause: cause}
 		l.log.Debug("redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
-		return nil, e
+		return e
 	}
-	switch {
-	case errors.Is(res.Err, quorum.ErrClosed):
-		return nil, ErrClosed
-	case res.Err != nil:
-		return fail("", context.Cause(ctx))
-	case !res.Reached:
-		return fail("", nil)
-	case info.Validity <= 0:
-		return fail(fmt.Sprintf("majority arrived after %v, past the validity window %v", elapsed, l.budget.Window()), nil)
+	if err := check("acquire", res); err != nil {
+		return nil, err
 	}
-	lk := &Lock{locker: l, resource: resource, key: key, token: token, hold: h, deadline: l.budget.Deadline(start), info: info}
+	var fence uint64
+	if l.opts.Fencing {
+		// DESIGN.md §5: t = max over the acquired majority + 1, written back
+		// to a majority that still holds our token, before the deadline.
+		for _, r := range res.Replies {
+			if r.Outcome == quorum.OK {
+				fence = max(fence, r.Value+1)
+			}
+		}
+		if l.betweenRounds != nil {
+			l.betweenRounds()
+		}
+		wres := quorum.Run(ctx, l.group, quorum.Op[uint64]{
+			Need: l.need,
+			Call: func(ctx context.Context, i int) (uint64, error) {
+				n, err := l.scripts.writeback.Run(ctx, l.masters[i], keys, token, strconv.FormatUint(fence, 10)).Int64()
+				if err == nil && n == 0 {
+					err = quorum.ErrRefused
+				}
+				return 0, err
+			},
+			Late: lateRelease[uint64](l, h, key, token),
+		})
+		info.Nodes = nodeResultsOf(l, wres.Replies)
+		if err := check("fence", wres); err != nil {
+			return nil, err
+		}
+	}
+	lk := &Lock{locker: l, resource: resource, key: key, token: token, fence: fence, hold: h, deadline: l.budget.Deadline(start), info: info}
 	h.settle(held)
-	l.log.Debug("redlock: acquired", "resource", resource, "token", shortToken(token), "elapsed", elapsed, "validity", info.Validity)
+	l.log.Debug("redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
+}
+
+// lateRelease returns a quorum Late hook: a call that succeeded on master i
+// after its round stopped waiting may have (re)placed our key there; if the
+// lock was gone by then (the round failed, or Unlock ran), delete it.
+func lateRelease[T any](l *Locker, h *holding, key, token string) func(int, quorum.Reply[T]) {
+	return func(i int, rep quorum.Reply[T]) {
+		if rep.Err == nil && h.needsRelease(rep.At) {
+			l.releaseOne(i, key, token)
+		}
+	}
 }
 
 func (l *Locker) untried() []NodeResult {
@@ -279,19 +356,29 @@ func nodeResultsOf[T any](l *Locker, reps []quorum.Reply[T]) []NodeResult {
 
 // release deletes token's key on every master in parallel and waits for
 // each to answer or reach NodeTimeout. It does not depend on ctx being
-// alive: a cancelled caller must still not leave keys behind.
+// alive: a cancelled caller must still not leave keys behind. A master
+// counts as OK when the key is gone afterwards (deleted now, or already
+// absent: a late-reply hook of this lock may have deleted it first) and as
+// Refused when another owner's token is there.
+//
+// Masters that did not answer get the release later, when they answer
+// again (see janitor.go).
 func (l *Locker) release(ctx context.Context, key, token string) quorum.Result[int64] {
-	return quorum.Run(context.WithoutCancel(ctx), l.group, quorum.Op[int64]{
+	res := quorum.Run(context.WithoutCancel(ctx), l.group, quorum.Op[int64]{
 		Need:    l.need,
 		WaitAll: true,
 		Call: func(ctx context.Context, i int) (int64, error) {
 			n, err := l.scripts.release.Run(ctx, l.masters[i], []string{key}, token).Int64()
-			if err == nil && n == 0 {
+			if err == nil && n < 0 {
 				err = quorum.ErrRefused
 			}
 			return n, err
 		},
 	})
+	if res.Err == nil {
+		l.deferRelease(undelivered(res), key, token)
+	}
+	return res
 }
 
 // releaseOne deletes a late-landed key on one master. It runs on a

@@ -47,6 +47,14 @@ type Options struct {
 	// Default: "redlock:".
 	KeyPrefix string
 
+	// Fencing makes every acquisition also produce a fencing token
+	// (Lock.Fence), strictly larger than every earlier holder's, by a
+	// second round to the masters (DESIGN.md §5). It costs one more round
+	// trip per acquisition. Fences are monotonic only while no master loses
+	// its counter: run the masters with appendfsync always, or never
+	// restart one empty. Default: false.
+	Fencing bool
+
 	// Retry is how Lock retries. TryLock makes one round regardless.
 	Retry RetryPolicy
 

@@ -23,7 +23,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // calls stuck on them for go-redis's ReadTimeout.
 func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Locker {
 	t.Helper()
-	l, err := redlock.New(c.Clients(), opts)
+	clients := c.Clients()
+	// Dial now: a cold client's first call also handshakes, which on a
+	// loaded machine can overrun a tight NodeTimeout and fail a round the
+	// test did not mean to fail.
+	for _, cl := range clients {
+		if err := cl.Ping(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := redlock.New(clients, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -74,9 +83,11 @@ func TestAcquireReleaseOnFiveMasters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := keyState(t, c, "orders"); countValue(got, lk.Token()) != 5 {
-		t.Fatalf("token on %d of 5 masters after an uncontended acquire", countValue(got, lk.Token()))
+	if got := keyState(t, c, "orders"); countValue(got, lk.Token()) < 3 {
+		t.Fatalf("token on %d of 5 masters right after the acquire, want a majority", countValue(got, lk.Token()))
 	}
+	// TryLock returns at the majority; the other SETs land just after.
+	waitFor(t, "the token on all 5 masters", func() bool { return countValue(keyState(t, c, "orders"), lk.Token()) == 5 })
 	a := lk.Acquisition()
 	if a.Validity != a.TTL-a.Elapsed-a.Drift-a.SafetyMargin || a.Drift != 102*time.Millisecond || a.TTL != 10*time.Second {
 		t.Fatalf("breakdown does not add up: %+v", a)
@@ -181,17 +192,7 @@ func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 // Acceptance 5: a majority that arrives after the validity window.
 func TestLateMajorityIsNotALock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	clients := c.Clients()
-	for _, cl := range clients { // dial now, so the round measures only the stall
-		if err := cl.Ping(t.Context()).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := redlock.New(clients, &redlock.Options{TTL: 400 * time.Millisecond, SafetyMargin: 50 * time.Millisecond, NodeTimeout: 390 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := newLocker(t, c, &redlock.Options{TTL: 400 * time.Millisecond, SafetyMargin: 50 * time.Millisecond, NodeTimeout: 390 * time.Millisecond})
 	// drift = 400ms×0.01 + 2ms = 6ms: the window is 400 − 6 − 50 = 344ms.
 	// Three masters answer nothing for 360ms: later than the window,
 	// sooner than NodeTimeout, so the majority does arrive, too late.
@@ -202,7 +203,7 @@ func TestLateMajorityIsNotALock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = l.TryLock(t.Context(), "late")
+	_, err := l.TryLock(t.Context(), "late")
 	if !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
 	}
@@ -327,6 +328,7 @@ func TestUnlockNeverDeletesTheNextOwnersKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, "B's token on all 5 masters", func() bool { return countValue(keyState(t, c, "handoff"), b.Token()) == 5 })
 	if err := a.Unlock(t.Context()); !errors.Is(err, redlock.ErrLost) {
 		t.Fatalf("stale Unlock: %v, want ErrLost", err)
 	}
@@ -378,8 +380,10 @@ func TestLockReturnsPromptlyWhenCancelled(t *testing.T) {
 	if lag := returned.Sub(time.Unix(0, cancelledAt.Load())); lag > time.Second {
 		t.Fatalf("Lock returned %v after the cancel", lag)
 	}
-	if got := keyState(t, c, "busy"); countValue(got, held.Token()) != 5 {
-		t.Fatalf("holder's keys disturbed: %q", got)
+	// The holder has a majority (a contender's SET may have beaten one of
+	// its late SETs to a master), and the contender left nothing behind.
+	if got := keyState(t, c, "busy"); countValue(got, held.Token()) < 3 || countValue(got, held.Token())+countValue(got, "") != 5 {
+		t.Fatalf("holder's keys disturbed or contender's left behind: %q", got)
 	}
 	if _, err := l.Lock(ctx, "busy"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock with a dead ctx: %v", err)

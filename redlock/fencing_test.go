@@ -1,0 +1,275 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Acceptance 1: successive holders get strictly increasing fences.
+func TestFencesIncreaseAcrossHolders(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const lockers, each = 5, 40
+	var mu sync.Mutex
+	var fences []uint64
+	var wg sync.WaitGroup
+	for range lockers {
+		l := newLocker(t, c, &redlock.Options{Fencing: true})
+		wg.Go(func() {
+			for range each {
+				lk, err := l.Lock(t.Context(), "fenced")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// Appending while holding the lock records holders in the
+				// order they held it.
+				mu.Lock()
+				fences = append(fences, lk.Fence())
+				mu.Unlock()
+				if err := lk.Unlock(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(fences) != lockers*each {
+		t.Fatalf("%d acquisitions, want %d", len(fences), lockers*each)
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("fence %d of holder %d not above %d of holder %d", fences[i], i, fences[i-1], i-1)
+		}
+	}
+}
+
+// fenceSource is how a scenario obtains fences: our Locker, or the naive
+// per-master INCR-and-take-max that the scenario must break.
+type fenceSource func(t *testing.T, resource string) uint64
+
+// sharedMasterScenario runs DESIGN.md §5's hard case: successive quorums
+// that share only one master. It returns the fences in holding order.
+func sharedMasterScenario(t *testing.T, c *lab.Cluster, acquire fenceSource) []uint64 {
+	t.Helper()
+	var fences []uint64
+	phase := func(paused []int, times int) {
+		t.Helper()
+		c.ResumeAll()
+		for _, i := range paused {
+			if err := c.Pause(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range times {
+			fences = append(fences, acquire(t, "shared"))
+		}
+	}
+	phase([]int{3, 4}, 10) // majority {1,2,3} (masters 0,1,2)
+	phase([]int{1, 2}, 1)  // majority {1,4,5}
+	phase([]int{0, 1}, 1)  // majority {3,4,5}
+	c.ResumeAll()
+	return fences
+}
+
+func strictlyIncreasing(f []uint64) error {
+	for i := 1; i < len(f); i++ {
+		if f[i] <= f[i-1] {
+			return fmt.Errorf("fence #%d = %d after %d (all: %v)", i, f[i], f[i-1], f)
+		}
+	}
+	return nil
+}
+
+// Acceptance 2.
+func TestFencesIncreaseWhenQuorumsShareOneMaster(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{Fencing: true})
+	fences := sharedMasterScenario(t, c, func(t *testing.T, resource string) uint64 {
+		// Lock, not TryLock: a master resumed at a phase change still has
+		// our earlier SETs queued in its socket, and holds a key until their
+		// late replies arrive and the Locker deletes it; retrying rides that
+		// out.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		lk, err := l.Lock(ctx, resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return lk.Fence()
+	})
+	if err := strictlyIncreasing(fences); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The test of the test: the same scenario with a plain per-master INCR and
+// max must repeat or go back, or the scenario proves nothing.
+func TestNaiveMaxOfCountersBreaksInSharedMasterScenario(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	naive := func(t *testing.T, resource string) uint64 {
+		// Answering masters are the unpaused ones: INCR on each with a
+		// short deadline, take the max.
+		var fence uint64
+		ok := 0
+		for i := range c.N() {
+			cl := redis.NewClient(&redis.Options{Addr: c.Addrs()[i], ContextTimeoutEnabled: true, MaxRetries: -1})
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			n, err := cl.Incr(ctx, "naive:"+resource).Uint64()
+			cancel()
+			cl.Close()
+			if err == nil {
+				ok++
+				fence = max(fence, n)
+			}
+		}
+		if ok != 3 {
+			t.Fatalf("naive round reached %d masters, want the 3 unpaused", ok)
+		}
+		return fence
+	}
+	fences := sharedMasterScenario(t, c, naive)
+	if err := strictlyIncreasing(fences); err == nil {
+		t.Fatalf("naive INCR-and-max stayed monotonic (%v): the scenario does not exercise the hard case", fences)
+	}
+}
+
+// Acceptance 3: a write-back that cannot reach a majority fails and releases.
+func TestWriteBackWithoutMajorityFails(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{Fencing: true})
+	redlock.SetBetweenRounds(l, func() {
+		for _, i := range []int{0, 1, 2} {
+			if err := c.Pause(i); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	_, err := l.TryLock(t.Context(), "wb")
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
+	}
+	var e *redlock.Error
+	// Masters 0–2 time out; the round may decide before the last of them
+	// does (and a live master whose first-round SET was still in flight
+	// refuses the write-back).
+	if !errors.As(err, &e) || e.Op != "fence" || e.Count(quorum.OK) >= 3 || e.Count(quorum.TimedOut) < 2 {
+		t.Fatalf("want the fence round to fail on the paused masters, got %v", err)
+	}
+	for _, i := range []int{3, 4} {
+		if n := c.Client(i).Exists(t.Context(), "redlock:{wb}").Val(); n != 0 {
+			t.Fatalf("live master %d still holds the key", i)
+		}
+	}
+	c.ResumeAll()
+	waitFor(t, "the woken masters' keys to be released", func() bool {
+		return countValue(keyState(t, c, "wb"), "") == 5
+	})
+}
+
+// Acceptance 6: the fenced resource rejects a stale holder.
+func TestFencedWriteRejectsStaleHolder(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	resource := lab.ForTest(t, 1, nil).Client(0) // never faulted
+	la := newLocker(t, c, &redlock.Options{Fencing: true, TTL: 200 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	lb := newLocker(t, c, &redlock.Options{Fencing: true})
+	a, err := la.TryLock(t.Context(), "account")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", a.Fence(), "A1"); err != nil {
+		t.Fatal(err)
+	}
+	// A "pauses" past its deadline; its keys expire and B takes over.
+	waitFor(t, "A's keys to expire", func() bool { return countValue(keyState(t, c, "account"), "") == 5 })
+	b, err := lb.TryLock(t.Context(), "account")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Fence() <= a.Fence() {
+		t.Fatalf("B's fence %d not above A's %d", b.Fence(), a.Fence())
+	}
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", b.Fence(), "B"); err != nil {
+		t.Fatal(err)
+	}
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", a.Fence(), "A2 (stale)"); !errors.Is(err, redlock.ErrStaleFence) {
+		t.Fatalf("stale write: %v, want ErrStaleFence", err)
+	}
+	v, f, err := redlock.ReadFenced(t.Context(), resource, "acct:1")
+	if err != nil || v != "B" || f != b.Fence() {
+		t.Fatalf("resource holds %q at fence %d (%v), want B at %d", v, f, err, b.Fence())
+	}
+	// The holder may write again with its own fence.
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", b.Fence(), "B2"); err != nil {
+		t.Fatal(err)
+	}
+	b.Unlock(t.Context())
+}
+
+// Acceptance 8: bad input to the helper is an error, not a panic.
+func TestFencedWriteBadInput(t *testing.T) {
+	resource := lab.ForTest(t, 1, nil).Client(0)
+	var nilClient *redis.Client
+	for _, tc := range []struct {
+		name  string
+		c     redis.Scripter
+		key   string
+		fence uint64
+		rule  string
+	}{
+		{"fence 0", resource, "k", 0, "fence is 0"},
+		{"empty key", resource, "", 1, "key is empty"},
+		{"nil client", nilClient, "k", 1, "nil client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := redlock.WriteFenced(t.Context(), tc.c, tc.key, tc.fence, "v")
+			if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(fmt.Sprint(err), tc.rule) {
+				t.Fatalf("WriteFenced: %v, want ErrInvalid naming %q", err, tc.rule)
+			}
+		})
+	}
+	if v, f, err := redlock.ReadFenced(t.Context(), resource, "never-written"); err != nil || v != "" || f != 0 {
+		t.Fatalf("ReadFenced of a fresh key: %q %d %v", v, f, err)
+	}
+}
+
+// Acceptance 7: the price of fencing, side by side on the same masters.
+// go test -run '^$' -bench TryLockUnlock ./redlock
+func BenchmarkTryLockUnlock(b *testing.B) {
+	c := lab.ForTest(b, 5, nil)
+	for _, fencing := range []bool{false, true} {
+		b.Run("fencing="+strconv.FormatBool(fencing), func(b *testing.B) {
+			l, err := redlock.New(c.Clients(), &redlock.Options{Fencing: fencing})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				i++
+				lk, err := l.TryLock(ctx, "bench:"+strconv.Itoa(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := lk.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

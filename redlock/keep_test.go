@@ -1,0 +1,110 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// majorityHolder reports the value a majority of masters hold for
+// resource ("" if none).
+func majorityHolder(t *testing.T, c *lab.Cluster, resource string) string {
+	vals := keyState(t, c, resource)
+	for _, v := range vals {
+		if v != "" && countValue(vals, v) >= c.N()/2+1 {
+			return v
+		}
+	}
+	return ""
+}
+
+// Acceptance 4: Do keeps the lock for 5× its TTL.
+func TestDoKeepsTheLockAlive(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const ttl = 300 * time.Millisecond
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 40 * time.Millisecond})
+	var polls int
+	err := l.Do(t.Context(), "kept", func(ctx context.Context) error {
+		start := time.Now()
+		holder := majorityHolder(t, c, "kept")
+		for time.Since(start) < 5*ttl {
+			if err := ctx.Err(); err != nil {
+				t.Errorf("fn's ctx ended after %v: %v (cause %v)", time.Since(start), err, context.Cause(ctx))
+				return err
+			}
+			if h := majorityHolder(t, c, "kept"); h == "" || h != holder {
+				t.Errorf("after %v no majority holds the token (%q)", time.Since(start), keyState(t, c, "kept"))
+				return nil
+			}
+			polls++
+			time.Sleep(5 * time.Millisecond) // pacing the observation, not waiting for a state
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if polls < 10 {
+		t.Fatalf("only %d observations", polls)
+	}
+	if got := keyState(t, c, "kept"); countValue(got, "") != 5 {
+		t.Fatalf("keys left after Do: %q", got)
+	}
+}
+
+// Acceptance 5: losing the quorum cancels fn's ctx by the deadline, with
+// cause ErrLost.
+func TestDoCancelsOnLoss(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const ttl = 500 * time.Millisecond
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 40 * time.Millisecond})
+	window := ttl - (ttl/100 + 2*time.Millisecond) // TTL − drift
+	var pausedAt, cancelledAt atomic.Int64
+	fnErr := errors.New("fn saw its ctx end")
+	err := l.Do(t.Context(), "doomed", func(ctx context.Context) error {
+		for _, i := range []int{0, 2, 4} {
+			if err := c.Pause(i); err != nil {
+				t.Error(err)
+			}
+		}
+		pausedAt.Store(time.Now().UnixNano())
+		<-ctx.Done()
+		cancelledAt.Store(time.Now().UnixNano())
+		if !errors.Is(context.Cause(ctx), redlock.ErrLost) {
+			t.Errorf("context.Cause = %v, want ErrLost", context.Cause(ctx))
+		}
+		return fnErr
+	})
+	if !errors.Is(err, redlock.ErrLost) || !errors.Is(err, fnErr) {
+		t.Fatalf("Do: %v, want it to wrap ErrLost and fn's error", err)
+	}
+	// An extension that started before the pause may have moved the
+	// deadline to at most pausedAt + window; none after it can succeed.
+	latest := time.Unix(0, pausedAt.Load()).Add(window)
+	if slack := time.Unix(0, cancelledAt.Load()).Sub(latest); slack > 100*time.Millisecond {
+		t.Fatalf("fn's ctx ended %v after the latest possible deadline", slack)
+	}
+}
+
+func TestDoBadInputAndPlainErrors(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, nil)
+	if err := l.Do(t.Context(), "x", nil); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Do with nil fn: %v", err)
+	}
+	if err := l.Do(t.Context(), "", func(context.Context) error { return nil }); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Do with empty resource: %v", err)
+	}
+	boom := errors.New("boom")
+	if err := l.Do(t.Context(), "x", func(context.Context) error { return boom }); !errors.Is(err, boom) || errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("Do returning fn's error: %v", err)
+	}
+	if got := keyState(t, c, "x"); countValue(got, "") != 3 {
+		t.Fatalf("keys left after fn failed: %q", got)
+	}
+}
