@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
 	"sync"
 	"testing"
@@ -30,7 +31,9 @@ const (
 // Options configures a Cluster. The zero value works.
 type Options struct {
 	// Backend runs the masters as local processes or Docker containers.
-	// Default: Process ("" means Process).
+	// Default: $REDLOCK_LAB_BACKEND if set (how `make test` runs the
+	// process-backed tests on Docker where redis-server cannot be
+	// installed), else Process.
 	Backend Backend
 	// RedisServer is the redis-server binary, a path or a name looked up in
 	// PATH; only the Process backend uses it. Default: "redis-server".
@@ -144,6 +147,9 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Backend == "" {
+		o.Backend = Backend(os.Getenv("REDLOCK_LAB_BACKEND"))
 	}
 	var be backend
 	switch o.Backend {
