@@ -21,7 +21,7 @@ import (
 // and fn's error, if any. fn must stop touching the resource when its
 // context is done: the lock is no longer exclusive. Cancelling Do's ctx
 // cancels fn's context too. Every goroutine Do starts has ended when Do
-// returns.
+// returns. FromContext(ctx) inside fn gives the Lock, e.g. for its Fence.
 func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return invalid("Do: fn is nil")
@@ -30,7 +30,7 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	if err != nil {
 		return err
 	}
-	fctx, cancel := context.WithCancelCause(ctx)
+	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, lockKeyCtx{}, lk))
 	defer cancel(nil)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -50,6 +50,15 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 		return uerr
 	}
 	return ferr
+}
+
+type lockKeyCtx struct{}
+
+// FromContext returns the Lock that Do holds for the context it passed to
+// fn (for its Fence, Deadline, Token), and whether there is one.
+func FromContext(ctx context.Context) (*Lock, bool) {
+	lk, ok := ctx.Value(lockKeyCtx{}).(*Lock)
+	return lk, ok
 }
 
 // keep extends lk until stop is closed or ctx ends, and cancels ctx with

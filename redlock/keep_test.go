@@ -30,6 +30,9 @@ func TestDoKeepsTheLockAlive(t *testing.T) {
 	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 40 * time.Millisecond})
 	var polls int
 	err := l.Do(t.Context(), "kept", func(ctx context.Context) error {
+		if lk, ok := redlock.FromContext(ctx); !ok || lk.Resource() != "kept" || !lk.Valid() {
+			t.Errorf("FromContext: %v, %v", lk, ok)
+		}
 		start := time.Now()
 		holder := majorityHolder(t, c, "kept")
 		for time.Since(start) < 5*ttl {
