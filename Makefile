@@ -107,3 +107,8 @@ lab-pause-%:   ; @$(MAKE) --no-print-directory lab-pause N=$*
 lab-unpause-%: ; @$(MAKE) --no-print-directory lab-unpause N=$*
 lab-cut-%:     ; @$(MAKE) --no-print-directory lab-cut N=$*
 lab-heal-%:    ; @$(MAKE) --no-print-directory lab-heal N=$*
+
+# ---- bench -------------------------------------------------------------------
+.PHONY: bench
+bench: ## compare redlock with redsync on five masters (BENCH_FLAGS="-workers 64 -json out.json -chart out.svg")
+	$(GO) run ./cmd/redlock-bench $(BENCH_FLAGS)

@@ -1,0 +1,420 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(i + 1)
+	}
+	tests := []struct {
+		name   string
+		sorted []float64
+		p      float64
+		want   float64
+	}{
+		{"empty", nil, 50, 0},
+		{"one", []float64{7}, 99, 7},
+		{"p0 is the minimum", hundred, 0, 1},
+		{"p1 of 100", hundred, 1, 1},
+		{"p50 of 100", hundred, 50, 50},
+		{"p90 of 100", hundred, 90, 90},
+		{"p99 of 100", hundred, 99, 99},
+		{"p100 is the maximum", hundred, 100, 100},
+		{"nearest rank rounds up", []float64{1, 2, 3}, 50, 2},
+		{"p99 of 3 is the max", []float64{1, 2, 3}, 99, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := percentile(tt.sorted, tt.p); got != tt.want {
+				t.Errorf("percentile(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDistOf(t *testing.T) {
+	d := distOf(durationsMs([]time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond, 10 * time.Millisecond}))
+	want := Dist{Count: 4, P50: 2, P90: 10, P99: 10, Max: 10, Mean: 4}
+	if d != want {
+		t.Errorf("distOf = %+v, want %+v", d, want)
+	}
+	if z := distOf(nil); z != (Dist{}) {
+		t.Errorf("distOf(nil) = %+v, want zero", z)
+	}
+}
+
+func TestValidityOf(t *testing.T) {
+	ttl := 10 * time.Second
+	vs := []validitySample{
+		{left: 9898 * time.Millisecond, elapsed: 0, drift: 102 * time.Millisecond},
+		{left: 9000 * time.Millisecond, elapsed: 898 * time.Millisecond, drift: 102 * time.Millisecond},
+		{left: 9890 * time.Millisecond, elapsed: 8 * time.Millisecond, drift: 102 * time.Millisecond},
+	}
+	v, fr := validityOf("acquisition", ttl, vs)
+	if v.Count != 3 || v.Min != 0.9 || v.P1 != 0.9 || v.P50 != 0.989 || v.ElapsedMsP50 != 8 || v.DriftMs != 102 || v.SafetyMarginMs != 0 {
+		t.Errorf("validityOf = %+v", v)
+	}
+	if !slices.IsSorted(fr) || len(fr) != 3 {
+		t.Errorf("samples %v: want 3 sorted", fr)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	good := []struct {
+		name  string
+		args  []string
+		check func(*config) bool
+	}{
+		{"defaults", nil, func(c *config) bool {
+			return c.masters == 5 && c.workers == 8 && c.duration == 5*time.Second && c.ttl == 10*time.Second &&
+				slices.Equal(c.impls, []string{"redlock", "redsync", "redsync-failfast", "single"}) &&
+				slices.Contains(c.scenarios, "stall")
+		}},
+		{"selection keeps the known order", []string{"-scenarios", "stall,uncontended", "-impls", "single,redlock"}, func(c *config) bool {
+			return slices.Equal(c.scenarios, []string{"uncontended", "stall"}) && slices.Equal(c.impls, []string{"redlock", "single"})
+		}},
+		{"addrs set masters", []string{"-addrs", "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003"}, func(c *config) bool {
+			return c.masters == 3 && len(c.addrs) == 3 && c.addrs[1] == "127.0.0.1:7002"
+		}},
+		{"all", []string{"-scenarios", "all", "-impls", "all"}, func(c *config) bool { return len(c.impls) == 4 }},
+	}
+	for _, tt := range good {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseFlags(tt.args, io.Discard)
+			if err != nil {
+				t.Fatalf("parseFlags(%q): %v", tt.args, err)
+			}
+			if !tt.check(c) {
+				t.Errorf("parseFlags(%q) = %+v", tt.args, c)
+			}
+		})
+	}
+	bad := []struct {
+		name, want string
+		args       []string
+	}{
+		{"unknown scenario", "unknown name \"nope\"", []string{"-scenarios", "uncontended,nope"}},
+		{"unknown impl", "known: redlock", []string{"-impls", "etcd"}},
+		{"zero workers", "-workers must be at least 1", []string{"-workers", "0"}},
+		{"negative workers", "-workers must be at least 1", []string{"-workers", "-3"}},
+		{"short duration", "-duration", []string{"-duration", "1ms"}},
+		{"sub-ms ttl", "-ttl", []string{"-ttl", "1500us"}},
+		{"unknown flag", "not defined", []string{"-bogus"}},
+		{"bad addr", "not host:port", []string{"-addrs", "localhost"}},
+		{"duplicate addr", "twice", []string{"-addrs", "a:1,a:1"}},
+		{"addrs and embedded", "exclude", []string{"-addrs", "a:1", "-embedded"}},
+		{"masters contradicts addrs", "contradicts", []string{"-addrs", "a:1,b:2", "-masters", "5"}},
+		{"stray argument", "unexpected argument", []string{"extra"}},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			var ue *usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("parseFlags(%q) = %v, want a usage error", tt.args, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not mention %q", err, tt.want)
+			}
+		})
+	}
+	t.Run("help", func(t *testing.T) {
+		var out bytes.Buffer
+		_, err := parseFlags([]string{"-h"}, &out)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("-h: %v, want flag.ErrHelp", err)
+		}
+		for _, s := range []string{"-addrs", "-workers", "-scenarios", "stall", "redsync-failfast", "embedded"} {
+			if !strings.Contains(out.String(), s) {
+				t.Errorf("-h output does not mention %q", s)
+			}
+		}
+	})
+}
+
+func TestUnreachableAddrIsUsageError(t *testing.T) {
+	// Port 1 on loopback: nothing listens there, so the dial is refused.
+	err := run(t.Context(), []string{"-addrs", "127.0.0.1:1", "-duration", "100ms", "-q"}, io.Discard, io.Discard)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("run with an unreachable master = %v, want a usage error saying unreachable", err)
+	}
+}
+
+func TestComputeRatios(t *testing.T) {
+	res := []Result{
+		{Scenario: "uncontended", Impl: "redlock", OpsPerSec: 300, Phases: []PhaseResult{{Name: "all", OpsPerSec: 300}}},
+		{Scenario: "uncontended", Impl: "redsync", OpsPerSec: 100, Phases: []PhaseResult{{Name: "all", OpsPerSec: 100}}},
+		{Scenario: "stall", Impl: "redlock", OpsPerSec: 90, Phases: []PhaseResult{{Name: "healthy", OpsPerSec: 100}, {Name: "1 stopped", OpsPerSec: 95}}},
+		{Scenario: "stall", Impl: "redsync", OpsPerSec: 50, Phases: []PhaseResult{{Name: "healthy", OpsPerSec: 100}, {Name: "1 stopped", OpsPerSec: 0}}},
+	}
+	rs := computeRatios(res)
+	check := func(sc, ni, np, di, dp string, want *float64) {
+		t.Helper()
+		r, ok := findRatio(rs, sc, ni, np, di, dp)
+		switch {
+		case !ok:
+			t.Errorf("no ratio %s %s/%s ÷ %s/%s", sc, ni, np, di, dp)
+		case want == nil && r.Value != nil:
+			t.Errorf("%s %s/%s ÷ %s/%s = %v, want null", sc, ni, np, di, dp, *r.Value)
+		case want != nil && (r.Value == nil || *r.Value != *want):
+			t.Errorf("%s %s/%s ÷ %s/%s = %v, want %v", sc, ni, np, di, dp, r.Value, *want)
+		}
+	}
+	f := func(v float64) *float64 { return &v }
+	check("uncontended", "redlock", "all", "redsync", "all", f(3))
+	check("stall", "redlock", "all", "redsync", "all", f(1.8))
+	check("stall", "redlock", "healthy", "redsync", "healthy", f(1))
+	check("stall", "redlock", "1 stopped", "redsync", "1 stopped", nil)
+	check("stall", "redlock", "1 stopped", "redlock", "healthy", f(0.95))
+	check("stall", "redsync", "1 stopped", "redsync", "healthy", f(0))
+	if _, ok := findRatio(rs, "uncontended", "redsync", "all", "redlock", "all"); ok {
+		t.Error("ratios should put ours in the numerator only")
+	}
+	if got := fmtRatio(Ratio{Numerator: Side{OpsPerSec: 5}}); got != "∞ (0 ops)" {
+		t.Errorf("fmtRatio over zero = %q", got)
+	}
+}
+
+// syntheticReport has every shape the schema must accept: a null handoff,
+// a non-null one, a null ratio, failures, notes, phases.
+func syntheticReport() *Report {
+	rep := &Report{
+		SchemaVersion: schemaVersion, Tool: "redlock-bench", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		WallSeconds: 12.5, Env: Env{GoVersion: "go1.26", GOOS: "linux", GOARCH: "amd64", CPUs: 2},
+		Masters: Masters{Kind: "embedded", N: 5, Addrs: []string{"127.0.0.1:1"}, StallMethod: "mutex", Note: "EMBEDDED"},
+		Config:  Config{Workers: 8, DurationSeconds: 5, TTLMs: 10000, Scenarios: []string{"contended", "stall"}, Impls: []string{"redlock", "redsync"}},
+	}
+	rep.Scenarios = []ScenarioInfo{
+		{Name: "contended", Description: "d", Available: true, Phases: []PhaseInfo{{Name: "all", From: 0, To: 1, PausedMasters: []int{}}}},
+		{Name: "stall", Description: "d", Available: true, Phases: []PhaseInfo{{Name: "healthy", From: 0, To: 0.5, PausedMasters: []int{}}, {Name: "1 stopped", From: 0.5, To: 1, PausedMasters: []int{0}}}},
+		{Name: "fencing", Description: "d", Available: false, Unavailable: "no field", Phases: []PhaseInfo{}},
+	}
+	h := Dist{Count: 3, P50: 1, P90: 2, P99: 3, Max: 3, Mean: 2}
+	rep.Results = []Result{
+		{Scenario: "contended", Impl: "redlock", Workers: 8, DurationSeconds: 5, Ops: 10, OpsPerSec: 2, AcquireMs: h, HandoffMs: &h,
+			Failures: map[string]int64{}, Validity: Validity{Source: "acquisition", Count: 3, Min: 0.98, P1: 0.98, P50: 0.99, DriftMs: 102},
+			Phases: []PhaseResult{{Name: "all", Seconds: 5, Ops: 10, OpsPerSec: 2}}, Notes: []string{}},
+		{Scenario: "stall", Impl: "redlock", Workers: 8, DurationSeconds: 5, Ops: 10, OpsPerSec: 2, AcquireMs: h,
+			Failures: map[string]int64{"not_acquired": 2}, Validity: Validity{Source: "acquisition"},
+			Phases: []PhaseResult{{Name: "healthy", Seconds: 2.5, Ops: 10, OpsPerSec: 4}, {Name: "1 stopped", Seconds: 2.5}}, Notes: []string{"n"}},
+		{Scenario: "stall", Impl: "redsync", Workers: 8, DurationSeconds: 5, LateOps: 3, AcquireMs: Dist{}, Failures: map[string]int64{},
+			Validity: Validity{Source: "until"}, Phases: []PhaseResult{{Name: "healthy", Seconds: 2.5}, {Name: "1 stopped", Seconds: 2.5}}, Notes: []string{}},
+	}
+	rep.Ratios = computeRatios(rep.Results)
+	return rep
+}
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
+	if err != nil {
+		t.Fatalf("schema.json: %v", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	const url = "https://github.com/quorumlab/redlock/cmd/redlock-bench/schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		t.Fatalf("compiling schema.json: %v", err)
+	}
+	return s
+}
+
+// checkJSON validates b against schema.json and decodes it strictly into
+// Report, so the schema and the Go struct cannot drift apart silently.
+func checkJSON(t *testing.T, b []byte) *Report {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("output is not JSON: %v", err)
+	}
+	if err := compileSchema(t).Validate(inst); err != nil {
+		t.Fatalf("output does not match schema.json: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var rep Report
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("output does not decode strictly into Report: %v", err)
+	}
+	return &rep
+}
+
+func TestSchemaAcceptsReport(t *testing.T) {
+	b, err := json.Marshal(syntheticReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := checkJSON(t, b)
+	if rep.Results[0].HandoffMs == nil || rep.Results[1].HandoffMs != nil {
+		t.Errorf("handoff_latency_ms round trip: %+v / %+v", rep.Results[0].HandoffMs, rep.Results[1].HandoffMs)
+	}
+}
+
+func TestSchemaRejects(t *testing.T) {
+	s := compileSchema(t)
+	good, err := json.Marshal(syntheticReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutations := map[string]func(m map[string]any){
+		"wrong version":   func(m map[string]any) { m["schema_version"] = 2 },
+		"missing results": func(m map[string]any) { delete(m, "results") },
+		"extra field":     func(m map[string]any) { m["surprise"] = true },
+		"bad kind":        func(m map[string]any) { m["masters"].(map[string]any)["kind"] = "cloud" },
+		"negative ops": func(m map[string]any) {
+			m["results"].([]any)[0].(map[string]any)["ops"] = -1
+		},
+	}
+	for name, mutate := range mutations {
+		t.Run(name, func(t *testing.T) {
+			var m map[string]any
+			if err := json.Unmarshal(good, &m); err != nil {
+				t.Fatal(err)
+			}
+			mutate(m)
+			b, _ := json.Marshal(m)
+			inst, _ := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+			if s.Validate(inst) == nil {
+				t.Errorf("schema accepted a report with %s", name)
+			}
+		})
+	}
+}
+
+func TestRenderTable(t *testing.T) {
+	var out bytes.Buffer
+	if err := renderTable(&out, syntheticReport()); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"EMBEDDED MASTERS", "not run: fencing (no field)", "contended", "stall: ops/s per phase",
+		"1 stopped ÷ healthy", "redlock ÷ redsync: healthy", "∞ (0 ops)", "not_acquired:2", "handoff", "note: stall/redlock: n"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	// tabwriter aligns: every row of the main table has the same width.
+	lines := strings.Split(s, "\n")
+	var widths []int
+	for _, l := range lines {
+		if strings.Contains(l, "acquisition") || !strings.HasSuffix(l, "-") && !strings.Contains(l, "failures") && !strings.Contains(l, "not_acquired") {
+			continue
+		}
+		widths = append(widths, len([]rune(l)))
+	}
+	if len(widths) < 2 || slices.Min(widths) != slices.Max(widths) {
+		t.Errorf("main table rows have widths %v, want equal (aligned)", widths)
+	}
+}
+
+// TestSmokeEmbedded runs every scenario and implementation for a moment on
+// embedded masters and checks the -json output against the schema and the
+// chart file: no speed assertions, only that each cell ran and the faults
+// took effect.
+func TestSmokeEmbedded(t *testing.T) {
+	smoke(t, "-embedded")
+}
+
+// TestSmokeLab is the same on real redis-server masters, when installed.
+func TestSmokeLab(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed")
+	}
+	smoke(t)
+}
+
+func smoke(t *testing.T, extra ...string) {
+	dir := t.TempDir()
+	jsonPath, chartPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
+	args := append([]string{"-duration", "1s", "-workers", "2", "-q", "-json", jsonPath, "-chart", chartPath}, extra...)
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run %q: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := checkJSON(t, b)
+	if rep.SchemaVersion != schemaVersion {
+		t.Errorf("schema_version = %d, want %d", rep.SchemaVersion, schemaVersion)
+	}
+	cells := map[string]Result{}
+	for _, r := range rep.Results {
+		cells[r.Scenario+"/"+r.Impl] = r
+	}
+	for _, sc := range availableScenarioNames() {
+		names := implNames()
+		if s := scenarioByName(sc); s.impls != nil {
+			names = s.impls
+		}
+		for _, im := range names {
+			r, ok := cells[sc+"/"+im]
+			if !ok {
+				t.Errorf("no result for %s/%s", sc, im)
+				continue
+			}
+			if r.Ops+r.LateOps == 0 {
+				t.Errorf("%s/%s completed nothing: %+v", sc, im, r)
+			}
+			if !strings.Contains(stdout.String(), im) {
+				t.Errorf("table lacks %s", im)
+			}
+		}
+	}
+	// The stall must actually stop masters: redsync by default waits for
+	// every master, so it completes nothing while two are stopped (the
+	// phase is far shorter than go-redis's 3 s ReadTimeout), while ours,
+	// which needs only a majority, goes on.
+	phaseOps := func(r Result, name string) int64 {
+		for _, p := range r.Phases {
+			if p.Name == name {
+				return p.Ops
+			}
+		}
+		t.Fatalf("%s/%s has no phase %q", r.Scenario, r.Impl, name)
+		return 0
+	}
+	if n := phaseOps(cells["stall/redsync"], "2 stopped"); n != 0 {
+		t.Errorf("redsync completed %d ops with two masters stopped; the stall did not take effect", n)
+	}
+	if n := phaseOps(cells["stall/redlock"], "2 stopped"); n == 0 {
+		t.Error("ours completed nothing with two of five masters stopped")
+	}
+	svg, err := os.ReadFile(chartPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte("<svg")) || bytes.Contains(svg, []byte("http://cdn")) || bytes.Contains(svg, []byte("<script")) {
+		t.Errorf("chart is not a self-contained SVG (%d bytes)", len(svg))
+	}
+	for _, im := range implNames() {
+		if !bytes.Contains(svg, []byte(im)) {
+			t.Errorf("chart has no legend entry for %s", im)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// drainBound is how long a cell waits, after its time is up and every
+// master has been resumed, for workers to finish the call they are in.
+// go-redis's defaults bound a call to a resumed master well below this
+// (ReadTimeout 3 s, 3 retries); a worker still stuck after it means a
+// master did not come back, and the run stops with an error.
+const drainBound = 20 * time.Second
+
+// recorder is one worker's samples; merged after the workers are joined,
+// so the hot path takes no lock.
+type recorder struct {
+	acquire  []time.Duration
+	handoff  []time.Duration
+	validity []validitySample
+	done     []time.Duration // completion offsets from the cell's start
+	failures map[string]int64
+	example  map[string]string // the first error of each kind, for the notes
+}
+
+func (r *recorder) fail(kind string, err error) {
+	if r.failures == nil {
+		r.failures, r.example = map[string]int64{}, map[string]string{}
+	}
+	if r.failures[kind] == 0 {
+		r.example[kind] = err.Error()
+	}
+	r.failures[kind]++
+}
+
+// cellEnv is what a cell needs besides its scenario and implementation.
+type cellEnv struct {
+	ms       *masters
+	workers  int
+	duration time.Duration
+	ttl      time.Duration
+	run      string // run id, part of every key
+	index    int    // cell number, part of every key
+	progress *progress
+}
+
+// runCell measures one implementation in one scenario: it opens the
+// implementation, runs the workers for the duration while stopping and
+// resuming masters at phase boundaries, drains, closes, and deletes the
+// cell's keys.
+func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
+	im, err := c.impl.open(env.ms.info.Addrs, env.ttl)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s/%s: opening: %w", c.sc.name, c.impl.name, err)
+	}
+	base := fmt.Sprintf("%s/c%d", env.run, env.index)
+	warmUp(ctx, im, base, env.workers)
+
+	start := time.Now()
+	end := start.Add(env.duration)
+	runCtx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+
+	var ops atomic.Int64
+	stopProgress := env.progress.cell(env.index, c.sc.name+" × "+c.impl.name, start, env.duration, &ops)
+
+	// Faults: one goroutine walks the phases and stops/resumes masters;
+	// it resumes everything before it returns.
+	phases := c.sc.phaseList()
+	var faultErrs []error
+	faultDone := make(chan struct{})
+	go func() {
+		defer close(faultDone)
+		faultErrs = drivePhases(runCtx, env.ms, phases, start, env.duration)
+	}()
+
+	var lastUnlock atomic.Int64 // shared resource: offset of the latest Unlock call
+	recs := make([]*recorder, env.workers)
+	var wg sync.WaitGroup
+	for w := range env.workers {
+		rec := &recorder{}
+		recs[w] = rec
+		resource := fmt.Sprintf("%s/w%d", base, w)
+		if c.sc.shared {
+			resource = base + "/shared"
+		}
+		wg.Go(func() { work(runCtx, im, resource, c.sc.shared, start, rec, &lastUnlock, &ops) })
+	}
+
+	<-runCtx.Done()
+	<-faultDone
+	wdone := make(chan struct{})
+	go func() { wg.Wait(); close(wdone) }()
+	var drainErr error
+	select {
+	case <-wdone:
+	case <-time.After(drainBound):
+		drainErr = fmt.Errorf("%s/%s: workers still blocked %v after the end with every master resumed", c.sc.name, c.impl.name, drainBound)
+	}
+	stopProgress()
+	if drainErr != nil {
+		return Result{}, drainErr // the stuck goroutines end when the process does
+	}
+	closeErr := im.close()
+	cleanCtx, cleanCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cleanCancel()
+	delErr := env.ms.deleteKeys(cleanCtx, keyPrefix+"{"+base+"/*")
+
+	res := summarise(c, env, phases, recs)
+	for _, e := range append(faultErrs, closeErr, delErr) {
+		if e != nil {
+			res.Notes = append(res.Notes, e.Error())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// warmUpBound caps the warm-up; a master that does not answer makes it
+// end early rather than hang.
+const warmUpBound = 5 * time.Second
+
+// warmUp makes one Lock+Unlock per worker, concurrently and unrecorded, so
+// every implementation starts measuring with its connections dialled (the
+// first phase of the stall scenario is the healthy baseline).
+func warmUp(ctx context.Context, im impl, base string, workers int) {
+	ctx, cancel := context.WithTimeout(ctx, warmUpBound)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			if h, err := im.lock(ctx, fmt.Sprintf("%s/warm%d", base, w)); err == nil {
+				_ = h.unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// work is one worker: Lock, then Unlock, until the cell's time is up.
+func work(ctx context.Context, im impl, resource string, shared bool, start time.Time, rec *recorder, lastUnlock, ops *atomic.Int64) {
+	// Unlock must not be cut short by the end of the cell: a lock left
+	// behind would only expire.
+	unlockCtx := context.WithoutCancel(ctx)
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		h, err := im.lock(ctx, resource)
+		t1 := time.Now()
+		if err != nil {
+			if ctx.Err() == nil {
+				rec.fail(failureKind(err), err)
+			}
+			continue
+		}
+		rec.acquire = append(rec.acquire, t1.Sub(t0))
+		rec.validity = append(rec.validity, h.validity())
+		if shared {
+			// Each acquisition of the one resource follows exactly one
+			// Unlock call (the previous holder's), made before it.
+			if u := lastUnlock.Load(); u > 0 {
+				rec.handoff = append(rec.handoff, t1.Sub(start)-time.Duration(u))
+			}
+			lastUnlock.Store(int64(time.Since(start)))
+		}
+		if err := h.unlock(unlockCtx); err != nil {
+			rec.fail("unlock_"+failureKind(err), err)
+			continue
+		}
+		rec.done = append(rec.done, time.Since(start))
+		ops.Add(1)
+	}
+}
+
+// drivePhases stops and resumes masters at each phase's start, then waits
+// for the end of the cell and resumes every master it stopped.
+func drivePhases(ctx context.Context, ms *masters, phases []phase, start time.Time, d time.Duration) []error {
+	var errs []error
+	paused := map[int]bool{}
+	defer func() {
+		for _, i := range slices.Sorted(maps.Keys(paused)) {
+			if err := ms.resume(i); err != nil {
+				errs = append(errs, fmt.Errorf("resuming master %d: %w", i, err))
+			}
+		}
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for pi, ph := range phases {
+		if ph.from > 0 {
+			timer.Reset(time.Until(start.Add(frac(d, ph.from))))
+			select {
+			case <-ctx.Done():
+				return errs
+			case <-timer.C:
+			}
+		}
+		want := map[int]bool{}
+		for _, i := range ph.paused {
+			if i < ms.info.N {
+				want[i] = true
+			}
+		}
+		for _, i := range slices.Sorted(maps.Keys(paused)) {
+			if !want[i] {
+				delete(paused, i)
+				if err := ms.resume(i); err != nil {
+					errs = append(errs, fmt.Errorf("resuming master %d: %w", i, err))
+				}
+			}
+		}
+		for _, i := range slices.Sorted(maps.Keys(want)) {
+			if paused[i] {
+				continue
+			}
+			// How long it stays stopped: through every following phase
+			// that keeps it stopped.
+			until := ph.to
+			for _, next := range phases[pi+1:] {
+				if !slices.Contains(next.paused, i) {
+					break
+				}
+				until = next.to
+			}
+			if err := ms.pause(ctx, i, frac(d, until-ph.from)); err != nil {
+				errs = append(errs, fmt.Errorf("stopping master %d: %w", i, err))
+				continue
+			}
+			paused[i] = true
+		}
+	}
+	<-ctx.Done()
+	return errs
+}
+
+func frac(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
+
+// summarise turns the workers' samples into a Result.
+func summarise(c cell, env cellEnv, phases []phase, recs []*recorder) Result {
+	var all recorder
+	all.failures, all.example = map[string]int64{}, map[string]string{}
+	for _, r := range recs {
+		for k, e := range r.example {
+			if _, ok := all.example[k]; !ok {
+				all.example[k] = e
+			}
+		}
+		all.acquire = append(all.acquire, r.acquire...)
+		all.handoff = append(all.handoff, r.handoff...)
+		all.validity = append(all.validity, r.validity...)
+		all.done = append(all.done, r.done...)
+		for k, v := range r.failures {
+			all.failures[k] += v
+		}
+	}
+	res := Result{
+		Scenario:        c.sc.name,
+		Impl:            c.impl.name,
+		Workers:         env.workers,
+		DurationSeconds: env.duration.Seconds(),
+		Failures:        all.failures,
+		Notes:           []string{},
+	}
+	for _, k := range slices.Sorted(maps.Keys(all.example)) {
+		res.Notes = append(res.Notes, fmt.Sprintf("first %s: %s", k, all.example[k]))
+	}
+	res.acquireSorted = durationsMs(all.acquire)
+	res.AcquireMs = distOf(res.acquireSorted)
+	if c.sc.shared {
+		d := distOf(durationsMs(all.handoff))
+		res.HandoffMs = &d
+	}
+	for _, p := range phases {
+		lo, hi := frac(env.duration, p.from), frac(env.duration, p.to)
+		var n int64
+		for _, t := range all.done {
+			if t >= lo && (t < hi || (p.to >= 1 && t <= env.duration)) {
+				n++
+			}
+		}
+		res.Phases = append(res.Phases, PhaseResult{Name: p.name, Seconds: (hi - lo).Seconds(), Ops: n, OpsPerSec: perSecond(n, hi-lo)})
+	}
+	for _, t := range all.done {
+		if t <= env.duration {
+			res.Ops++
+		} else {
+			res.LateOps++
+		}
+	}
+	res.OpsPerSec = perSecond(res.Ops, env.duration)
+	res.Validity, res.validitySorted = validityOf(c.impl.source, env.ttl, all.validity)
+	return res
+}
+
+// validityOf summarises validity samples as fractions of ttl.
+func validityOf(source string, ttl time.Duration, vs []validitySample) (Validity, []float64) {
+	v := Validity{Source: source, Count: len(vs)}
+	if len(vs) == 0 {
+		return v, nil
+	}
+	fr := make([]float64, len(vs))
+	el := make([]float64, len(vs))
+	dr := make([]float64, len(vs))
+	mg := make([]float64, len(vs))
+	for i, s := range vs {
+		fr[i] = float64(s.left) / float64(ttl)
+		el[i], dr[i], mg[i] = ms(s.elapsed), ms(s.drift), ms(s.margin)
+	}
+	for _, s := range [][]float64{fr, el, dr, mg} {
+		slices.Sort(s)
+	}
+	v.Min = fr[0]
+	v.P1 = percentile(fr, 1)
+	v.P50 = percentile(fr, 50)
+	v.ElapsedMsP50 = percentile(el, 50)
+	v.DriftMs = percentile(dr, 50)
+	v.SafetyMarginMs = percentile(mg, 50)
+	return v, fr
+}

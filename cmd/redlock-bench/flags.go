@@ -1,0 +1,181 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"time"
+)
+
+// usageError is a bad command line: main prints it and exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// config is the parsed, validated command line.
+type config struct {
+	addrs       []string
+	masters     int
+	embedded    bool
+	workers     int
+	duration    time.Duration
+	ttl         time.Duration
+	scenarios   []string
+	impls       []string
+	jsonPath    string
+	chartPath   string
+	quiet       bool
+	printSchema bool
+}
+
+// Defaults sized for "go run ./cmd/redlock-bench" to finish in well under
+// 90 s on a 2-core machine: 4 implementations × 3 scenarios × 5 s = 60 s of
+// measurement, plus start-up and draining.
+const (
+	defaultMasters  = 5
+	defaultWorkers  = 8
+	defaultDuration = 5 * time.Second
+	defaultTTL      = 10 * time.Second
+	minDuration     = 100 * time.Millisecond
+)
+
+const usageHead = `redlock-bench measures Lock+Unlock throughput, acquire latency and the
+validity left at acquisition for this module's redlock and for
+go-redsync/redsync, on the same masters, in one run, and prints ratios.
+
+Masters, in this order: -addrs if given; else %d local redis-server masters
+started through package lab (pause = SIGSTOP); else, when redis-server is not
+installed (or with -embedded), %d in-process miniredis masters. Embedded
+masters measure library overhead, not the network, and are labelled so.
+
+Implementations (each gets its own default go-redis clients):
+%s
+Scenarios (cells run one after another, never concurrently; keys are deleted
+between cells):
+%s
+Retry policies: every implementation's Lock uses its own defaults
+(redsync: 32 tries, 50-250 ms apart; ours: until the cell ends, 5-100 ms
+jittered backoff; single: ours). Both redsync variants get -ttl as expiry so
+validity is comparable. Failures that happen because the cell's time ran out
+are not counted.
+
+Usage: redlock-bench [flags]
+
+Flags:
+`
+
+// parseFlags parses args (without the program name). -h prints the usage to
+// stderr and returns flag.ErrHelp.
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg       config
+		addrs     string
+		scenarios string
+		impls     string
+	)
+	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of independent masters to use (e.g. the compose lab:\n127.0.0.1:7001,...,127.0.0.1:7005); stall then uses CLIENT PAUSE. Default: start our own")
+	fs.IntVar(&cfg.masters, "masters", defaultMasters, "how many masters to start when -addrs is not given")
+	fs.BoolVar(&cfg.embedded, "embedded", false, "use in-process miniredis masters even if redis-server is installed")
+	fs.IntVar(&cfg.workers, "workers", defaultWorkers, "concurrent workers (goroutines) per cell")
+	fs.DurationVar(&cfg.duration, "duration", defaultDuration, "measured time per cell (implementation × scenario)")
+	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lock TTL for every implementation (whole milliseconds)")
+	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, or \"all\". Default: every available one")
+	fs.StringVar(&impls, "impls", strings.Join(implNames(), ","), "comma-separated implementations to run, or \"all\"")
+	fs.StringVar(&cfg.jsonPath, "json", "", "also write the results as JSON (schema: -schema) to `FILE`")
+	fs.StringVar(&cfg.chartPath, "chart", "", "also write an SVG `FILE` with latency and validity-margin CDFs per implementation and scenario")
+	fs.BoolVar(&cfg.quiet, "q", false, "no progress line on stderr (it is off anyway when stderr is not a terminal)")
+	fs.BoolVar(&cfg.printSchema, "schema", false, "print the JSON Schema of -json output and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), usageHead, defaultMasters, defaultMasters, describeImpls(), describeScenarios())
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, &usageError{err.Error()} // flag has printed the usage already
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q (every option is a flag; see -h)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if addrs != "" {
+		for a := range strings.SplitSeq(addrs, ",") {
+			a = strings.TrimSpace(a)
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return nil, usagef("-addrs: %q is not host:port: %v", a, err)
+			}
+			if slices.Contains(cfg.addrs, a) {
+				return nil, usagef("-addrs: %s is listed twice; a quorum needs independent masters", a)
+			}
+			cfg.addrs = append(cfg.addrs, a)
+		}
+		if cfg.embedded {
+			return nil, usagef("-addrs and -embedded exclude each other")
+		}
+		if set["masters"] && cfg.masters != len(cfg.addrs) {
+			return nil, usagef("-masters %d contradicts -addrs, which lists %d", cfg.masters, len(cfg.addrs))
+		}
+		cfg.masters = len(cfg.addrs)
+	}
+	switch {
+	case cfg.masters < 1:
+		return nil, usagef("-masters must be at least 1, got %d", cfg.masters)
+	case cfg.workers < 1:
+		return nil, usagef("-workers must be at least 1, got %d", cfg.workers)
+	case cfg.duration < minDuration:
+		return nil, usagef("-duration must be at least %v, got %v", minDuration, cfg.duration)
+	case cfg.ttl <= 0 || cfg.ttl%time.Millisecond != 0:
+		return nil, usagef("-ttl must be a positive whole number of milliseconds, got %v", cfg.ttl)
+	}
+
+	var err error
+	if cfg.scenarios, err = pickNames("-scenarios", scenarios, scenarioNames(), availableScenarioNames()); err != nil {
+		return nil, err
+	}
+	for _, name := range cfg.scenarios {
+		if why := scenarioByName(name).unavailable(); why != "" {
+			return nil, usagef("-scenarios: %s is not available in this build: %s", name, why)
+		}
+	}
+	if cfg.impls, err = pickNames("-impls", impls, implNames(), implNames()); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// pickNames parses a comma-separated selection from known; "" means def,
+// "all" means def too (every available one). Order follows known.
+func pickNames(flagName, list string, known, def []string) ([]string, error) {
+	list = strings.TrimSpace(list)
+	if list == "" || list == "all" {
+		return slices.Clone(def), nil
+	}
+	want := map[string]bool{}
+	for n := range strings.SplitSeq(list, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(known, n) {
+			return nil, usagef("%s: unknown name %q (known: %s)", flagName, n, strings.Join(known, ", "))
+		}
+		want[n] = true
+	}
+	var out []string
+	for _, n := range known {
+		if want[n] {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// impl is one lock implementation opened on the bench's masters. lock is
+// called from many goroutines at once.
+type impl interface {
+	lock(ctx context.Context, resource string) (held, error)
+	close() error
+}
+
+// held is one acquired lock; it is used by one goroutine.
+type held interface {
+	unlock(ctx context.Context) error
+	validity() validitySample
+}
+
+// validitySample is what was left of the TTL at acquisition and why.
+type validitySample struct {
+	left, elapsed, drift, margin time.Duration
+}
+
+// implSpec names an implementation and opens it on a set of masters, each
+// time with new default-option go-redis clients (what users get).
+type implSpec struct {
+	name   string
+	desc   string
+	source string // Validity.Source
+	open   func(addrs []string, ttl time.Duration) (impl, error)
+	hidden bool // only run when a scenario names it
+}
+
+// keyPrefix is every key the bench writes: "rlbench:{<run>/<cell>/...}".
+const keyPrefix = "rlbench:"
+
+var impls = []implSpec{
+	{
+		name: "redlock", source: "acquisition",
+		desc: "this module: redlock.New(clients, &Options{TTL: -ttl}), one Locker shared by all workers",
+		open: func(addrs []string, ttl time.Duration) (impl, error) {
+			return openOurs(addrs, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix})
+		},
+	},
+	{
+		name: "redsync", source: "until",
+		desc: "go-redsync/redsync/v4 defaults (goredis/v9 pools), WithExpiry(-ttl); a new Mutex per op",
+		open: func(addrs []string, ttl time.Duration) (impl, error) {
+			return openRedsync(addrs, ttl), nil
+		},
+	},
+	{
+		name: "redsync-failfast", source: "until",
+		desc: "redsync as above plus WithFailFast(true): returns once a quorum answered",
+		open: func(addrs []string, ttl time.Duration) (impl, error) {
+			return openRedsync(addrs, ttl, redsync.WithFailFast(true)), nil
+		},
+	},
+	{
+		name: "single", source: "computed",
+		desc: "SET NX PX on master 0 + compare-and-del: the no-quorum floor (retries like ours)",
+		open: func(addrs []string, ttl time.Duration) (impl, error) {
+			return &single{c: redis.NewClient(&redis.Options{Addr: addrs[0]}), ttl: ttl, del: redis.NewScript(compareAndDel)}, nil
+		},
+	},
+	{
+		name: "redlock-fenced", source: "acquisition", hidden: true,
+		desc: "this module with Options.Fencing (fencing scenario only)",
+		open: func(addrs []string, ttl time.Duration) (impl, error) {
+			o, ok := withFencing(redlock.Options{TTL: ttl, KeyPrefix: keyPrefix})
+			if !ok {
+				return nil, errors.New("redlock.Options has no Fencing field")
+			}
+			return openOurs(addrs, o)
+		},
+	},
+}
+
+// withFencing returns o with fencing turned on, and whether this build of
+// package redlock has fencing at all.
+//
+// PLUG-IN POINT for fencing: once redlock.Options has `Fencing bool`,
+// replace this body with `o.Fencing = true; return o, true` and make
+// fencingAvailable return true. Until then it looks the field up by
+// reflection, so the fencing scenario appears by itself when the field
+// lands, without this command failing to compile in the meantime.
+func withFencing(o redlock.Options) (redlock.Options, bool) {
+	v := reflect.ValueOf(&o).Elem().FieldByName("Fencing")
+	if !v.IsValid() || v.Kind() != reflect.Bool || !v.CanSet() {
+		return o, false
+	}
+	v.SetBool(true)
+	return o, true
+}
+
+func fencingAvailable() bool {
+	_, ok := withFencing(redlock.Options{})
+	return ok
+}
+
+// implNames are the implementations -impls can select.
+func implNames() []string {
+	var out []string
+	for _, s := range impls {
+		if !s.hidden {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+func implByName(name string) implSpec {
+	for _, s := range impls {
+		if s.name == name {
+			return s
+		}
+	}
+	panic("redlock-bench: unknown implementation " + name) // validated by parseFlags
+}
+
+func describeImpls() string {
+	var b strings.Builder
+	for _, s := range impls {
+		if !s.hidden {
+			fmt.Fprintf(&b, "  %-17s %s\n", s.name, s.desc)
+		}
+	}
+	return b.String()
+}
+
+func newClients(addrs []string) []*redis.Client {
+	out := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		out[i] = redis.NewClient(&redis.Options{Addr: a})
+	}
+	return out
+}
+
+func closeClients(cs []*redis.Client) error {
+	var errs []error
+	for _, c := range cs {
+		if err := c.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ---- ours ----
+
+type ours struct {
+	l       *redlock.Locker
+	clients []*redis.Client
+}
+
+func openOurs(addrs []string, o redlock.Options) (*ours, error) {
+	cs := newClients(addrs)
+	masters := make([]redis.UniversalClient, len(cs))
+	for i, c := range cs {
+		masters[i] = c
+	}
+	l, err := redlock.New(masters, &o)
+	if err != nil {
+		return nil, errors.Join(err, closeClients(cs))
+	}
+	return &ours{l: l, clients: cs}, nil
+}
+
+func (o *ours) lock(ctx context.Context, resource string) (held, error) {
+	lk, err := o.l.Lock(ctx, resource)
+	if err != nil {
+		return nil, err
+	}
+	return oursHeld{lk}, nil
+}
+
+// close waits for calls still out to masters (Locker.Close) before closing
+// the clients under them.
+func (o *ours) close() error { return errors.Join(o.l.Close(), closeClients(o.clients)) }
+
+type oursHeld struct{ lk *redlock.Lock }
+
+func (h oursHeld) unlock(ctx context.Context) error { return h.lk.Unlock(ctx) }
+
+func (h oursHeld) validity() validitySample {
+	a := h.lk.Acquisition()
+	return validitySample{left: a.Validity, elapsed: a.Elapsed, drift: a.Drift, margin: a.SafetyMargin}
+}
+
+// ---- redsync ----
+
+// redsyncDriftFactor is redsync's default (NewMutex: driftFactor 0.01); it
+// adds no constant.
+const redsyncDriftFactor = 0.01
+
+type redsyncImpl struct {
+	rs      *redsync.Redsync
+	opts    []redsync.Option
+	clients []*redis.Client
+	ttl     time.Duration
+}
+
+func openRedsync(addrs []string, ttl time.Duration, opts ...redsync.Option) *redsyncImpl {
+	cs := newClients(addrs)
+	pools := make([]redsyncredis.Pool, len(cs))
+	for i, c := range cs {
+		pools[i] = goredis.NewPool(c)
+	}
+	return &redsyncImpl{rs: redsync.New(pools...), opts: append(opts, redsync.WithExpiry(ttl)), clients: cs, ttl: ttl}
+}
+
+func (r *redsyncImpl) lock(ctx context.Context, resource string) (held, error) {
+	// A Mutex holds its own token and deadline and is not safe for
+	// concurrent use: one per operation.
+	m := r.rs.NewMutex(keyPrefix+"{"+resource+"}", r.opts...)
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return &redsyncHeld{m: m, ttl: r.ttl, left: time.Until(m.Until())}, nil
+}
+
+func (r *redsyncImpl) close() error { return closeClients(r.clients) }
+
+type redsyncHeld struct {
+	m         *redsync.Mutex
+	ttl, left time.Duration
+}
+
+var errNoQuorumUnlock = errors.New("unlock reached no quorum")
+
+func (h *redsyncHeld) unlock(ctx context.Context) error {
+	ok, err := h.m.UnlockContext(ctx)
+	if !ok {
+		return errors.Join(errNoQuorumUnlock, err)
+	}
+	return nil
+}
+
+func (h *redsyncHeld) validity() validitySample {
+	// Until() = decision + expiry − elapsed − expiry×driftFactor, where
+	// elapsed is its last round's; with left read right after Lock
+	// returned, elapsed here also counts the return to the caller.
+	drift := time.Duration(float64(h.ttl) * redsyncDriftFactor)
+	return validitySample{left: h.left, elapsed: h.ttl - drift - h.left, drift: drift}
+}
+
+// ---- single ----
+
+const compareAndDel = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`
+
+// single is one master, no quorum: what a lock costs without Redlock.
+type single struct {
+	c   *redis.Client
+	ttl time.Duration
+	del *redis.Script
+}
+
+var errSingleLost = errors.New("single: key no longer held")
+
+func (s *single) lock(ctx context.Context, resource string) (held, error) {
+	key := keyPrefix + "{" + resource + "}"
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	token := base64.RawURLEncoding.EncodeToString(b[:])
+	const minDelay, maxDelay = 5 * time.Millisecond, 100 * time.Millisecond // ours' default Retry
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		ok, err := s.c.SetNX(ctx, key, token, s.ttl).Result()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			el := time.Since(start)
+			return &singleHeld{s: s, key: key, token: token, elapsed: el, left: s.ttl - el}, nil
+		}
+		d := min(minDelay<<min(attempt-1, 16), maxDelay)
+		t := time.NewTimer(d/2 + mrand.N(d/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (s *single) close() error { return closeClients([]*redis.Client{s.c}) }
+
+type singleHeld struct {
+	s             *single
+	key, token    string
+	elapsed, left time.Duration
+}
+
+func (h *singleHeld) unlock(ctx context.Context) error {
+	n, err := h.s.del.Run(ctx, h.s.c, []string{h.key}, h.token).Int64()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errSingleLost
+	}
+	return nil
+}
+
+func (h *singleHeld) validity() validitySample {
+	return validitySample{left: h.left, elapsed: h.elapsed}
+}
+
+// failureKind names an error for the failure counts.
+func failureKind(err error) string {
+	var taken *redsync.ErrTaken
+	var netErr net.Error
+	switch {
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return "not_acquired"
+	case errors.Is(err, redlock.ErrLost), errors.Is(err, errSingleLost), errors.Is(err, errNoQuorumUnlock):
+		return "lost"
+	case errors.Is(err, redlock.ErrClosed):
+		return "closed"
+	case errors.As(err, &taken):
+		return "taken"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "ctx"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.Is(err, redsync.ErrFailed):
+		return "failed"
+	case errors.Is(err, redsync.ErrLockAlreadyExpired):
+		return "expired"
+	}
+	return "error"
+}

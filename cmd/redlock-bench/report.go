@@ -1,0 +1,173 @@
+package main
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// schemaVersion is Report.SchemaVersion. Bump it on any change that is not
+// purely additive, and change schema.json with it (the test checks both).
+const schemaVersion = 1
+
+// schemaJSON is the JSON Schema (draft 2020-12) of Report, printed by
+// -schema and used by the tests to validate -json output.
+//
+//go:embed schema.json
+var schemaJSON []byte
+
+// Report is what -json writes: the whole run. Every field is always present
+// (no omitempty) so consumers can rely on the shape; schema.json is the
+// normative description.
+type Report struct {
+	SchemaVersion int            `json:"schema_version"`
+	Tool          string         `json:"tool"`
+	StartedAt     time.Time      `json:"started_at"`
+	WallSeconds   float64        `json:"wall_seconds"`
+	Env           Env            `json:"env"`
+	Masters       Masters        `json:"masters"`
+	Config        Config         `json:"config"`
+	Scenarios     []ScenarioInfo `json:"scenarios"`
+	Results       []Result       `json:"results"`
+	Ratios        []Ratio        `json:"ratios"`
+}
+
+// Env is where the bench ran.
+type Env struct {
+	GoVersion string `json:"go_version"`
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	CPUs      int    `json:"cpus"`
+}
+
+// Masters says which masters were measured and how a stall was made.
+type Masters struct {
+	// Kind is "addrs" (given with -addrs), "lab" (local redis-server
+	// processes) or "embedded" (in-process miniredis: library overhead,
+	// no network, no real server).
+	Kind        string   `json:"kind"`
+	N           int      `json:"n"`
+	Addrs       []string `json:"addrs"`
+	StallMethod string   `json:"stall_method"`
+	Note        string   `json:"note"`
+}
+
+// Config is the command line in force.
+type Config struct {
+	Workers         int      `json:"workers"`
+	DurationSeconds float64  `json:"duration_seconds"`
+	TTLMs           int64    `json:"ttl_ms"`
+	Scenarios       []string `json:"scenarios"`
+	Impls           []string `json:"impls"`
+}
+
+// ScenarioInfo describes one scenario, run or not.
+type ScenarioInfo struct {
+	Name        string      `json:"name"`
+	Description string      `json:"description"`
+	Available   bool        `json:"available"`
+	Unavailable string      `json:"unavailable_reason"`
+	Phases      []PhaseInfo `json:"phases"`
+}
+
+// PhaseInfo is a slice of a cell's time, as fractions of its duration, and
+// the masters stopped during it.
+type PhaseInfo struct {
+	Name          string  `json:"name"`
+	From          float64 `json:"from"`
+	To            float64 `json:"to"`
+	PausedMasters []int   `json:"paused_masters"`
+}
+
+// Result is one cell: one implementation in one scenario.
+type Result struct {
+	Scenario        string  `json:"scenario"`
+	Impl            string  `json:"impl"`
+	Workers         int     `json:"workers"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	// Ops is Lock+Unlock pairs that both succeeded and completed within
+	// the cell's duration; LateOps completed after it, while draining.
+	Ops       int64   `json:"ops"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	LateOps   int64   `json:"late_ops"`
+	// AcquireMs is the latency of successful Lock calls, retries included.
+	AcquireMs Dist `json:"acquire_latency_ms"`
+	// HandoffMs (one shared resource only, else null) is from a holder
+	// calling Unlock to the next holder's Lock returning.
+	HandoffMs *Dist `json:"handoff_latency_ms"`
+	// Failures counts failed calls by kind ("not_acquired", "timeout",
+	// "unlock_lost", ...); calls cut short by the end of the cell are not
+	// counted.
+	Failures map[string]int64 `json:"failures"`
+	Validity Validity         `json:"validity"`
+	Phases   []PhaseResult    `json:"phases"`
+	Notes    []string         `json:"notes"`
+
+	// Raw samples for the chart; not part of the schema.
+	acquireSorted  []float64
+	validitySorted []float64
+}
+
+// Dist summarises a latency distribution in milliseconds (nearest-rank
+// percentiles; all zero when Count is 0).
+type Dist struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+	Mean  float64 `json:"mean"`
+}
+
+// Validity is the validity left at acquisition as a fraction of the TTL,
+// and the median breakdown of what was subtracted from the TTL.
+type Validity struct {
+	// Source is how validity was obtained: "acquisition" (ours:
+	// Lock.Acquisition().Validity), "until" (redsync: Mutex.Until() − now
+	// right after Lock returned) or "computed" (single: TTL − elapsed).
+	Source         string  `json:"source"`
+	Count          int     `json:"count"`
+	Min            float64 `json:"min"`
+	P1             float64 `json:"p1"`
+	P50            float64 `json:"p50"`
+	ElapsedMsP50   float64 `json:"elapsed_ms_p50"`
+	DriftMs        float64 `json:"drift_ms"`
+	SafetyMarginMs float64 `json:"safety_margin_ms"`
+}
+
+// PhaseResult is the throughput within one phase, by completion time.
+type PhaseResult struct {
+	Name      string  `json:"name"`
+	Seconds   float64 `json:"seconds"`
+	Ops       int64   `json:"ops"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+}
+
+// Ratio is numerator ops/s ÷ denominator ops/s; Value is null when the
+// denominator completed nothing.
+type Ratio struct {
+	Scenario    string   `json:"scenario"`
+	Numerator   Side     `json:"numerator"`
+	Denominator Side     `json:"denominator"`
+	Value       *float64 `json:"value"`
+}
+
+// Side is one implementation in one phase ("all" for the whole cell).
+type Side struct {
+	Impl      string  `json:"impl"`
+	Phase     string  `json:"phase"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+}
+
+func writeJSON(path string, rep *Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding results: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing -json: %w", err)
+	}
+	return nil
+}

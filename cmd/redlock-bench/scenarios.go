@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// phase is a slice of a cell's time, as fractions of its duration, and the
+// masters stopped during it. Throughput is reported per phase by the time
+// each Lock+Unlock completed.
+type phase struct {
+	name   string
+	from   float64
+	to     float64
+	paused []int // master indices; indices ≥ the number of masters are ignored
+}
+
+// scenario is one row of the bench's plan. The list is data: adding a
+// scenario is adding an entry to scenarios below.
+type scenario struct {
+	name string
+	desc string
+	// shared: every worker locks the same resource (else one each).
+	shared bool
+	// phases: nil means one phase "all" with no fault.
+	phases []phase
+	// impls, when set, are the variants this scenario runs instead of the
+	// -impls selection (e.g. ours with and without fencing).
+	impls []string
+	// needs returns why the scenario cannot run in this build, or "".
+	needs func() string
+}
+
+func (s scenario) unavailable() string {
+	if s.needs == nil {
+		return ""
+	}
+	return s.needs()
+}
+
+// phaseList returns the phases, or the single implicit one.
+func (s scenario) phaseList() []phase {
+	if len(s.phases) == 0 {
+		return []phase{{name: "all", from: 0, to: 1}}
+	}
+	return s.phases
+}
+
+// Stall timeline: healthy, then one master SIGSTOPped, then two, then all
+// back. Ours should hold its healthy throughput in the middle phases (it
+// stops waiting for a master after NodeTimeout and then skips it until it
+// answers); redsync by default waits for every master's reply, i.e. for
+// go-redis's 3 s ReadTimeout and its retries.
+var stallPhases = []phase{
+	{name: "healthy", from: 0, to: 0.2},
+	{name: "1 stopped", from: 0.2, to: 0.5, paused: []int{0}},
+	{name: "2 stopped", from: 0.5, to: 0.8, paused: []int{0, 1}},
+	{name: "recovered", from: 0.8, to: 1},
+}
+
+// scenarios is the plan, in run order.
+var scenarios = []scenario{
+	{
+		name: "uncontended",
+		desc: "W workers, each on its own resource: the cost of one Lock+Unlock",
+	},
+	{
+		name:   "contended",
+		desc:   "W workers on one resource: throughput, and handoff from Unlock to the next Lock",
+		shared: true,
+	},
+	{
+		name:   "stall",
+		desc:   "uncontended, with master 0 stopped for 20–80% of the run and master 1 too for 50–80%",
+		phases: stallPhases,
+	},
+	{
+		name:  "fencing",
+		desc:  "uncontended, ours without and with fencing tokens: the price of the second round",
+		impls: []string{"redlock", "redlock-fenced"},
+		needs: func() string {
+			if !fencingAvailable() {
+				return "redlock.Options has no Fencing field yet"
+			}
+			return ""
+		},
+	},
+}
+
+func scenarioNames() []string {
+	out := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		out[i] = s.name
+	}
+	return out
+}
+
+func availableScenarioNames() []string {
+	var out []string
+	for _, s := range scenarios {
+		if s.unavailable() == "" {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+func scenarioByName(name string) scenario {
+	for _, s := range scenarios {
+		if s.name == name {
+			return s
+		}
+	}
+	panic("redlock-bench: unknown scenario " + name) // names are validated by parseFlags
+}
+
+func describeScenarios() string {
+	var b strings.Builder
+	for _, s := range scenarios {
+		fmt.Fprintf(&b, "  %-12s %s", s.name, s.desc)
+		if why := s.unavailable(); why != "" {
+			fmt.Fprintf(&b, " [not available: %s]", why)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// cell is one implementation in one scenario.
+type cell struct {
+	sc   scenario
+	impl implSpec
+}
+
+// plan lists the cells to run, scenario by scenario.
+func plan(cfg *config) []cell {
+	var out []cell
+	for _, name := range cfg.scenarios {
+		sc := scenarioByName(name)
+		names := cfg.impls
+		if sc.impls != nil {
+			names = sc.impls
+		}
+		for _, n := range names {
+			out = append(out, cell{sc: sc, impl: implByName(n)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// oursName is the implementation every ratio puts in the numerator.
+const oursName = "redlock"
+
+// computeRatios returns, per scenario: ours ÷ every other implementation
+// for the whole cell and for each phase; and, where a scenario has phases,
+// each implementation's phase ÷ its first (healthy) phase.
+func computeRatios(results []Result) []Ratio {
+	out := []Ratio{}
+	byScenario := map[string][]Result{}
+	var order []string
+	for _, r := range results {
+		if _, ok := byScenario[r.Scenario]; !ok {
+			order = append(order, r.Scenario)
+		}
+		byScenario[r.Scenario] = append(byScenario[r.Scenario], r)
+	}
+	for _, sc := range order {
+		rs := byScenario[sc]
+		i := slices.IndexFunc(rs, func(r Result) bool { return r.Impl == oursName })
+		if i >= 0 {
+			ours := rs[i]
+			for _, other := range rs {
+				if other.Impl == oursName {
+					continue
+				}
+				out = append(out, ratioOf(sc, side(ours, "all"), side(other, "all")))
+				if len(ours.Phases) > 1 {
+					for _, p := range ours.Phases {
+						out = append(out, ratioOf(sc, side(ours, p.Name), side(other, p.Name)))
+					}
+				}
+			}
+		}
+		for _, r := range rs {
+			if len(r.Phases) < 2 {
+				continue
+			}
+			for _, p := range r.Phases[1:] {
+				out = append(out, ratioOf(sc, side(r, p.Name), side(r, r.Phases[0].Name)))
+			}
+		}
+	}
+	return out
+}
+
+func side(r Result, phase string) Side {
+	s := Side{Impl: r.Impl, Phase: phase}
+	if phase == "all" {
+		s.OpsPerSec = r.OpsPerSec
+		return s
+	}
+	for _, p := range r.Phases {
+		if p.Name == phase {
+			s.OpsPerSec = p.OpsPerSec
+		}
+	}
+	return s
+}
+
+func ratioOf(sc string, num, den Side) Ratio {
+	return Ratio{Scenario: sc, Numerator: num, Denominator: den, Value: ratio(num.OpsPerSec, den.OpsPerSec)}
+}
+
+// findRatio returns the ratio with the given sides, if computed.
+func findRatio(rs []Ratio, sc, numImpl, numPhase, denImpl, denPhase string) (Ratio, bool) {
+	for _, r := range rs {
+		if r.Scenario == sc && r.Numerator.Impl == numImpl && r.Numerator.Phase == numPhase &&
+			r.Denominator.Impl == denImpl && r.Denominator.Phase == denPhase {
+			return r, true
+		}
+	}
+	return Ratio{}, false
+}
+
+func fmtRatio(r Ratio) string {
+	switch {
+	case r.Value != nil:
+		return fmt.Sprintf("%.2f×", *r.Value)
+	case r.Numerator.OpsPerSec > 0:
+		return "∞ (0 ops)"
+	}
+	return "n/a (0/0)"
+}
+
+// fmtMs prints milliseconds with about three significant digits.
+func fmtMs(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	case v < 100:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func fmtFailures(f map[string]int64) string {
+	if len(f) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, f[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// renderTable writes the human report: a header naming the masters, one
+// row per cell, then the phase table, the handoff table and the ratios.
+func renderTable(w io.Writer, rep *Report) error {
+	m := rep.Masters
+	fmt.Fprintf(w, "redlock-bench: %d %s masters · %d workers · %v per cell · TTL %v · %s/%s, %d CPUs, %s\n",
+		m.N, m.Kind, rep.Config.Workers, time.Duration(rep.Config.DurationSeconds*float64(time.Second)),
+		time.Duration(rep.Config.TTLMs)*time.Millisecond, rep.Env.GOOS, rep.Env.GOARCH, rep.Env.CPUs, rep.Env.GoVersion)
+	fmt.Fprintf(w, "masters: %s\nstall:   %s\n", m.Note, m.StallMethod)
+	if m.Kind == "embedded" {
+		fmt.Fprintln(w, "NOTE:    EMBEDDED MASTERS — these figures are library overhead over in-process miniredis, not Redis over a network.")
+	}
+	for _, s := range rep.Scenarios {
+		if !s.Available {
+			fmt.Fprintf(w, "not run: %s (%s)\n", s.Name, s.Unavailable)
+		}
+	}
+	fmt.Fprintln(w)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tredlock ÷\tfailures\t")
+	for _, r := range rep.Results {
+		ratio := ""
+		if r.Impl != oursName {
+			if x, ok := findRatio(rep.Ratios, r.Scenario, oursName, "all", r.Impl, "all"); ok {
+				ratio = fmtRatio(x)
+			}
+		}
+		v := r.Validity
+		valid := []string{"-", "-", "-", "-", "-", "-"}
+		if v.Count > 0 {
+			valid = []string{fmt.Sprintf("%.4f", v.Min), fmt.Sprintf("%.4f", v.P1), fmt.Sprintf("%.4f", v.P50),
+				fmtMs(v.ElapsedMsP50), fmtMs(v.DriftMs), fmtMs(v.SafetyMarginMs)}
+		}
+		a := r.AcquireMs
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Impl, r.OpsPerSec,
+			fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), ratio, fmtFailures(r.Failures))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL)")
+
+	// Phases, for scenarios that have them.
+	for _, s := range rep.Scenarios {
+		if len(s.Phases) < 2 {
+			continue
+		}
+		var rows []Result
+		for _, r := range rep.Results {
+			if r.Scenario == s.Name {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: ops/s per phase, by completion time\n", s.Name)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		head := []string{"impl"}
+		for _, p := range s.Phases {
+			head = append(head, fmt.Sprintf("%s (%.0f–%.0f%%)", p.Name, p.From*100, p.To*100))
+		}
+		for _, p := range s.Phases[1:] {
+			head = append(head, p.Name+" ÷ "+s.Phases[0].Name)
+		}
+		head = append(head, "late ops")
+		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+		for _, r := range rows {
+			cols := []string{r.Impl}
+			for _, p := range r.Phases {
+				cols = append(cols, fmt.Sprintf("%.0f", p.OpsPerSec))
+			}
+			for _, p := range r.Phases[1:] {
+				x, _ := findRatio(rep.Ratios, s.Name, r.Impl, p.Name, r.Impl, r.Phases[0].Name)
+				cols = append(cols, fmtRatio(x))
+			}
+			cols = append(cols, fmt.Sprint(r.LateOps))
+			fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Impl == oursName {
+				continue
+			}
+			var parts []string
+			for _, p := range r.Phases {
+				if x, ok := findRatio(rep.Ratios, s.Name, oursName, p.Name, r.Impl, p.Name); ok {
+					parts = append(parts, p.Name+" "+fmtRatio(x))
+				}
+			}
+			if len(parts) > 0 {
+				fmt.Fprintf(w, "redlock ÷ %s: %s\n", r.Impl, strings.Join(parts, ", "))
+			}
+		}
+	}
+
+	// Handoff, for shared-resource scenarios.
+	var hand []Result
+	for _, r := range rep.Results {
+		if r.HandoffMs != nil {
+			hand = append(hand, r)
+		}
+	}
+	if len(hand) > 0 {
+		fmt.Fprintln(w, "\nhandoff: from a holder calling Unlock to the next holder's Lock returning (ms)")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "scenario\timpl\tcount\tp50\tp90\tp99\tmax\t")
+		for _, r := range hand {
+			h := r.HandoffMs
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	for _, r := range rep.Results {
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "note: %s/%s: %s\n", r.Scenario, r.Impl, n)
+		}
+	}
+	fmt.Fprintf(w, "\nwall time %.1fs\n", rep.WallSeconds)
+	return nil
+}
