@@ -8,7 +8,6 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
-	"reflect"
 	"strings"
 	"time"
 
@@ -83,35 +82,9 @@ var impls = []implSpec{
 		name: "redlock-fenced", source: "acquisition", hidden: true,
 		desc: "this module with Options.Fencing (fencing scenario only)",
 		open: func(addrs []string, ttl time.Duration) (impl, error) {
-			o, ok := withFencing(redlock.Options{TTL: ttl, KeyPrefix: keyPrefix})
-			if !ok {
-				return nil, errors.New("redlock.Options has no Fencing field")
-			}
-			return openOurs(addrs, o)
+			return openOurs(addrs, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, Fencing: true})
 		},
 	},
-}
-
-// withFencing returns o with fencing turned on, and whether this build of
-// package redlock has fencing at all.
-//
-// PLUG-IN POINT for fencing: once redlock.Options has `Fencing bool`,
-// replace this body with `o.Fencing = true; return o, true` and make
-// fencingAvailable return true. Until then it looks the field up by
-// reflection, so the fencing scenario appears by itself when the field
-// lands, without this command failing to compile in the meantime.
-func withFencing(o redlock.Options) (redlock.Options, bool) {
-	v := reflect.ValueOf(&o).Elem().FieldByName("Fencing")
-	if !v.IsValid() || v.Kind() != reflect.Bool || !v.CanSet() {
-		return o, false
-	}
-	v.SetBool(true)
-	return o, true
-}
-
-func fencingAvailable() bool {
-	_, ok := withFencing(redlock.Options{})
-	return ok
 }
 
 // implNames are the implementations -impls can select.

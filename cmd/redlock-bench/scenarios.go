@@ -78,12 +78,6 @@ var scenarios = []scenario{
 		name:  "fencing",
 		desc:  "uncontended, ours without and with fencing tokens: the price of the second round",
 		impls: []string{"redlock", "redlock-fenced"},
-		needs: func() string {
-			if !fencingAvailable() {
-				return "redlock.Options has no Fencing field yet"
-			}
-			return ""
-		},
 	},
 }
 
