@@ -123,9 +123,9 @@ type Op[T any] struct {
 	// WaitAll makes Run wait for every node (answer or deadline) instead
 	// of returning at the decision. The decision is the same.
 	WaitAll bool
-	// Call is made once per node, concurrently, with a context that ends at
-	// the node deadline (or with the caller's). Return an error wrapping
-	// ErrRefused for "no".
+	// Call is made once per node, concurrently, with a context that is
+	// cancelled at the node deadline (cause ErrTimeout) or with the
+	// caller's. Return an error wrapping ErrRefused for "no".
 	Call func(ctx context.Context, node int) (T, error)
 	// Late, if set, receives the reply of every call that finished after
 	// Run stopped waiting for it (after the decision, or after its
@@ -285,10 +285,14 @@ func Run[T any](ctx context.Context, g *Group, op Op[T]) Result[T] {
 // call runs on its own goroutine, owned by g.
 func call[T any](ctx context.Context, g *Group, nd *node, r *round[T], op Op[T], i int, probe bool, start time.Time) {
 	defer g.wg.Done()
-	cctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	// One timer per call does both jobs: it cancels the call's context
+	// (for clients that honour it) and marks the call overrun (for those
+	// that do not). A context.WithTimeout would add a second timer.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var state atomic.Int32
 	timer := time.AfterFunc(g.timeout, func() {
+		cancel(ErrTimeout)
 		if state.CompareAndSwap(running, overran) {
 			nd.overrun()
 			now := time.Now()
@@ -300,7 +304,7 @@ func call[T any](ctx context.Context, g *Group, nd *node, r *round[T], op Op[T],
 	lat := at.Sub(start)
 	timer.Stop()
 
-	answered := err == nil || !(errors.Is(err, context.DeadlineExceeded) && cctx.Err() != nil)
+	answered := err == nil || !(errors.Is(err, context.Canceled) && context.Cause(cctx) == ErrTimeout)
 	if state.CompareAndSwap(running, finished) {
 		nd.finish(probe, answered)
 		rep := Reply[T]{Outcome: classify(err, answered), Value: v, Err: err, Latency: lat, At: at}
@@ -360,9 +364,9 @@ func (n *node) overrun() {
 	n.mu.Unlock()
 }
 
-// finish records a call that finished before its deadline. A call that
-// returned its own deadline error (a client that honours contexts) did not
-// answer either.
+// finish records a call that finished before it was marked overrun. A call
+// that returned because its context was cancelled at the deadline (a client
+// that honours contexts) did not answer either.
 func (n *node) finish(probe, answered bool) {
 	n.mu.Lock()
 	if probe {
