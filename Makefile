@@ -45,9 +45,12 @@ help: ## list the verbs
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_%-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 # ---- go ----------------------------------------------------------------------
+# -p 1: one package at a time. The tests stall, slow and kill real masters
+# and measure rounds against node timeouts; packages racing each other for
+# two cores under -race turn healthy masters into "slow" ones.
 test: ## run every test with the race detector against real masters (installs redis-server if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
-	echo "$(GO) test -race -timeout 15m ./..."; $(GO) test -race -timeout 15m ./...
+	echo "$(GO) test -race -p 1 -timeout 15m ./..."; $(GO) test -race -p 1 -timeout 15m ./...
 
 fuzz: ## run the validity fuzz target briefly (FUZZTIME=10s)
 	$(GO) test ./validity -run '^$$' -fuzz FuzzBudget -fuzztime $(FUZZTIME)
@@ -112,3 +115,10 @@ lab-heal-%:    ; @$(MAKE) --no-print-directory lab-heal N=$*
 .PHONY: bench
 bench: ## compare redlock with redsync on five masters (BENCH_FLAGS="-workers 64 -json out.json -chart out.svg")
 	$(GO) run ./cmd/redlock-bench $(BENCH_FLAGS)
+
+# ---- chaos -------------------------------------------------------------------
+.PHONY: chaos
+chaos: ## long fault-lab run (≥ 20 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_FLAGS=-chaos.seed=N replays)
+	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
+	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 30m $(CHAOS_FLAGS)"; \
+	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 30m $(CHAOS_FLAGS)

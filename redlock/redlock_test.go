@@ -32,7 +32,18 @@ func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Loc
 			t.Fatal(err)
 		}
 	}
-	l, err := redlock.New(clients, opts)
+	// A generous NodeTimeout where the test does not set one: CI runs the
+	// packages side by side under -race on two cores, and a round that
+	// fails because a healthy master was descheduled for 50ms is not what
+	// these tests are about. Tests of stalls set their own.
+	o := redlock.Options{NodeTimeout: 200 * time.Millisecond}
+	if opts != nil {
+		o = *opts
+		if o.NodeTimeout == 0 && (o.TTL == 0 || o.TTL > time.Second) {
+			o.NodeTimeout = 200 * time.Millisecond
+		}
+	}
+	l, err := redlock.New(clients, &o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -120,7 +131,7 @@ func TestAcquireReleaseOnFiveMasters(t *testing.T) {
 // Acceptance 3: two of five masters SIGSTOPped, default go-redis clients.
 func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, nil)
+	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
 	nt := l.Options().NodeTimeout
 	for _, i := range []int{1, 3} {
 		if err := c.Pause(i); err != nil {
@@ -154,7 +165,7 @@ func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
 // Acceptance 4: three of five SIGSTOPped.
 func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, nil)
+	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
 	for _, i := range []int{0, 2, 4} {
 		if err := c.Pause(i); err != nil {
 			t.Fatal(err)
@@ -192,17 +203,22 @@ func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 // Acceptance 5: a majority that arrives after the validity window.
 func TestLateMajorityIsNotALock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: 400 * time.Millisecond, SafetyMargin: 50 * time.Millisecond, NodeTimeout: 390 * time.Millisecond})
-	// drift = 400ms×0.01 + 2ms = 6ms: the window is 400 − 6 − 50 = 344ms.
-	// Three masters answer nothing for 360ms: later than the window,
-	// sooner than NodeTimeout, so the majority does arrive, too late.
-	// (CLIENT PAUSE rather than DEBUG SLEEP: it is in effect when the
-	// command returns, so the test does not race the stall.)
+	l := newLocker(t, c, &redlock.Options{TTL: time.Second, SafetyMargin: 300 * time.Millisecond, NodeTimeout: 950 * time.Millisecond})
+	// drift = 1s×0.01 + 2ms = 12ms: the window is 1000 − 12 − 300 = 688ms.
+	// Three masters answer nothing for 800ms: later than the window,
+	// sooner than NodeTimeout (with room for a loaded CI machine), so the
+	// majority does arrive, too late. (CLIENT PAUSE rather than DEBUG
+	// SLEEP: it is in effect when the command returns, so the test does
+	// not race the stall.)
+	var wg sync.WaitGroup
 	for _, i := range []int{0, 1, 2} {
-		if err := c.Slow(t.Context(), i, 360*time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
+		wg.Go(func() {
+			if err := c.Slow(t.Context(), i, 800*time.Millisecond); err != nil {
+				t.Error(err)
+			}
+		})
 	}
+	wg.Wait()
 	_, err := l.TryLock(t.Context(), "late")
 	if !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
