@@ -118,11 +118,16 @@ func (lk *Lock) Extend(ctx context.Context) error {
 // Unlock deletes the lock's key on every master that still holds this
 // lock's token, in parallel, waiting at most NodeTimeout for each, whatever
 // ctx says (a cancelled caller must not leave keys behind). It never
-// deletes another owner's key. It returns an error wrapping ErrLost when it
-// cannot confirm a clean release: the deadline had passed (the keys are
-// deleted all the same), or fewer than a majority answered that the key is
-// now gone (others hold it, or they did not answer). Before the deadline an
-// absent key counts as released: it cannot have expired yet, so it was ours.
+// deletes another owner's key. A master that does not answer in time gets
+// the release later, when it answers again.
+//
+// It returns an error wrapping ErrLost when there is evidence that the lock
+// was not ours to release: the deadline had passed (the keys are deleted
+// all the same), or so many masters hold another owner's token that we
+// cannot have held a majority. Masters that did not answer are not
+// evidence: an Unlock that confirmed fewer than a majority because some
+// masters were slow returns nil. Before the deadline an absent key counts
+// as released: it cannot have expired yet, so it was ours.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
@@ -142,8 +147,8 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	case expired:
 		e.Reason = "deadline had passed before unlock"
 		return e
-	case !res.Reached:
-		e.Reason = "no majority confirmed the key gone"
+	case res.Count(quorum.Refused) > len(res.Replies)-l.need:
+		e.Reason = "another owner's token is on too many masters for this lock to have held a majority"
 		return e
 	}
 	return nil

@@ -472,3 +472,66 @@ func TestClosedLocker(t *testing.T) {
 		t.Fatalf("TryLock after Close: %v, want ErrClosed", err)
 	}
 }
+
+// Slow masters are not evidence of loss: Unlock with three of five stalled
+// returns nil, and the stalled masters get the release when they wake.
+func TestUnlockWithStalledMajorityDefersRelease(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	lk, err := l.TryLock(t.Context(), "deferred")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the token on all 5 masters", func() bool { return countValue(keyState(t, c, "deferred"), lk.Token()) == 5 })
+	for _, i := range []int{0, 1, 2} {
+		if err := c.Pause(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatalf("Unlock with 3 of 5 stalled: %v, want nil", err)
+	}
+	for _, i := range []int{3, 4} {
+		if n := c.Client(i).Exists(t.Context(), "redlock:{deferred}").Val(); n != 0 {
+			t.Fatalf("live master %d still holds the key", i)
+		}
+	}
+	c.ResumeAll()
+	waitFor(t, "the woken masters to get the release", func() bool {
+		return countValue(keyState(t, c, "deferred"), "") == 5
+	})
+}
+
+// A forward clock jump (simulated: lab.JumpClock shrinks every key's TTL)
+// on a majority lets a second client in before the first one's deadline:
+// outside Redlock's assumptions. Unlock then reports the loss.
+func TestUnlockAfterClockJumpReportsLoss(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	la, lb := newLocker(t, c, nil), newLocker(t, c, nil)
+	a, err := la.TryLock(t.Context(), "jumped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A's token on all 5 masters", func() bool { return countValue(keyState(t, c, "jumped"), a.Token()) == 5 })
+	for _, i := range []int{0, 1, 2} {
+		if _, err := c.JumpClock(t.Context(), i, 11*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := lb.TryLock(t.Context(), "jumped")
+	if err != nil {
+		t.Fatalf("B could not take the jumped majority: %v", err)
+	}
+	if !a.Valid() || !b.Valid() {
+		t.Fatal("both should believe they hold the lock: that is the violation a clock jump causes")
+	}
+	err = a.Unlock(t.Context())
+	var e *redlock.Error
+	if !errors.Is(err, redlock.ErrLost) || !errors.As(err, &e) || e.Count(quorum.Refused) != 3 {
+		t.Fatalf("A's Unlock: %v, want ErrLost with 3 masters held by B", err)
+	}
+	if got := keyState(t, c, "jumped"); countValue(got, b.Token()) != 3 {
+		t.Fatalf("B's keys after A's Unlock: %q", got)
+	}
+	b.Unlock(t.Context())
+}
