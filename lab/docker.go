@@ -209,21 +209,10 @@ func (b *dockerBackend) start(ctx context.Context, i int) (string, error) {
 	if nd.closed {
 		return "", errClosed
 	}
-	var err error
-	for range portAttempts {
-		var port int
-		if port, err = freePort(); err != nil {
-			return "", err
-		}
-		if err = b.launch(ctx, nd, port); err == nil {
-			return nd.addr(), nil
-		}
-		if !errors.Is(err, errAddrInUse) {
-			return "", err
-		}
-		b.log.Debug("lab: port race, retrying", "master", i, "port", port)
+	if err := launchOnFreePort(b.log, i, func(port int) error { return b.launch(ctx, nd, port) }); err != nil {
+		return "", err
 	}
-	return "", err
+	return nd.addr(), nil
 }
 
 func (b *dockerBackend) restart(ctx context.Context, i int) error {
@@ -237,20 +226,8 @@ func (b *dockerBackend) restart(ctx context.Context, i int) error {
 		return err
 	}
 	// A new container rather than docker restart: it starts EMPTY even with
-	// AOF on, as the process backend's Restart does. The port must stay, so
-	// a lost race is retried on the same port instead of moving.
-	var err error
-	for range portAttempts {
-		if err = b.launch(ctx, nd, nd.port); !errors.Is(err, errAddrInUse) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return err
+	// AOF on, as the process backend's Restart does.
+	return relaunchOnPort(ctx, nd.port, func(port int) error { return b.launch(ctx, nd, port) })
 }
 
 // tcLogger sends testcontainers' log lines to the lab's logger at debug.

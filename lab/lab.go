@@ -482,3 +482,38 @@ func (c *Cluster) close() error {
 	c.log.Info("lab: closed", "err", err)
 	return err
 }
+
+// launchOnFreePort calls launch with free loopback ports until one start is
+// not lost to another process taking the port first.
+func launchOnFreePort(log *slog.Logger, i int, launch func(port int) error) error {
+	var err error
+	for range portAttempts {
+		var port int
+		if port, err = freePort(); err != nil {
+			return err
+		}
+		if err = launch(port); err == nil || !errors.Is(err, errAddrInUse) {
+			return err
+		}
+		log.Debug("lab: port race, retrying", "master", i, "port", port)
+	}
+	return err
+}
+
+// relaunchOnPort starts a master again on the port it had: clients keep
+// their address, so a lost port race is retried on the same port for a
+// short while instead of moving.
+func relaunchOnPort(ctx context.Context, port int, launch func(port int) error) error {
+	var err error
+	for range portAttempts {
+		if err = launch(port); !errors.Is(err, errAddrInUse) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return err
+}

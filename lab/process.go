@@ -70,21 +70,10 @@ func (b *processBackend) start(ctx context.Context, i int) (string, error) {
 	if nd.closed {
 		return "", errClosed
 	}
-	var err error
-	for range portAttempts {
-		var port int
-		if port, err = freePort(); err != nil {
-			return "", err
-		}
-		if err = b.launch(ctx, nd, port); err == nil {
-			return nd.addr(), nil
-		}
-		if !errors.Is(err, errAddrInUse) {
-			return "", err
-		}
-		b.log.Debug("lab: port race, retrying", "master", i, "port", port)
+	if err := launchOnFreePort(b.log, i, func(port int) error { return b.launch(ctx, nd, port) }); err != nil {
+		return "", err
 	}
-	return "", err
+	return nd.addr(), nil
 }
 
 func (b *processBackend) restart(ctx context.Context, i int) error {
@@ -97,20 +86,7 @@ func (b *processBackend) restart(ctx context.Context, i int) error {
 	if err := b.killLocked(nd); err != nil {
 		return err
 	}
-	// The port must stay, so a lost race is retried on the same port for a
-	// short while instead of moving.
-	var err error
-	for range portAttempts {
-		if err = b.launch(ctx, nd, nd.port); !errors.Is(err, errAddrInUse) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return err
+	return relaunchOnPort(ctx, nd.port, func(port int) error { return b.launch(ctx, nd, port) })
 }
 
 func (nd *procNode) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.port)) }
