@@ -17,28 +17,32 @@ var ErrStaleFence = errors.New("redlock: stale fence: a later holder has written
 // fencedWrite is immutable; one per process is enough.
 var fencedWrite = redis.NewScript(fencedWriteSrc)
 
-// WriteFenced stores value in the Redis hash key (fields "value" and
-// "fence") on c, the resource's own Redis (not one of the lock's masters),
-// if and only if fence is not lower than the highest fence the key has
-// accepted. An equal fence is the same holder writing again; a lower one is
-// a stale holder, and the write is rejected with ErrStaleFence and changes
-// nothing. The check and the write are one Lua script, so they are atomic.
+// WriteFenced stores value in the Redis hash key (fields "value", "fence"
+// and "owner") on c, the resource's own Redis (not one of the lock's
+// masters), if and only if fence is larger than the highest fence the key
+// has accepted, or equal to it with the same owner (the same holder writing
+// again). Pass the lock's Fence and Token. Anything else is a stale holder:
+// the write is rejected with ErrStaleFence and changes nothing. The check
+// and the write are one Lua script, so they are atomic.
 //
-// The same rule in SQL, with the last fence kept beside the row:
+// The same rule in SQL, with the last fence and owner kept beside the row:
 //
-//	UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence <= $2
+//	UPDATE accounts SET balance = $1, fence = $2, owner = $3
+//	 WHERE id = $4 AND (fence < $2 OR (fence = $2 AND owner = $3))
 //
 // and treat "0 rows updated" as ErrStaleFence.
-func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, value string) error {
+func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, owner, value string) error {
 	switch {
 	case key == "":
 		return invalid("fenced write: key is empty")
 	case fence == 0:
 		return invalid("fenced write: fence is 0 (Options.Fencing is off, or no lock was taken)")
+	case owner == "":
+		return invalid("fenced write: owner is empty (pass the lock's Token)")
 	case c == nil || isNilPointer(c):
 		return invalid("fenced write: nil client")
 	}
-	n, err := fencedWrite.Run(ctx, c, []string{key}, strconv.FormatUint(fence, 10), value).Int64()
+	n, err := fencedWrite.Run(ctx, c, []string{key}, strconv.FormatUint(fence, 10), owner, value).Int64()
 	if err != nil {
 		return fmt.Errorf("redlock: fenced write to %q: %w", key, err)
 	}

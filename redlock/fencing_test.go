@@ -191,7 +191,7 @@ func TestFencedWriteRejectsStaleHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", a.Fence(), "A1"); err != nil {
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", a.Fence(), a.Token(), "A1"); err != nil {
 		t.Fatal(err)
 	}
 	// A "pauses" past its deadline; its keys expire and B takes over.
@@ -203,19 +203,27 @@ func TestFencedWriteRejectsStaleHolder(t *testing.T) {
 	if b.Fence() <= a.Fence() {
 		t.Fatalf("B's fence %d not above A's %d", b.Fence(), a.Fence())
 	}
-	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", b.Fence(), "B"); err != nil {
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", b.Fence(), b.Token(), "B"); err != nil {
 		t.Fatal(err)
 	}
-	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", a.Fence(), "A2 (stale)"); !errors.Is(err, redlock.ErrStaleFence) {
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", a.Fence(), a.Token(), "A2 (stale)"); !errors.Is(err, redlock.ErrStaleFence) {
 		t.Fatalf("stale write: %v, want ErrStaleFence", err)
 	}
 	v, f, err := redlock.ReadFenced(t.Context(), resource, "acct:1")
 	if err != nil || v != "B" || f != b.Fence() {
 		t.Fatalf("resource holds %q at fence %d (%v), want B at %d", v, f, err, b.Fence())
 	}
-	// The holder may write again with its own fence.
-	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", b.Fence(), "B2"); err != nil {
+	// The holder may write again with its own fence; another owner with
+	// the same fence (possible only if a lock master lost its counter) may
+	// not.
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", b.Fence(), b.Token(), "B2"); err != nil {
 		t.Fatal(err)
+	}
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:1", b.Fence(), a.Token(), "same fence, other owner"); !errors.Is(err, redlock.ErrStaleFence) {
+		t.Fatalf("equal fence from another owner: %v, want ErrStaleFence", err)
+	}
+	if v, _, _ := redlock.ReadFenced(t.Context(), resource, "acct:1"); v != "B2" {
+		t.Fatalf("resource holds %q, want B2", v)
 	}
 	b.Unlock(t.Context())
 }
@@ -236,11 +244,14 @@ func TestFencedWriteBadInput(t *testing.T) {
 		{"nil client", nilClient, "k", 1, "nil client"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := redlock.WriteFenced(t.Context(), tc.c, tc.key, tc.fence, "v")
+			err := redlock.WriteFenced(t.Context(), tc.c, tc.key, tc.fence, "owner", "v")
 			if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(fmt.Sprint(err), tc.rule) {
 				t.Fatalf("WriteFenced: %v, want ErrInvalid naming %q", err, tc.rule)
 			}
 		})
+	}
+	if err := redlock.WriteFenced(t.Context(), resource, "k", 1, "", "v"); !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "owner is empty") {
+		t.Fatalf("WriteFenced with no owner: %v", err)
 	}
 	if v, f, err := redlock.ReadFenced(t.Context(), resource, "never-written"); err != nil || v != "" || f != 0 {
 		t.Fatalf("ReadFenced of a fresh key: %q %d %v", v, f, err)

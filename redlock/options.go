@@ -97,7 +97,7 @@ func (o Options) withDefaults() Options {
 		o.DriftConstant = validity.DefaultDriftConstant
 	}
 	if o.NodeTimeout == 0 && o.TTL > 0 {
-		o.NodeTimeout = min(max(o.TTL/200, 5*time.Millisecond), 50*time.Millisecond, o.TTL/4)
+		o.NodeTimeout = min(max(o.TTL/200, 10*time.Millisecond), 50*time.Millisecond, o.TTL/4)
 	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = DefaultKeyPrefix

@@ -535,3 +535,32 @@ func TestUnlockAfterClockJumpReportsLoss(t *testing.T) {
 	}
 	b.Unlock(t.Context())
 }
+
+// The defaults written in Options' comments are the ones in force.
+func TestDefaults(t *testing.T) {
+	c := lab.ForTest(t, 1, nil)
+	for _, tc := range []struct {
+		ttl, nodeTimeout time.Duration
+	}{
+		{0, 50 * time.Millisecond},                    // 10s/200
+		{20 * time.Second, 50 * time.Millisecond},     // capped
+		{4 * time.Second, 20 * time.Millisecond},      // TTL/200
+		{time.Second, 10 * time.Millisecond},          // floor
+		{20 * time.Millisecond, 5 * time.Millisecond}, // at most TTL/4
+	} {
+		l, err := redlock.New(c.Clients(), &redlock.Options{TTL: tc.ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := l.Options()
+		l.Close()
+		if o.NodeTimeout != tc.nodeTimeout {
+			t.Errorf("TTL %v: NodeTimeout %v, want %v", tc.ttl, o.NodeTimeout, tc.nodeTimeout)
+		}
+		if tc.ttl == 0 && (o.TTL != 10*time.Second || o.DriftFactor != 0.01 || o.DriftConstant != 2*time.Millisecond ||
+			o.SafetyMargin != 0 || o.KeyPrefix != "redlock:" || o.Fencing || o.Retry.MaxAttempts != 0 ||
+			o.Retry.MinDelay != 5*time.Millisecond || o.Retry.MaxDelay != 100*time.Millisecond) {
+			t.Errorf("defaults: %+v", o)
+		}
+	}
+}

@@ -1,12 +1,20 @@
 -- A fenced write to a resource kept in Redis: accept the value only if its
--- fence is not lower than the highest fence accepted so far (an equal fence
--- is the same holder writing again). A stale holder, one whose lock was
--- lost and taken over by a holder with a larger fence, is rejected.
--- KEYS[1] the resource (a hash: value, fence). ARGV[1] fence; ARGV[2] value.
+-- fence is larger than the highest fence accepted so far, or equal to it
+-- AND from the same owner (the same holder writing again). Anything else is
+-- a stale holder — one whose lock was lost and taken over — and is rejected.
+-- Checking the owner on an equal fence matters when fences can repeat (a
+-- lock master restarted empty): two holders with one fence are not both
+-- let through.
+-- KEYS[1] the resource (a hash: value, fence, owner).
+-- ARGV[1] fence; ARGV[2] owner (the lock's token); ARGV[3] value.
 -- Returns 1 when accepted, 0 when rejected as stale.
 local last = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
-if tonumber(ARGV[1]) < last then
+local fence = tonumber(ARGV[1])
+if fence < last then
   return 0
 end
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+if fence == last and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'owner', ARGV[2], 'value', ARGV[3])
 return 1

@@ -1,0 +1,161 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// ClientConfig is one workload client. Subprocess clients receive it as
+// JSON in the environment (HelperEnv).
+type ClientConfig struct {
+	ID        int      `json:"id"`
+	Resources []string `json:"resources"`
+	// HoldMin and HoldMax bound the time spent inside a critical section
+	// between its two writes.
+	HoldMin time.Duration `json:"hold_min"`
+	HoldMax time.Duration `json:"hold_max"`
+	// AcquireTimeout bounds each Lock call; a call that runs out counts
+	// against availability.
+	AcquireTimeout time.Duration `json:"acquire_timeout"`
+	Seed           uint64        `json:"seed"`
+
+	// For subprocess clients only: what to dial and for how long.
+	Masters     []string      `json:"masters,omitempty"`
+	ResourceDB  string        `json:"resource_db,omitempty"`
+	TTL         time.Duration `json:"ttl,omitempty"`
+	NodeTimeout time.Duration `json:"node_timeout,omitempty"`
+	Run         time.Duration `json:"run,omitempty"`
+}
+
+// sink receives a client's records: the History in-process, JSON lines on
+// stdout in a subprocess.
+type sink interface {
+	entered(client int)
+	section(Section)
+	write(Write)
+	acquire(Acquire)
+}
+
+type historySink struct{ h *History }
+
+func (s historySink) entered(int)       {}
+func (s historySink) section(x Section) { s.h.addSection(x) }
+func (s historySink) write(w Write)     { s.h.addWrite(w) }
+func (s historySink) acquire(a Acquire) { s.h.addAcquire(a) }
+
+// line is one record a subprocess client prints.
+type line struct {
+	T       string   `json:"t"` // "enter", "section", "write", "acquire"
+	Client  int      `json:"client"`
+	Section *Section `json:"section,omitempty"`
+	Write   *Write   `json:"write,omitempty"`
+	Acquire *Acquire `json:"acquire,omitempty"`
+}
+
+// jsonSink prints records as JSON lines. "enter" is printed the moment a
+// section is entered, so the parent can SIGSTOP the client inside it.
+type jsonSink struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func newJSONSink(w io.Writer) *jsonSink { return &jsonSink{enc: json.NewEncoder(w)} }
+
+func (s *jsonSink) put(l line) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.enc.Encode(l)
+}
+func (s *jsonSink) entered(c int)     { s.put(line{T: "enter", Client: c}) }
+func (s *jsonSink) section(x Section) { s.put(line{T: "section", Client: x.Client, Section: &x}) }
+func (s *jsonSink) write(w Write)     { s.put(line{T: "write", Client: w.Client, Write: &w}) }
+func (s *jsonSink) acquire(a Acquire) { s.put(line{T: "acquire", Client: a.Client, Acquire: &a}) }
+
+// writeTimeout bounds one fenced write; the resource is never faulted.
+const writeTimeout = 5 * time.Second
+
+// runClient loops acquire → critical section → release until ctx ends.
+// Inside a section it writes through redlock.WriteFenced at entry, holds
+// for a random time, and writes again: a holder that was paused inside the
+// section (the SIGSTOP scenario) makes its second write late, with its old
+// fence, and the resource must reject it.
+//
+// The holder checks Valid() once, at entry, as a careful client does; the
+// danger the theory predicts is exactly a pause after that check.
+func runClient(ctx context.Context, l *redlock.Locker, db redis.Scripter, cfg ClientConfig, out sink) {
+	r := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID)))
+	for seq := int64(0); ctx.Err() == nil; {
+		res := cfg.Resources[r.IntN(len(cfg.Resources))]
+		hold := cfg.HoldMin
+		if cfg.HoldMax > cfg.HoldMin {
+			hold += time.Duration(r.Int64N(int64(cfg.HoldMax - cfg.HoldMin)))
+		}
+		t0 := time.Now()
+		actx, cancel := context.WithTimeout(ctx, cfg.AcquireTimeout)
+		lk, err := l.Lock(actx, res)
+		cancel()
+		lat := time.Since(t0)
+		if ctx.Err() != nil {
+			// The run ended during Lock: neither a success nor a failure.
+			if lk != nil {
+				_ = lk.Unlock(context.Background())
+			}
+			return
+		}
+		out.acquire(Acquire{Client: cfg.ID, OK: err == nil, Latency: lat})
+		if err != nil {
+			continue
+		}
+		if !lk.Valid() {
+			_ = lk.Unlock(context.Background())
+			continue
+		}
+		seq++
+		enter := monoNow()
+		out.entered(cfg.ID)
+		fencedWrite(db, cfg.ID, seq, res, lk.Fence(), lk.Token(), out)
+		sleepCtx(ctx, hold)
+		fencedWrite(db, cfg.ID, seq, res, lk.Fence(), lk.Token(), out)
+		exit := monoNow()
+		out.section(Section{Client: cfg.ID, Seq: seq, Resource: res, Enter: enter, Exit: exit, Fence: lk.Fence(), Late: !lk.Valid()})
+		_ = lk.Unlock(context.Background())
+	}
+}
+
+func fencedWrite(db redis.Scripter, client int, seq int64, res string, fence uint64, owner string, out sink) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	w := Write{Client: client, Seq: seq, Resource: res, Fence: fence, Owner: owner, Call: monoNow()}
+	err := redlock.WriteFenced(ctx, db, "resource:"+res, fence, owner, "client-"+strconv.Itoa(client))
+	w.Return = monoNow()
+	switch {
+	case err == nil:
+		w.Accepted = true
+	case errors.Is(err, redlock.ErrStaleFence):
+		w.Stale = true
+	default:
+		w.Err = err.Error()
+	}
+	out.write(w)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

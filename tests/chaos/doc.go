@@ -1,0 +1,29 @@
+// Package chaos is the fault lab's harness: a workload of lock clients
+// (in-process, and subprocesses that can be SIGSTOPped like a process in a
+// long GC pause) looping acquire → critical section → release over a few
+// resources on real masters (package lab), writing through
+// redlock.WriteFenced into a separate resource Redis that is never faulted,
+// while a seeded schedule injects faults; and a checker that reads the
+// recorded history.
+//
+// A violation is two critical sections of the same resource that overlap
+// in real time as recorded by the test processes (enter: after Lock
+// returned and the holder checked Lock.Valid; exit: before Unlock). The
+// checker finds them with porcupine against a mutex model, and checks the
+// fences against a fenced-mutex model (acquire legal only if free and
+// fence > every earlier fence). From the resource's side it counts stale
+// writes attempted (rejected with ErrStaleFence) and stale writes accepted
+// (accepted after a larger fence had been), which must be 0 whatever the
+// faults, and checks the write log against a fenced-register model.
+//
+// Faults inside Redlock's assumptions (a minority paused, cut, slowed below
+// NodeTimeout, or killed and restarted empty after at least a TTL) must
+// show no violation. Faults outside them (a master restarted empty at
+// once, a forward clock jump, a client paused past its deadline) show the
+// violation the theory predicts. The clock jump is a SIMULATION
+// (lab.Cluster.JumpClock shrinks every key's TTL by Δ): libfaketime
+// crashes Debian's redis-server at start-up.
+//
+// Every run prints its seed; -chaos.seed replays the fault schedules.
+// The tests are in chaos_test.go; make chaos runs the long version.
+package chaos

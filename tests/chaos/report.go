@@ -1,0 +1,78 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Table writes results as a Markdown table, the format the README keeps.
+func Table(w io.Writer, rs []Result) {
+	fmt.Fprintln(w, "| scenario | faults | inside assumptions | critical sections | violations (mutex) | fence regressions | stale writes attempted / accepted | of the rejected: by the only holder | availability % | p99 acquire |")
+	fmt.Fprintln(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, r := range rs {
+		inside := "no"
+		if r.Inside {
+			inside = "yes"
+		}
+		avail, p99 := "–", "–"
+		if r.Acquires > 0 {
+			avail = fmt.Sprintf("%.1f", r.Availability)
+			p99 = r.P99Acquire.Round(100 * time.Microsecond).String()
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %d / %d | %d | %s | %s |\n",
+			r.Scenario, r.Faults, inside, r.Sections, r.Overlaps, r.FenceRegressions,
+			r.StaleAttempted, r.StaleAccepted, r.RejectedExclusive, avail, p99)
+	}
+}
+
+// Summary is the JSON document -chaos.json writes.
+type Summary struct {
+	Seed    uint64   `json:"seed"`
+	Long    bool     `json:"long"`
+	Command string   `json:"command"`
+	Started string   `json:"started"`
+	Wall    string   `json:"wall"`
+	Results []Result `json:"results"`
+}
+
+// WriteJSON writes s to path.
+func WriteJSON(path string, s Summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// String is a one-line account of a result for the test log.
+func (r Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d sections, %d violations (mutex model %s", r.Scenario, r.Sections, r.Overlaps, r.MutexOK)
+	if r.FencedOK != "" {
+		fmt.Fprintf(&b, ", fenced model %s", r.FencedOK)
+	}
+	fmt.Fprintf(&b, "), %d fence regressions, %d fence reuses, %d late exits, writes %d: %d stale rejected (%d of them by the only holder), %d stale accepted, %d errors (resource model %s), faults %d, availability %.1f%%, p99 acquire %v, wall %v",
+		r.FenceRegressions, r.FenceReuse, r.Late, r.Writes, r.StaleAttempted, r.RejectedExclusive, r.StaleAccepted, r.WriteErrors, r.ResourceOK, r.FaultsRun, r.Availability, r.P99Acquire, r.Wall.Round(time.Millisecond))
+	if r.Example != "" {
+		b.WriteString("; first overlap: " + r.Example)
+	}
+	if r.Notes != "" {
+		b.WriteString("; " + r.Notes)
+	}
+	return b.String()
+}

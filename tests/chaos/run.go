@@ -1,0 +1,406 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// HelperEnv carries a subprocess client's ClientConfig (JSON). The test
+// binary re-executes itself with -test.run=^TestHelperClient$ and this set.
+const HelperEnv = "REDLOCK_CHAOS_CLIENT"
+
+// Workload is a randomized scenario: clients looping over a few resources
+// on N masters while a seeded schedule injects faults.
+type Workload struct {
+	Name string
+	// Inside says whether every fault stays within Redlock's assumptions;
+	// then the run must show 0 violations.
+	Inside bool
+	Plan   Plan
+	// InProcess and Subprocess are how many clients of each kind run.
+	InProcess, Subprocess int
+	Resources             []string
+	HoldMin, HoldMax      time.Duration
+	// Duration is the shortest run; the run goes on until MinSections
+	// critical sections are recorded, up to MaxDuration.
+	Duration, MaxDuration time.Duration
+	MinSections           int
+}
+
+// options returns the Locker options every workload client uses.
+func (w Workload) options() *redlock.Options {
+	return &redlock.Options{TTL: w.Plan.TTL, NodeTimeout: w.Plan.NodeTimeout, Fencing: true}
+}
+
+// acquireTimeout bounds each Lock call in a workload: long enough to ride
+// out a fault episode's start, short enough that availability means
+// something.
+func (w Workload) acquireTimeout() time.Duration { return 4 * w.Plan.TTL }
+
+// Result is one row of the results table.
+type Result struct {
+	Scenario     string        `json:"scenario"`
+	Faults       string        `json:"faults"`
+	Inside       bool          `json:"inside_assumptions"`
+	Seed         uint64        `json:"seed"`
+	Wall         time.Duration `json:"wall_ns"`
+	FaultsRun    int           `json:"faults_applied"`
+	Acquires     int           `json:"acquires"`
+	AcquireOK    int           `json:"acquires_ok"`
+	Availability float64       `json:"availability_pct"`
+	P99Acquire   time.Duration `json:"p99_acquire_ns"`
+	Verdict
+	// Notes say what a scenario showed in words (constructed scenarios).
+	Notes string `json:"notes,omitempty"`
+}
+
+// Run runs w on fresh masters with the fault schedule drawn from seed and
+// returns the checked result. It leaves no master, subprocess or goroutine
+// running.
+func Run(tb testing.TB, w Workload, seed uint64) Result {
+	tb.Helper()
+	sched := NewSchedule(ScheduleRand(seed, w.Name), w.Plan)
+	c := lab.ForTest(tb, w.Plan.Masters, &lab.Options{Proxy: true})
+	db := lab.ForTest(tb, 1, nil).Client(0) // the resource: never faulted
+	h := &History{}
+
+	ctx, cancel := context.WithCancel(tb.Context())
+	defer cancel()
+	started := time.Now()
+
+	var wg sync.WaitGroup
+	var lockers []*redlock.Locker
+	closeLockers := func() {
+		for _, l := range lockers {
+			_ = l.Close()
+		}
+		lockers = nil
+	}
+	defer closeLockers()
+	for i := range w.InProcess {
+		l := newLocker(tb, c.Clients(), w.options())
+		lockers = append(lockers, l)
+		cfg := w.clientConfig(i, seed)
+		wg.Go(func() { runClient(ctx, l, db, cfg, historySink{h}) })
+	}
+	var subs []*subClient
+	for k := range w.Subprocess {
+		cfg := w.clientConfig(w.InProcess+k, seed)
+		cfg.Masters, cfg.ResourceDB = c.Addrs(), db.Options().Addr
+		cfg.TTL, cfg.NodeTimeout = w.Plan.TTL, w.Plan.NodeTimeout
+		cfg.Run = w.MaxDuration + time.Minute // a cap; the parent stops it first
+		sc, err := startSubClient(cfg, h)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			tb.Fatalf("chaos: starting subprocess client: %v", err)
+		}
+		tb.Cleanup(sc.kill) // no process left behind, even on Fatal
+		subs = append(subs, sc)
+	}
+
+	// The run ends at Duration once MinSections are in, or at MaxDuration.
+	var applied atomic.Int64
+	var faults sync.WaitGroup
+	faults.Go(func() {
+		for _, f := range sched {
+			if !sleepUntil(ctx, started.Add(f.At)) {
+				return
+			}
+			if err := apply(ctx, c, subs, f); err != nil {
+				tb.Errorf("chaos: %s: %v", f, err)
+				return
+			}
+			applied.Add(1)
+		}
+	})
+	for {
+		el := time.Since(started)
+		if el >= w.MaxDuration || (el >= w.Duration && h.Len() >= w.MinSections) {
+			break
+		}
+		sleepCtx(tb.Context(), 100*time.Millisecond)
+		if tb.Context().Err() != nil {
+			break
+		}
+	}
+	cancel()
+	faults.Wait() // every fault undone
+	c.ResumeAll()
+	wg.Wait()
+	for _, sc := range subs {
+		if err := sc.stop(); err != nil {
+			tb.Errorf("chaos: subprocess client %d: %v", sc.id, err)
+		}
+	}
+	closeLockers()
+	wall := time.Since(started)
+
+	r := Result{Scenario: w.Name, Faults: describeKinds(w.Plan.Kinds), Inside: w.Inside, Seed: seed, Wall: wall, FaultsRun: int(applied.Load())}
+	r.Verdict = Check(h.Sections(), h.Writes())
+	r.fillAcquires(h.Acquires())
+	return r
+}
+
+func (w Workload) clientConfig(id int, seed uint64) ClientConfig {
+	return ClientConfig{
+		ID: id, Resources: w.Resources, HoldMin: w.HoldMin, HoldMax: w.HoldMax,
+		AcquireTimeout: w.acquireTimeout(), Seed: seed,
+	}
+}
+
+func describeKinds(ks []Kind) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (r *Result) fillAcquires(as []Acquire) {
+	var lats []time.Duration
+	for _, a := range as {
+		r.Acquires++
+		if a.OK {
+			r.AcquireOK++
+			lats = append(lats, a.Latency)
+		}
+	}
+	if r.Acquires > 0 {
+		r.Availability = 100 * float64(r.AcquireOK) / float64(r.Acquires)
+	}
+	r.P99Acquire = percentile(lats, 0.99)
+}
+
+// newLocker builds a Locker over clients after dialling each (a cold
+// client's first call also handshakes and could overrun NodeTimeout).
+// Masters that do not answer are left to fail inside the Locker.
+func newLocker(tb testing.TB, clients []redis.UniversalClient, opts *redlock.Options) *redlock.Locker {
+	tb.Helper()
+	for _, cl := range clients {
+		ctx, cancel := context.WithTimeout(tb.Context(), time.Second)
+		_ = cl.Ping(ctx).Err()
+		cancel()
+	}
+	l, err := redlock.New(clients, opts)
+	if err != nil {
+		tb.Fatalf("chaos: redlock.New: %v", err)
+	}
+	return l
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	sleepCtx(ctx, time.Until(t))
+	return ctx.Err() == nil
+}
+
+// apply runs one fault episode and undoes it (always, even when ctx ends
+// during it: a cut or paused master must not outlive the run).
+func apply(ctx context.Context, c *lab.Cluster, subs []*subClient, f Fault) error {
+	each := func(fn func(i int) error) error {
+		var errs []error
+		for _, i := range f.Masters {
+			errs = append(errs, fn(i))
+		}
+		return errors.Join(errs...)
+	}
+	// Undo with a context that outlives the run's.
+	undo := context.WithoutCancel(ctx)
+	switch f.Kind {
+	case PauseMasters:
+		if err := each(c.Pause); err != nil {
+			return err
+		}
+		sleepCtx(ctx, f.Dur)
+		return each(c.Resume)
+	case Cut:
+		if err := each(c.Cut); err != nil {
+			return err
+		}
+		sleepCtx(ctx, f.Dur)
+		return each(c.Heal)
+	case Latency:
+		if err := each(func(i int) error { return c.Latency(i, f.Delta) }); err != nil {
+			return err
+		}
+		sleepCtx(ctx, f.Dur)
+		return each(func(i int) error { return c.Latency(i, 0) })
+	case KillDelayed:
+		if err := each(c.Kill); err != nil {
+			return err
+		}
+		sleepCtx(ctx, f.Dur)
+		return each(func(i int) error { return c.Restart(undo, i) })
+	case RestartEmpty:
+		return each(func(i int) error { return c.Restart(undo, i) })
+	case JumpClock:
+		return each(func(i int) error { _, err := c.JumpClock(undo, i, f.Delta); return err })
+	case PauseClient:
+		if f.Client >= len(subs) {
+			return fmt.Errorf("no subprocess client %d", f.Client)
+		}
+		return subs[f.Client].pauseInSection(ctx, f.Dur)
+	}
+	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// subClient is a workload client in a subprocess of the test binary, so
+// that it can be SIGSTOPped like a process in a long GC pause.
+type subClient struct {
+	id     int
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr bytes.Buffer
+	read   sync.WaitGroup
+	want   atomic.Bool   // the next "enter" should be reported on entered
+	enters chan struct{} // buffered 1
+	once   sync.Once
+}
+
+func startSubClient(cfg ClientConfig, h *History) (*subClient, error) {
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sc := &subClient{id: cfg.ID, enters: make(chan struct{}, 1)}
+	sc.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperClient$", "-test.count=1")
+	sc.cmd.Env = append(os.Environ(), HelperEnv+"="+string(js))
+	sc.cmd.Stderr = &sc.stderr
+	if sc.stdin, err = sc.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := sc.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.cmd.Start(); err != nil {
+		return nil, err
+	}
+	sc.read.Go(func() {
+		s := bufio.NewScanner(out)
+		s.Buffer(make([]byte, 64<<10), 1<<20)
+		for s.Scan() {
+			var l line
+			if json.Unmarshal(s.Bytes(), &l) != nil {
+				continue // the testing package's own output
+			}
+			switch {
+			case l.T == "enter":
+				if sc.want.CompareAndSwap(true, false) {
+					select {
+					case sc.enters <- struct{}{}:
+					default:
+					}
+				}
+			case l.Section != nil:
+				h.addSection(*l.Section)
+			case l.Write != nil:
+				h.addWrite(*l.Write)
+			case l.Acquire != nil:
+				h.addAcquire(*l.Acquire)
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	})
+	return sc, nil
+}
+
+// pauseInSection waits for the client's next entry into a critical
+// section, SIGSTOPs it there for d, and SIGCONTs it. A client that enters
+// no section within 5 s is paused wherever it is.
+func (sc *subClient) pauseInSection(ctx context.Context, d time.Duration) error {
+	sc.want.Store(true)
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-sc.enters:
+	case <-t.C:
+	case <-ctx.Done():
+		return nil
+	}
+	pid := sc.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	sleepCtx(ctx, d)
+	return syscall.Kill(pid, syscall.SIGCONT)
+}
+
+// stop asks the client to finish (EOF on stdin) and waits for it, killing
+// it after 20 s.
+func (sc *subClient) stop() error {
+	_ = syscall.Kill(sc.cmd.Process.Pid, syscall.SIGCONT)
+	_ = sc.stdin.Close()
+	done := make(chan struct{})
+	go func() { sc.read.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		sc.kill()
+		<-done
+	}
+	var err error
+	sc.once.Do(func() { err = sc.cmd.Wait() })
+	if err != nil {
+		return fmt.Errorf("%w; stderr: %s", err, sc.stderr.String())
+	}
+	return nil
+}
+
+// kill is the cleanup of last resort.
+func (sc *subClient) kill() {
+	_ = sc.cmd.Process.Kill()
+	sc.once.Do(func() { _ = sc.cmd.Wait() })
+}
+
+// RunHelper is a subprocess client's main: it runs the workload client
+// described by $REDLOCK_CHAOS_CLIENT, printing records as JSON lines on
+// stdout, until stdin closes or cfg.Run passes.
+func RunHelper(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	var cfg ClientConfig
+	if err := json.Unmarshal([]byte(os.Getenv(HelperEnv)), &cfg); err != nil {
+		return fmt.Errorf("chaos helper: bad %s: %w", HelperEnv, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Run)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	// stdin's EOF (the parent closing it) stops the client.
+	wg.Go(func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		cancel()
+	})
+	clients := make([]redis.UniversalClient, len(cfg.Masters))
+	for i, a := range cfg.Masters {
+		cl := redis.NewClient(&redis.Options{Addr: a})
+		defer cl.Close()
+		clients[i] = cl
+	}
+	db := redis.NewClient(&redis.Options{Addr: cfg.ResourceDB})
+	defer db.Close()
+	l, err := redlock.New(clients, &redlock.Options{TTL: cfg.TTL, NodeTimeout: cfg.NodeTimeout, Fencing: true})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	runClient(ctx, l, db, cfg, newJSONSink(stdout))
+	return nil
+}
