@@ -215,7 +215,10 @@ func (b *dockerBackend) start(ctx context.Context, i int) (string, error) {
 	return nd.addr(), nil
 }
 
-func (b *dockerBackend) restart(ctx context.Context, i int) error {
+func (b *dockerBackend) restart(ctx context.Context, i int, keep bool) error {
+	if keep {
+		return errors.New("lab: the Docker backend restarts masters empty only (RestartPersisted needs the Process backend)")
+	}
 	nd := b.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()

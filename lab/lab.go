@@ -90,7 +90,8 @@ type backend interface {
 	// kill stops master i for good and waits for it; a no-op if it is down.
 	kill(i int) error
 	// restart starts master i again on the same address with empty data.
-	restart(ctx context.Context, i int) error
+	// keep: start with what the master persisted (its AOF) instead.
+	restart(ctx context.Context, i int, keep bool) error
 	// close kills every master, joins every goroutine and removes files.
 	close() error
 }
@@ -326,7 +327,19 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 		return err
 	}
 	c.log.Debug("lab: restart", "master", i)
-	return c.be.restart(ctx, i)
+	return c.be.restart(ctx, i, false)
+}
+
+// RestartPersisted SIGKILLs master i and starts it again on the same port
+// with whatever it had persisted: with Options.AppendFsyncAlways, every
+// write it acknowledged (what fencing counters need to survive a crash);
+// without it, nothing. Only the Process backend supports it.
+func (c *Cluster) RestartPersisted(ctx context.Context, i int) error {
+	if err := c.check(i); err != nil {
+		return err
+	}
+	c.log.Debug("lab: restart keeping data", "master", i)
+	return c.be.restart(ctx, i, true)
 }
 
 // private returns a one-connection client straight to master i (bypassing

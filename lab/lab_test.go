@@ -477,4 +477,23 @@ func TestAppendFsyncAlways(t *testing.T) {
 	if got["appendonly"] != "yes" || got["appendfsync"] != "always" {
 		t.Fatalf("CONFIG GET append* = %v, want appendonly yes, appendfsync always", got)
 	}
+	// A crash (SIGKILL) loses nothing acknowledged; Restart still wipes.
+	if err := c.Client(0).Set(t.Context(), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartPersisted(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Client(0).Get(t.Context(), "k").Result(); err != nil || v != "v" {
+		t.Fatalf("after RestartPersisted: %q, %v; want the key kept", v, err)
+	}
+	if err := c.Restart(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Client(0).DBSize(t.Context()).Val(); n != 0 {
+		t.Fatalf("after Restart: DBSIZE %d, want 0", n)
+	}
+	if err := c.RestartPersisted(t.Context(), 5); err == nil {
+		t.Fatal("RestartPersisted(5) on 1 master succeeded")
+	}
 }

@@ -70,13 +70,13 @@ func (b *processBackend) start(ctx context.Context, i int) (string, error) {
 	if nd.closed {
 		return "", errClosed
 	}
-	if err := launchOnFreePort(b.log, i, func(port int) error { return b.launch(ctx, nd, port) }); err != nil {
+	if err := launchOnFreePort(b.log, i, func(port int) error { return b.launch(ctx, nd, port, false) }); err != nil {
 		return "", err
 	}
 	return nd.addr(), nil
 }
 
-func (b *processBackend) restart(ctx context.Context, i int) error {
+func (b *processBackend) restart(ctx context.Context, i int, keep bool) error {
 	nd := b.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -86,7 +86,7 @@ func (b *processBackend) restart(ctx context.Context, i int) error {
 	if err := b.killLocked(nd); err != nil {
 		return err
 	}
-	return relaunchOnPort(ctx, nd.port, func(port int) error { return b.launch(ctx, nd, port) })
+	return relaunchOnPort(ctx, nd.port, func(port int) error { return b.launch(ctx, nd, port, keep) })
 }
 
 func (nd *procNode) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.port)) }
@@ -103,12 +103,15 @@ func (nd *procNode) running() bool {
 	}
 }
 
-// launch starts redis-server on port with an empty data dir and waits until
-// it answers. On failure the process is gone and the error quotes its log.
-func (b *processBackend) launch(ctx context.Context, nd *procNode, port int) error {
+// launch starts redis-server on port with an empty data dir (or, with
+// keep, the one it had) and waits until it answers. On failure the process
+// is gone and the error quotes its log.
+func (b *processBackend) launch(ctx context.Context, nd *procNode, port int, keep bool) error {
 	data := filepath.Join(nd.dir, "data")
-	if err := os.RemoveAll(data); err != nil {
-		return fmt.Errorf("lab: master %d: clearing data: %w", nd.i, err)
+	if !keep {
+		if err := os.RemoveAll(data); err != nil {
+			return fmt.Errorf("lab: master %d: clearing data: %w", nd.i, err)
+		}
 	}
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return fmt.Errorf("lab: master %d: %w", nd.i, err)

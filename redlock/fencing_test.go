@@ -284,3 +284,47 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 		})
 	}
 }
+
+// What fencing's assumption buys: with appendfsync always, masters that
+// crash and come back with their data keep their counters, and the next
+// fence is still larger than every earlier one, even when the new majority
+// is made of the crashed masters.
+func TestFencesSurviveCrashWithAppendFsyncAlways(t *testing.T) {
+	c := lab.ForTest(t, 3, &lab.Options{AppendFsyncAlways: true})
+	l := newLocker(t, c, &redlock.Options{Fencing: true})
+	var fences []uint64
+	acquire := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		lk, err := l.Lock(ctx, "durable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fences = append(fences, lk.Fence())
+		if err := lk.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		acquire()
+	}
+	for _, i := range []int{0, 1} {
+		if err := c.RestartPersisted(t.Context(), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Keep master 2 out of the next majority: only the crashed ones count.
+	if err := c.Pause(2); err != nil {
+		t.Fatal(err)
+	}
+	acquire()
+	if err := strictlyIncreasing(fences); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1} {
+		if f, err := c.Client(i).HGet(t.Context(), "redlock:{durable}:fence", "fence").Uint64(); err != nil || f != fences[len(fences)-1] {
+			t.Fatalf("master %d counter %d (%v), want %d", i, f, err, fences[len(fences)-1])
+		}
+	}
+}
