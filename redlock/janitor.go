@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -68,7 +69,7 @@ func (l *Locker) deferRelease(nodes []int, key, token string) {
 func undelivered[T any](res quorum.Result[T]) []int {
 	var nodes []int
 	for i, r := range res.Replies {
-		if r.Outcome != quorum.OK && r.Outcome != quorum.Refused {
+		if r.Outcome != quorum.OK && r.Outcome != quorum.Refused && !errors.Is(r.Err, errInFlight) {
 			nodes = append(nodes, i)
 		}
 	}

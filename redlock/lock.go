@@ -97,7 +97,6 @@ func (lk *Lock) Extend(ctx context.Context) error {
 			}
 			return n, err
 		},
-		Late: lateRelease[int64](l, lk.hold, lk.key, lk.token),
 	})
 	e := &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
 	switch {
@@ -137,8 +136,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	}
 	lk.released = true
 	expired := !time.Now().Before(lk.deadline)
-	lk.hold.settle(gone)
-	res := l.release(ctx, lk.key, lk.token)
+	res := l.release(ctx, lk.key, lk.token, lk.hold.settle(gone))
 	e := &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
 	switch {
 	case res.Err != nil:

@@ -185,13 +185,18 @@ func (l *Locker) backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// holding is what a round's late replies need to know: whether the token
-// they carry is (still) a held lock. A SET that lands on a master after the
-// round failed, or after Unlock, is deleted when its reply arrives.
+// holding tracks, for one token, which masters still have its SET in
+// flight, so that each master is released exactly once: by the release
+// round if the SET's reply had arrived when the lock was given up, or by
+// the SET's own late reply otherwise. (Sending the release while the SET is
+// in flight on another connection could let the master run the delete
+// first, and the key would outlive the lock; sending both wastes a round
+// trip per master and races the release round's count.)
 type holding struct {
-	mu     sync.Mutex
-	phase  int       // deciding, held, gone
-	goneAt time.Time // when phase became gone
+	mu      sync.Mutex
+	phase   int    // deciding, held, gone
+	arrived []bool // the SET's reply came back (in time or late)
+	flying  []bool // outstanding when the round decided, reply not yet back
 }
 
 const (
@@ -200,27 +205,50 @@ const (
 	gone
 )
 
-// settle records the round's result. Late SETs that landed while the round
-// was deciding need nothing more: a failed round releases every master
-// after settling, and a held lock keeps them.
-func (h *holding) settle(phase int) {
-	h.mu.Lock()
-	h.phase = phase
-	if phase == gone {
-		h.goneAt = time.Now()
-	}
-	h.mu.Unlock()
+func newHolding(n int) *holding {
+	return &holding{arrived: make([]bool, n), flying: make([]bool, n)}
 }
 
-// needsRelease reports whether a call that succeeded at instant at may have
-// left a key that the release which followed settle(gone) did not see: only
-// a reply that finished after that moment. (A reply that finished before
-// it landed before the release was sent, which deletes it; deleting it from
-// the hook as well would race the release and make Unlock misreport.)
-func (h *holding) needsRelease(at time.Time) bool {
+// decided records which SETs were still outstanding when the round
+// decided: Run returned without their replies.
+func decided[T any](h *holding, res quorum.Result[T]) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.phase == gone && !at.Before(h.goneAt)
+	for i, r := range res.Replies {
+		switch r.Outcome {
+		case quorum.Pending, quorum.TimedOut, quorum.Canceled:
+			h.flying[i] = !h.arrived[i]
+		default:
+			h.arrived[i] = true
+		}
+	}
+}
+
+// settle records the lock's phase. Moving to gone returns the masters the
+// caller must not release because their SET is still in flight: its reply
+// will.
+func (h *holding) settle(phase int) (flying []bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.phase = phase
+	if phase == gone {
+		return append([]bool(nil), h.flying...)
+	}
+	return nil
+}
+
+// landed records a late SET reply from master i and reports whether the
+// lock is gone, so that the reply's owner must release it there.
+func (h *holding) landed(i int) (mustRelease bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.arrived[i] = true
+	wasFlying := h.flying[i]
+	h.flying[i] = false
+	// A reply that came back before decided() ran was never counted as
+	// flying; the release round covers it unless the phase is already gone
+	// (it cannot be: gone is only set after decided).
+	return h.phase == gone && wasFlying
 }
 
 func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
@@ -234,7 +262,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	key := lockKey(l.opts.KeyPrefix, resource)
 	keys := []string{key, fenceKey(key)}
 	ttl := l.opts.TTL.Milliseconds()
-	h := &holding{}
+	h := newHolding(len(l.masters))
 	start := time.Now()
 	res := quorum.Run(ctx, l.group, quorum.Op[uint64]{
 		Need: l.need,
@@ -259,8 +287,19 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 			}
 			return c, nil
 		},
-		Late: lateRelease[uint64](l, h, key, token),
+		Late: func(i int, rep quorum.Reply[uint64]) {
+			if !h.landed(i) {
+				return
+			}
+			if rep.Err != nil {
+				// No answer: the SET may still land when the master wakes.
+				l.deferRelease([]int{i}, key, token)
+				return
+			}
+			l.releaseOne(i, key, token)
+		},
 	})
+	decided(h, res)
 	info := Acquisition{
 		Start: start, TTL: l.opts.TTL, Drift: l.budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
 		Nodes: nodeResultsOf(l, res.Replies),
@@ -282,8 +321,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		case res.Reached:
 			e.Reason = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, l.budget.Window())
 		}
-		h.settle(gone)
-		l.release(ctx, key, token) // also covers the SETs that landed late
+		l.release(ctx, key, token, h.settle(gone))
 		l.log.Debug("redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
 		return e
 	}
@@ -311,7 +349,6 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 				}
 				return 0, err
 			},
-			Late: lateRelease[uint64](l, h, key, token),
 		})
 		info.Nodes = nodeResultsOf(l, wres.Replies)
 		if err := check("fence", wres); err != nil {
@@ -322,17 +359,6 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	h.settle(held)
 	l.log.Debug("redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
-}
-
-// lateRelease returns a quorum Late hook: a call that succeeded on master i
-// after its round stopped waiting may have (re)placed our key there; if the
-// lock was gone by then (the round failed, or Unlock ran), delete it.
-func lateRelease[T any](l *Locker, h *holding, key, token string) func(int, quorum.Reply[T]) {
-	return func(i int, rep quorum.Reply[T]) {
-		if rep.Err == nil && h.needsRelease(rep.At) {
-			l.releaseOne(i, key, token)
-		}
-	}
 }
 
 func (l *Locker) untried() []NodeResult {
@@ -354,20 +380,22 @@ func nodeResultsOf[T any](l *Locker, reps []quorum.Reply[T]) []NodeResult {
 	return nodes
 }
 
-// release deletes token's key on every master in parallel and waits for
-// each to answer or reach NodeTimeout. It does not depend on ctx being
-// alive: a cancelled caller must still not leave keys behind. A master
-// counts as OK when the key is gone afterwards (deleted now, or already
-// absent: a late-reply hook of this lock may have deleted it first) and as
-// Refused when another owner's token is there.
-//
+// release deletes token's key on every master in parallel, except those
+// marked in skip (their SET is still in flight; its reply releases them),
+// and waits for each to answer or reach NodeTimeout. It does not depend on
+// ctx being alive: a cancelled caller must still not leave keys behind. A
+// master counts as OK when the key is gone afterwards (deleted now, or
+// already absent) and as Refused when another owner's token is there.
 // Masters that did not answer get the release later, when they answer
 // again (see janitor.go).
-func (l *Locker) release(ctx context.Context, key, token string) quorum.Result[int64] {
+func (l *Locker) release(ctx context.Context, key, token string, skip []bool) quorum.Result[int64] {
 	res := quorum.Run(context.WithoutCancel(ctx), l.group, quorum.Op[int64]{
 		Need:    l.need,
 		WaitAll: true,
 		Call: func(ctx context.Context, i int) (int64, error) {
+			if skip != nil && skip[i] {
+				return 0, errInFlight
+			}
 			n, err := l.scripts.release.Run(ctx, l.masters[i], []string{key}, token).Int64()
 			if err == nil && n < 0 {
 				err = quorum.ErrRefused
@@ -381,12 +409,17 @@ func (l *Locker) release(ctx context.Context, key, token string) quorum.Result[i
 	return res
 }
 
+// errInFlight marks a master the release round left to the late reply of
+// the lock's own SET.
+var errInFlight = errors.New("redlock: the acquire call is still in flight; its reply releases this master")
+
 // releaseOne deletes a late-landed key on one master. It runs on a
 // goroutine the group owns, bounded by NodeTimeout.
 func (l *Locker) releaseOne(i int, key, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.NodeTimeout)
 	defer cancel()
 	if err := l.scripts.release.Run(ctx, l.masters[i], []string{key}, token).Err(); err != nil {
-		l.log.Warn("redlock: releasing a late-landed key failed; it expires with its TTL", "master", l.addrs[i], "err", err)
+		l.log.Debug("redlock: releasing a late-landed key failed; deferring it", "master", l.addrs[i], "err", err)
+		l.deferRelease([]int{i}, key, token)
 	}
 }
