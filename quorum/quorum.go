@@ -129,7 +129,7 @@ type Op[T any] struct {
 	Call func(ctx context.Context, node int) (T, error)
 	// Late, if set, receives the reply of every call that finished after
 	// Run stopped waiting for it (after the decision, or after its
-	// deadline); rep.At says when it finished. It runs on a goroutine the
+	// deadline). It runs on a goroutine the
 	// group owns and joins, and must itself be bounded.
 	Late func(node int, rep Reply[T])
 }
@@ -142,8 +142,6 @@ type Reply[T any] struct {
 	// Latency is from the start of the round to the reply (or to the
 	// deadline, for TimedOut).
 	Latency time.Duration
-	// At is when the call finished (a monotonic reading).
-	At time.Time
 }
 
 // Result is the outcome of a round.
@@ -295,19 +293,17 @@ func call[T any](ctx context.Context, g *Group, nd *node, r *round[T], op Op[T],
 		cancel(ErrTimeout)
 		if state.CompareAndSwap(running, overran) {
 			nd.overrun()
-			now := time.Now()
-			r.deliver(msg[T]{i, Reply[T]{Outcome: TimedOut, Err: ErrTimeout, Latency: now.Sub(start), At: now}})
+			r.deliver(msg[T]{i, Reply[T]{Outcome: TimedOut, Err: ErrTimeout, Latency: time.Since(start)}})
 		}
 	})
 	v, err := op.Call(cctx, i)
-	at := time.Now()
-	lat := at.Sub(start)
+	lat := time.Since(start)
 	timer.Stop()
 
 	answered := err == nil || !(errors.Is(err, context.Canceled) && context.Cause(cctx) == ErrTimeout)
 	if state.CompareAndSwap(running, finished) {
 		nd.finish(probe, answered)
-		rep := Reply[T]{Outcome: classify(err, answered), Value: v, Err: err, Latency: lat, At: at}
+		rep := Reply[T]{Outcome: classify(err, answered), Value: v, Err: err, Latency: lat}
 		if r.deliver(msg[T]{i, rep}) {
 			return
 		}
@@ -315,7 +311,7 @@ func call[T any](ctx context.Context, g *Group, nd *node, r *round[T], op Op[T],
 		nd.finishLate(probe, err == nil || errors.Is(err, ErrRefused))
 	}
 	if op.Late != nil {
-		op.Late(i, Reply[T]{Outcome: classify(err, true), Value: v, Err: err, Latency: lat, At: at})
+		op.Late(i, Reply[T]{Outcome: classify(err, true), Value: v, Err: err, Latency: lat})
 	}
 }
 
