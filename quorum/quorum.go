@@ -129,8 +129,8 @@ type Op[T any] struct {
 	Call func(ctx context.Context, node int) (T, error)
 	// Late, if set, receives the reply of every call that finished after
 	// Run stopped waiting for it (after the decision, or after its
-	// deadline). It runs on a goroutine the
-	// group owns and joins, and must itself be bounded.
+	// deadline). It runs on a goroutine the group owns and joins, and must
+	// itself be bounded.
 	Late func(node int, rep Reply[T])
 }
 
