@@ -69,7 +69,7 @@ func (l *Locker) deferRelease(nodes []int, key, token string) {
 func undelivered[T any](res quorum.Result[T]) []int {
 	var nodes []int
 	for i, r := range res.Replies {
-		if r.Outcome != quorum.OK && r.Outcome != quorum.Refused && !errors.Is(r.Err, errInFlight) {
+		if r.Outcome != quorum.OK && r.Outcome != quorum.Refused && !errors.Is(r.Err, errSkipped) {
 			nodes = append(nodes, i)
 		}
 	}
@@ -94,15 +94,20 @@ func (l *Locker) janitorLoop() {
 	}
 }
 
-// flushDeferred tries each master with pending releases once, through the
-// group (so a master still down gets no more than the breaker's probe). It
+// flushBatch bounds one delivery to a master: a master that was down
+// for a while gets its backlog in slices, not all at once.
+const flushBatch = 256
+
+// flushDeferred delivers, to each master that is answering again (or may
+// be probed), up to flushBatch of its pending releases, through the group
+// (so a master still down gets no more than the breaker's probe). It
 // reports whether anything is still pending.
 func (l *Locker) flushDeferred() bool {
 	j := l.janitor
 	now := time.Now()
 	batches := make([][]deferredRelease, len(l.masters))
 	j.mu.Lock()
-	any := false
+	anyPending, anyBatch := false, false
 	for i, p := range j.pending {
 		live := p[:0]
 		for _, d := range p {
@@ -110,13 +115,17 @@ func (l *Locker) flushDeferred() bool {
 				live = append(live, d)
 			}
 		}
+		clear(p[len(live):])
 		j.pending[i] = live
-		batches[i] = append([]deferredRelease(nil), live...)
-		any = any || len(live) > 0
+		anyPending = anyPending || len(live) > 0
+		if len(live) > 0 && l.group.Available(i) {
+			batches[i] = append([]deferredRelease(nil), live[:min(len(live), flushBatch)]...)
+			anyBatch = true
+		}
 	}
 	j.mu.Unlock()
-	if !any {
-		return false
+	if !anyBatch {
+		return anyPending
 	}
 	res := quorum.Run(context.Background(), l.group, quorum.Op[struct{}]{
 		Need:    1,
@@ -125,8 +134,8 @@ func (l *Locker) flushDeferred() bool {
 			if len(batches[i]) == 0 {
 				return struct{}{}, nil
 			}
-			// One pipelined round trip for the whole batch; EVAL rather
-			// than EVALSHA because a pipeline cannot fall back on NOSCRIPT.
+			// One pipelined round trip for the batch; EVAL rather than
+			// EVALSHA because a pipeline cannot fall back on NOSCRIPT.
 			_, err := l.masters[i].Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, d := range batches[i] {
 					p.Eval(ctx, releaseSrc, []string{d.key}, d.token)

@@ -197,6 +197,7 @@ type holding struct {
 	phase   int    // deciding, held, gone
 	arrived []bool // the SET's reply came back (in time or late)
 	flying  []bool // outstanding when the round decided, reply not yet back
+	unsent  []bool // never sent (the master was not answering): nothing to release
 }
 
 const (
@@ -206,7 +207,7 @@ const (
 )
 
 func newHolding(n int) *holding {
-	return &holding{arrived: make([]bool, n), flying: make([]bool, n)}
+	return &holding{arrived: make([]bool, n), flying: make([]bool, n), unsent: make([]bool, n)}
 }
 
 // decided records which SETs were still outstanding when the round
@@ -218,6 +219,8 @@ func decided[T any](h *holding, res quorum.Result[T]) {
 		switch r.Outcome {
 		case quorum.Pending, quorum.TimedOut, quorum.Canceled:
 			h.flying[i] = !h.arrived[i]
+		case quorum.Unavailable:
+			h.unsent[i] = true
 		default:
 			h.arrived[i] = true
 		}
@@ -225,16 +228,20 @@ func decided[T any](h *holding, res quorum.Result[T]) {
 }
 
 // settle records the lock's phase. Moving to gone returns the masters the
-// caller must not release because their SET is still in flight: its reply
-// will.
-func (h *holding) settle(phase int) (flying []bool) {
+// caller must not release: their SET is still in flight (its reply will
+// release them), or was never sent.
+func (h *holding) settle(phase int) (skip []bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.phase = phase
-	if phase == gone {
-		return append([]bool(nil), h.flying...)
+	if phase != gone {
+		return nil
 	}
-	return nil
+	skip = make([]bool, len(h.flying))
+	for i := range skip {
+		skip[i] = h.flying[i] || h.unsent[i]
+	}
+	return skip
 }
 
 // landed records a late SET reply from master i and reports whether the
@@ -381,7 +388,8 @@ func nodeResultsOf[T any](l *Locker, reps []quorum.Reply[T]) []NodeResult {
 }
 
 // release deletes token's key on every master in parallel, except those
-// marked in skip (their SET is still in flight; its reply releases them),
+// marked in skip (their SET is still in flight, and its reply releases
+// them, or was never sent),
 // and waits for each to answer or reach NodeTimeout. It does not depend on
 // ctx being alive: a cancelled caller must still not leave keys behind. A
 // master counts as OK when the key is gone afterwards (deleted now, or
@@ -394,7 +402,7 @@ func (l *Locker) release(ctx context.Context, key, token string, skip []bool) qu
 		WaitAll: true,
 		Call: func(ctx context.Context, i int) (int64, error) {
 			if skip != nil && skip[i] {
-				return 0, errInFlight
+				return 0, errSkipped
 			}
 			n, err := l.scripts.release.Run(ctx, l.masters[i], []string{key}, token).Int64()
 			if err == nil && n < 0 {
@@ -409,9 +417,10 @@ func (l *Locker) release(ctx context.Context, key, token string, skip []bool) qu
 	return res
 }
 
-// errInFlight marks a master the release round left to the late reply of
-// the lock's own SET.
-var errInFlight = errors.New("redlock: the acquire call is still in flight; its reply releases this master")
+// errSkipped marks a master the release round had nothing to send to: the
+// lock's own SET is still in flight there (its late reply releases it), or
+// was never sent.
+var errSkipped = errors.New("redlock: nothing to release here now (the acquire call is in flight or was never sent)")
 
 // releaseOne deletes a late-landed key on one master. It runs on a
 // goroutine the group owns, bounded by NodeTimeout.
