@@ -47,6 +47,12 @@ func (l *Locker) deferRelease(nodes []int, key, token string) {
 	j := l.janitor
 	expires := time.Now().Add(l.opts.TTL)
 	j.mu.Lock()
+	select {
+	case <-j.stop: // closed: the keys expire with their TTL
+		j.mu.Unlock()
+		return
+	default:
+	}
 	for _, i := range nodes {
 		if len(j.pending[i]) >= maxDeferred {
 			j.pending[i] = j.pending[i][1:]

@@ -21,7 +21,8 @@ type Acquisition struct {
 	// Validity is TTL − Elapsed − Drift − SafetyMargin: the time left at
 	// the decision.
 	Validity time.Duration
-	// Nodes has one entry per master.
+	// Nodes has one entry per master: what it did in the last round (the
+	// fence write-back, when Options.Fencing is on).
 	Nodes []NodeResult
 }
 
