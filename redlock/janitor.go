@@ -59,12 +59,13 @@ func (l *Locker) deferRelease(nodes []int, key, token string) {
 		}
 		j.pending[i] = append(j.pending[i], deferredRelease{key, token, expires})
 	}
-	start := !j.started
-	j.started = true
-	j.mu.Unlock()
-	if start {
+	if !j.started {
+		// Under j.mu, so that close (which takes it before waiting) either
+		// sees this goroutine counted or makes us return above.
+		j.started = true
 		j.wg.Go(l.janitorLoop)
 	}
+	j.mu.Unlock()
 	select {
 	case j.wake <- struct{}{}:
 	default:
