@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -163,7 +164,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 func TestKillRestartEmptySamePort(t *testing.T) {
-	c := lab.ForTest(t, 2, nil)
+	c := lab.ForTest(t, 2, processOnly(t, nil))
 	ctx := t.Context()
 	addr := c.Addrs()[0]
 	if err := c.Client(0).Set(ctx, "survivor", "x", 0).Err(); err != nil {
@@ -375,7 +376,7 @@ func TestProxyFaults(t *testing.T) {
 }
 
 func TestProxyFaultsNeedProxy(t *testing.T) {
-	c := lab.ForTest(t, 1, nil)
+	c := lab.ForTest(t, 1, processOnly(t, nil))
 	for name, err := range map[string]error{
 		"Cut":     c.Cut(0),
 		"Heal":    c.Heal(0),
@@ -417,7 +418,7 @@ func TestIndexOutOfRange(t *testing.T) {
 }
 
 func TestCloseLeavesNoProcess(t *testing.T) {
-	c, err := lab.Start(t.Context(), 3, &lab.Options{Proxy: true})
+	c, err := lab.Start(t.Context(), 3, processOnly(t, &lab.Options{Proxy: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +451,7 @@ func TestCloseLeavesNoProcess(t *testing.T) {
 }
 
 func TestNoRedisServer(t *testing.T) {
-	_, err := lab.Start(t.Context(), 1, &lab.Options{RedisServer: "/nonexistent/redis-server"})
+	_, err := lab.Start(t.Context(), 1, &lab.Options{Backend: lab.Process, RedisServer: "/nonexistent/redis-server"})
 	if !errors.Is(err, lab.ErrNoRedisServer) {
 		t.Fatalf("Start with a missing binary = %v, want ErrNoRedisServer", err)
 	}
@@ -462,14 +463,14 @@ func TestNoRedisServer(t *testing.T) {
 func TestStartFailureQuotesLog(t *testing.T) {
 	// /bin/false is found but never answers: Start must fail, not hang, and
 	// leave nothing behind (goleak checks the goroutines).
-	_, err := lab.Start(t.Context(), 2, &lab.Options{RedisServer: "false"})
+	_, err := lab.Start(t.Context(), 2, &lab.Options{Backend: lab.Process, RedisServer: "false"})
 	if err == nil || !strings.Contains(err.Error(), "did not start") {
 		t.Fatalf("Start with a broken binary = %v, want a start error", err)
 	}
 }
 
 func TestAppendFsyncAlways(t *testing.T) {
-	c := lab.ForTest(t, 1, &lab.Options{AppendFsyncAlways: true})
+	c := lab.ForTest(t, 1, processOnly(t, &lab.Options{AppendFsyncAlways: true}))
 	got, err := c.Client(0).ConfigGet(t.Context(), "append*").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -496,4 +497,20 @@ func TestAppendFsyncAlways(t *testing.T) {
 	if err := c.RestartPersisted(t.Context(), 5); err == nil {
 		t.Fatal("RestartPersisted(5) on 1 master succeeded")
 	}
+}
+
+// processOnly pins a test that checks process specifics (pids, the
+// binary, the proxy requirement, RestartPersisted) to the Process backend,
+// whatever REDLOCK_LAB_BACKEND says, and skips it where there is no
+// redis-server to run.
+func processOnly(t *testing.T, o *lab.Options) *lab.Options {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("skipping: this test needs the Process backend and redis-server is not installed")
+	}
+	if o == nil {
+		o = &lab.Options{}
+	}
+	o.Backend = lab.Process
+	return o
 }
