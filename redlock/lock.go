@@ -137,7 +137,9 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	}
 	lk.released = true
 	expired := !time.Now().Before(lk.deadline)
-	res := l.release(ctx, lk.key, lk.token, lk.hold.settle(gone))
+	// Masters whose SET is still in flight are left to its late reply:
+	// this is the hot path, and a delete sent now could run first anyway.
+	res := l.release(ctx, lk.key, lk.token, lk.hold.settle(gone, true))
 	e := &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
 	switch {
 	case res.Err != nil:

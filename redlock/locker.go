@@ -228,9 +228,9 @@ func decided[T any](h *holding, res quorum.Result[T]) {
 }
 
 // settle records the lock's phase. Moving to gone returns the masters the
-// caller must not release: their SET is still in flight (its reply will
-// release them), or was never sent.
-func (h *holding) settle(phase int) (skip []bool) {
+// caller need not release: the SET was never sent there, or (leaveFlying)
+// it is still in flight and its reply will release it.
+func (h *holding) settle(phase int, leaveFlying bool) (skip []bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.phase = phase
@@ -239,7 +239,7 @@ func (h *holding) settle(phase int) (skip []bool) {
 	}
 	skip = make([]bool, len(h.flying))
 	for i := range skip {
-		skip[i] = h.flying[i] || h.unsent[i]
+		skip[i] = h.unsent[i] || (leaveFlying && h.flying[i])
 	}
 	return skip
 }
@@ -321,14 +321,18 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		case res.Err == nil && res.Reached && info.Validity > 0:
 			return nil
 		case errors.Is(res.Err, quorum.ErrClosed):
-			h.settle(gone)
+			h.settle(gone, true)
 			return ErrClosed
 		case res.Err != nil:
 			e.cause = context.Cause(ctx)
 		case res.Reached:
 			e.Reason = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, l.budget.Window())
 		}
-		l.release(ctx, key, token, h.settle(gone))
+		// A failed round also releases where its SETs are still in
+		// flight, so that masters that answer soon are clean when TryLock
+		// returns; the late replies release again, in case a delete ran
+		// before its SET.
+		l.release(ctx, key, token, h.settle(gone, false))
 		l.log.Debug("redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
 		return e
 	}
@@ -363,7 +367,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		}
 	}
 	lk := &Lock{locker: l, resource: resource, key: key, token: token, fence: fence, hold: h, deadline: l.budget.Deadline(start), info: info}
-	h.settle(held)
+	h.settle(held, false)
 	l.log.Debug("redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
 }
