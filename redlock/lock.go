@@ -137,9 +137,8 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	}
 	lk.released = true
 	expired := !time.Now().Before(lk.deadline)
-	// Masters whose SET is still in flight are left to its late reply:
-	// this is the hot path, and a delete sent now could run first anyway.
-	res := l.release(ctx, lk.key, lk.token, lk.hold.settle(gone, true))
+	lk.hold.settle(gone)
+	res := l.release(ctx, lk.key, lk.token, lk.hold)
 	e := &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
 	switch {
 	case res.Err != nil:

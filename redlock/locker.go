@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/quorumlab/redlock/quorum"
@@ -185,79 +184,6 @@ func (l *Locker) backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// holding tracks, for one token, which masters still have its SET in
-// flight, so that each master is released exactly once: by the release
-// round if the SET's reply had arrived when the lock was given up, or by
-// the SET's own late reply otherwise. (Sending the release while the SET is
-// in flight on another connection could let the master run the delete
-// first, and the key would outlive the lock; sending both wastes a round
-// trip per master and races the release round's count.)
-type holding struct {
-	mu      sync.Mutex
-	phase   int    // deciding, held, gone
-	arrived []bool // the SET's reply came back (in time or late)
-	flying  []bool // outstanding when the round decided, reply not yet back
-	unsent  []bool // never sent (the master was not answering): nothing to release
-}
-
-const (
-	deciding = iota
-	held
-	gone
-)
-
-func newHolding(n int) *holding {
-	return &holding{arrived: make([]bool, n), flying: make([]bool, n), unsent: make([]bool, n)}
-}
-
-// decided records which SETs were still outstanding when the round
-// decided: Run returned without their replies.
-func decided[T any](h *holding, res quorum.Result[T]) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i, r := range res.Replies {
-		switch r.Outcome {
-		case quorum.Pending, quorum.TimedOut, quorum.Canceled:
-			h.flying[i] = !h.arrived[i]
-		case quorum.Unavailable:
-			h.unsent[i] = true
-		default:
-			h.arrived[i] = true
-		}
-	}
-}
-
-// settle records the lock's phase. Moving to gone returns the masters the
-// caller need not release: the SET was never sent there, or (leaveFlying)
-// it is still in flight and its reply will release it.
-func (h *holding) settle(phase int, leaveFlying bool) (skip []bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.phase = phase
-	if phase != gone {
-		return nil
-	}
-	skip = make([]bool, len(h.flying))
-	for i := range skip {
-		skip[i] = h.unsent[i] || (leaveFlying && h.flying[i])
-	}
-	return skip
-}
-
-// landed records a late SET reply from master i and reports whether the
-// lock is gone, so that the reply's owner must release it there.
-func (h *holding) landed(i int) (mustRelease bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.arrived[i] = true
-	wasFlying := h.flying[i]
-	h.flying[i] = false
-	// A reply that came back before decided() ran was never counted as
-	// flying; the release round covers it unless the phase is already gone
-	// (it cannot be: gone is only set after decided).
-	return h.phase == gone && wasFlying
-}
-
 func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
@@ -295,7 +221,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 			return c, nil
 		},
 		Late: func(i int, rep quorum.Reply[uint64]) {
-			if !h.landed(i) {
+			if !h.landed(i, errors.Is(rep.Err, quorum.ErrRefused)) {
 				return
 			}
 			if rep.Err != nil {
@@ -321,18 +247,15 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		case res.Err == nil && res.Reached && info.Validity > 0:
 			return nil
 		case errors.Is(res.Err, quorum.ErrClosed):
-			h.settle(gone, true)
+			h.settle(gone)
 			return ErrClosed
 		case res.Err != nil:
 			e.cause = context.Cause(ctx)
 		case res.Reached:
 			e.Reason = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, l.budget.Window())
 		}
-		// A failed round also releases where its SETs are still in
-		// flight, so that masters that answer soon are clean when TryLock
-		// returns; the late replies release again, in case a delete ran
-		// before its SET.
-		l.release(ctx, key, token, h.settle(gone, false))
+		h.settle(gone)
+		l.release(ctx, key, token, h)
 		l.log.Debug("redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
 		return e
 	}
@@ -367,7 +290,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		}
 	}
 	lk := &Lock{locker: l, resource: resource, key: key, token: token, fence: fence, hold: h, deadline: l.budget.Deadline(start), info: info}
-	h.settle(held, false)
+	h.settle(held)
 	l.log.Debug("redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
 }
@@ -391,22 +314,24 @@ func nodeResultsOf[T any](l *Locker, reps []quorum.Reply[T]) []NodeResult {
 	return nodes
 }
 
-// release deletes token's key on every master in parallel, except those
-// marked in skip (their SET is still in flight, and its reply releases
-// them, or was never sent),
-// and waits for each to answer or reach NodeTimeout. It does not depend on
-// ctx being alive: a cancelled caller must still not leave keys behind. A
-// master counts as OK when the key is gone afterwards (deleted now, or
-// already absent) and as Refused when another owner's token is there.
-// Masters that did not answer get the release later, when they answer
-// again (see janitor.go).
-func (l *Locker) release(ctx context.Context, key, token string, skip []bool) quorum.Result[int64] {
+// release deletes token's key on every master in parallel and waits for
+// each to answer or reach NodeTimeout. Where the lock's own SET was never
+// sent it sends nothing; where that SET is still in flight it first waits
+// for its reply (see holding). It does not depend on ctx being alive: a
+// cancelled caller must still not leave keys behind. A master counts as OK
+// when the key is gone afterwards (deleted now, or already absent) and as
+// Refused when another owner's token is there. Masters that did not answer
+// get the release later, when they answer again (see janitor.go).
+func (l *Locker) release(ctx context.Context, key, token string, h *holding) quorum.Result[int64] {
 	res := quorum.Run(context.WithoutCancel(ctx), l.group, quorum.Op[int64]{
 		Need:    l.need,
 		WaitAll: true,
 		Call: func(ctx context.Context, i int) (int64, error) {
-			if skip != nil && skip[i] {
+			switch h.awaitSet(ctx, i) {
+			case setNone:
 				return 0, errSkipped
+			case setStillFlying:
+				return 0, context.Cause(ctx)
 			}
 			n, err := l.scripts.release.Run(ctx, l.masters[i], []string{key}, token).Int64()
 			if err == nil && n < 0 {
@@ -422,9 +347,8 @@ func (l *Locker) release(ctx context.Context, key, token string, skip []bool) qu
 }
 
 // errSkipped marks a master the release round had nothing to send to: the
-// lock's own SET is still in flight there (its late reply releases it), or
-// was never sent.
-var errSkipped = errors.New("redlock: nothing to release here now (the acquire call is in flight or was never sent)")
+// lock's SET was never sent there, or was refused.
+var errSkipped = errors.New("redlock: nothing to release here (the acquire call was never sent, or refused)")
 
 // releaseOne deletes a late-landed key on one master. It runs on a
 // goroutine the group owns, bounded by NodeTimeout.
