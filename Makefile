@@ -45,12 +45,13 @@ help: ## list the verbs
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_%-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 # ---- go ----------------------------------------------------------------------
+# -count=1: the tests talk to real servers, so a cached pass proves nothing.
 # -p 1: one package at a time. The tests stall, slow and kill real masters
 # and measure rounds against node timeouts; packages racing each other for
 # two cores under -race turn healthy masters into "slow" ones.
 test: ## run every test with the race detector against real masters (installs redis-server if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
-	echo "$(GO) test -race -p 1 -timeout 15m ./..."; $(GO) test -race -p 1 -timeout 15m ./...
+	echo "$(GO) test -race -count=1 -p 1 -timeout 15m ./..."; $(GO) test -race -count=1 -p 1 -timeout 15m ./...
 
 fuzz: ## run the validity fuzz target briefly (FUZZTIME=10s)
 	$(GO) test ./validity -run '^$$' -fuzz FuzzBudget -fuzztime $(FUZZTIME)
