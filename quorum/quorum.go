@@ -76,12 +76,6 @@ func NewGroup(n int, timeout time.Duration) (*Group, error) {
 	return &Group{timeout: timeout, nodes: make([]node, n)}, nil
 }
 
-// N returns the number of nodes.
-func (g *Group) N() int { return len(g.nodes) }
-
-// Timeout returns the per-call deadline.
-func (g *Group) Timeout() time.Duration { return g.timeout }
-
 // Available reports whether node i currently accepts calls (it has not left
 // a call unanswered past its deadline, or a probe may be sent).
 func (g *Group) Available(i int) bool {

@@ -142,15 +142,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 
 	var err error
-	if cfg.scenarios, err = pickNames("-scenarios", scenarios, scenarioNames(), availableScenarioNames()); err != nil {
+	if cfg.scenarios, err = pickNames("-scenarios", scenarios, scenarioNames()); err != nil {
 		return nil, err
 	}
-	for _, name := range cfg.scenarios {
-		if why := scenarioByName(name).unavailable(); why != "" {
-			return nil, usagef("-scenarios: %s is not available in this build: %s", name, why)
-		}
-	}
-	if cfg.impls, err = pickNames("-impls", impls, implNames(), implNames()); err != nil {
+	if cfg.impls, err = pickNames("-impls", impls, implNames()); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
@@ -158,10 +153,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 // pickNames parses a comma-separated selection from known; "" means def,
 // "all" means def too (every available one). Order follows known.
-func pickNames(flagName, list string, known, def []string) ([]string, error) {
+func pickNames(flagName, list string, known []string) ([]string, error) {
 	list = strings.TrimSpace(list)
 	if list == "" || list == "all" {
-		return slices.Clone(def), nil
+		return slices.Clone(known), nil
 	}
 	want := map[string]bool{}
 	for n := range strings.SplitSeq(list, ",") {

@@ -67,6 +67,8 @@ type Config struct {
 type ScenarioInfo struct {
 	Name        string      `json:"name"`
 	Description string      `json:"description"`
+	// Available is true for every scenario of this build, and
+	// Unavailable empty; both stay in schema version 1 for readers of it.
 	Available   bool        `json:"available"`
 	Unavailable string      `json:"unavailable_reason"`
 	Phases      []PhaseInfo `json:"phases"`

@@ -27,15 +27,6 @@ type scenario struct {
 	// impls, when set, are the variants this scenario runs instead of the
 	// -impls selection (e.g. ours with and without fencing).
 	impls []string
-	// needs returns why the scenario cannot run in this build, or "".
-	needs func() string
-}
-
-func (s scenario) unavailable() string {
-	if s.needs == nil {
-		return ""
-	}
-	return s.needs()
 }
 
 // phaseList returns the phases, or the single implicit one.
@@ -89,16 +80,6 @@ func scenarioNames() []string {
 	return out
 }
 
-func availableScenarioNames() []string {
-	var out []string
-	for _, s := range scenarios {
-		if s.unavailable() == "" {
-			out = append(out, s.name)
-		}
-	}
-	return out
-}
-
 func scenarioByName(name string) scenario {
 	for _, s := range scenarios {
 		if s.name == name {
@@ -111,11 +92,7 @@ func scenarioByName(name string) scenario {
 func describeScenarios() string {
 	var b strings.Builder
 	for _, s := range scenarios {
-		fmt.Fprintf(&b, "  %-12s %s", s.name, s.desc)
-		if why := s.unavailable(); why != "" {
-			fmt.Fprintf(&b, " [not available: %s]", why)
-		}
-		b.WriteByte('\n')
+		fmt.Fprintf(&b, "  %-12s %s\n", s.name, s.desc)
 	}
 	return b.String()
 }
