@@ -65,8 +65,8 @@ type Config struct {
 
 // ScenarioInfo describes one scenario, run or not.
 type ScenarioInfo struct {
-	Name        string      `json:"name"`
-	Description string      `json:"description"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
 	// Available is true for every scenario of this build, and
 	// Unavailable empty; both stay in schema version 1 for readers of it.
 	Available   bool        `json:"available"`
