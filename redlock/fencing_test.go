@@ -171,15 +171,9 @@ func TestWriteBackWithoutMajorityFails(t *testing.T) {
 	if !errors.As(err, &e) || e.Op != "fence" || e.Count(quorum.OK) >= 3 || e.Count(quorum.TimedOut) < 2 {
 		t.Fatalf("want the fence round to fail on the paused masters, got %v", err)
 	}
-	for _, i := range []int{3, 4} {
-		if n := c.Client(i).Exists(t.Context(), "redlock:{wb}").Val(); n != 0 {
-			t.Fatalf("live master %d still holds the key", i)
-		}
-	}
+	noKeyOn(t, c, "wb", 3, 4)
 	c.ResumeAll()
-	waitFor(t, "the woken masters' keys to be released", func() bool {
-		return countValue(keyState(t, c, "wb"), "") == 5
-	})
+	waitGone(t, c, "wb", "the woken masters' keys to be released")
 }
 
 // Acceptance 6: the fenced resource rejects a stale holder.
@@ -196,7 +190,7 @@ func TestFencedWriteRejectsStaleHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A "pauses" past its deadline; its keys expire and B takes over.
-	waitFor(t, "A's keys to expire", func() bool { return countValue(keyState(t, c, "account"), "") == 5 })
+	waitGone(t, c, "account", "A's keys to expire")
 	b, err := lb.TryLock(t.Context(), "account")
 	if err != nil {
 		t.Fatal(err)

@@ -66,6 +66,24 @@ func keyState(t *testing.T, c *lab.Cluster, resource string) []string {
 	return out
 }
 
+// noKeyOn fails the test if any of the given masters (only those: others
+// may be paused) holds the lock key.
+func noKeyOn(t *testing.T, c *lab.Cluster, resource string, masters ...int) {
+	t.Helper()
+	for _, i := range masters {
+		n, err := c.Client(i).Exists(t.Context(), "redlock:{"+resource+"}").Result()
+		if err != nil || n != 0 {
+			t.Fatalf("master %d: EXISTS %q = %d, %v; want 0", i, resource, n, err)
+		}
+	}
+}
+
+// waitGone waits until no master holds the lock key.
+func waitGone(t *testing.T, c *lab.Cluster, resource, what string) {
+	t.Helper()
+	waitFor(t, what, func() bool { return countValue(keyState(t, c, resource), "") == c.N() })
+}
+
 func countValue(vals []string, v string) int {
 	n := 0
 	for _, x := range vals {
@@ -154,11 +172,7 @@ func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
 		if took := time.Since(start); took > 10*nt {
 			t.Fatalf("round %d: Unlock took %v, over 10× NodeTimeout (%v)", round, took, nt)
 		}
-		for _, i := range []int{0, 2, 4} {
-			if n := c.Client(i).Exists(t.Context(), "redlock:{stall}").Val(); n != 0 {
-				t.Fatalf("round %d: live master %d still holds the key after Unlock", round, i)
-			}
-		}
+		noKeyOn(t, c, "stall", 0, 2, 4)
 	}
 }
 
@@ -187,17 +201,11 @@ func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 			t.Errorf("master %d: %v, want timed out", i, e.Nodes[i].Outcome)
 		}
 	}
-	for _, i := range []int{1, 3} {
-		if n := c.Client(i).Exists(t.Context(), "redlock:{minority}").Val(); n != 0 {
-			t.Fatalf("live master %d still holds the key right after the failed acquire", i)
-		}
-	}
+	noKeyOn(t, c, "minority", 1, 3)
 	// When the stalled masters wake, the SETs queued in their sockets land;
 	// the Locker deletes them as their late replies arrive.
 	c.ResumeAll()
-	waitFor(t, "late-landed keys to be released", func() bool {
-		return countValue(keyState(t, c, "minority"), "") == 5
-	})
+	waitGone(t, c, "minority", "late-landed keys to be released")
 }
 
 // Acceptance 5: a majority that arrives after the validity window.
@@ -322,7 +330,7 @@ func TestExtendAfterDeadlineIsLost(t *testing.T) {
 	if err := lk.Extend(t.Context()); !errors.Is(err, redlock.ErrLost) {
 		t.Fatalf("Extend after the deadline: %v, want ErrLost", err)
 	}
-	waitFor(t, "the keys to expire", func() bool { return countValue(keyState(t, c, "lapsed"), "") == 5 })
+	waitGone(t, c, "lapsed", "the keys to expire")
 	if err := lk.Extend(t.Context()); !errors.Is(err, redlock.ErrLost) {
 		t.Fatalf("Extend after expiry: %v, want ErrLost", err)
 	}
@@ -339,7 +347,7 @@ func TestUnlockNeverDeletesTheNextOwnersKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "A's keys to expire", func() bool { return countValue(keyState(t, c, "handoff"), "") == 5 })
+	waitGone(t, c, "handoff", "A's keys to expire")
 	b, err := lb.TryLock(t.Context(), "handoff")
 	if err != nil {
 		t.Fatal(err)
@@ -491,15 +499,9 @@ func TestUnlockWithStalledMajorityDefersRelease(t *testing.T) {
 	if err := lk.Unlock(t.Context()); err != nil {
 		t.Fatalf("Unlock with 3 of 5 stalled: %v, want nil", err)
 	}
-	for _, i := range []int{3, 4} {
-		if n := c.Client(i).Exists(t.Context(), "redlock:{deferred}").Val(); n != 0 {
-			t.Fatalf("live master %d still holds the key", i)
-		}
-	}
+	noKeyOn(t, c, "deferred", 3, 4)
 	c.ResumeAll()
-	waitFor(t, "the woken masters to get the release", func() bool {
-		return countValue(keyState(t, c, "deferred"), "") == 5
-	})
+	waitGone(t, c, "deferred", "the woken masters to get the release")
 }
 
 // A forward clock jump (simulated: lab.JumpClock shrinks every key's TTL)
