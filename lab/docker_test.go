@@ -119,49 +119,7 @@ func TestDockerMasters(t *testing.T) {
 		}
 	})
 
-	t.Run("KillRestart", func(t *testing.T) {
-		addr := c.Addrs()[0]
-		if err := c.Client(0).Set(ctx, "survivor", "x", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Kill(0); err != nil {
-			t.Fatal(err)
-		}
-		if err := pingWithin(probe(t, addr), 200*time.Millisecond); err == nil {
-			t.Fatal("PING to a killed master succeeded")
-		}
-		if err := c.Kill(0); err != nil {
-			t.Fatalf("second Kill: %v", err)
-		}
-		if err := c.Pause(0); err == nil {
-			t.Fatal("Pause of a killed master succeeded")
-		}
-		if err := c.Restart(ctx, 0); err != nil {
-			t.Fatal(err)
-		}
-		if got := c.Addrs()[0]; got != addr {
-			t.Fatalf("address after Restart = %s, want %s", got, addr)
-		}
-		// The long-lived default client reconnects on its own.
-		eventually(t, 5*time.Second, func() error { return c.Client(0).Ping(ctx).Err() })
-		if n := dbsize(t, c.Client(0)); n != 0 {
-			t.Fatalf("DBSIZE after Restart = %d, want 0", n)
-		}
-		// Restart of a running master empties it too.
-		if err := c.Client(0).Set(ctx, "k", "v", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Restart(ctx, 0); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 5*time.Second, func() error {
-			n, err := c.Client(0).DBSize(ctx).Result()
-			if err == nil && n != 0 {
-				return fmt.Errorf("DBSIZE = %d after Restart", n)
-			}
-			return err
-		})
-	})
+	t.Run("KillRestart", func(t *testing.T) { checkKillRestartEmpty(t, c, nil) })
 
 	t.Run("CutHeal", func(t *testing.T) {
 		if err := c.Client(2).Set(ctx, "kept", "2", 0).Err(); err != nil {
