@@ -66,6 +66,20 @@ func tryLock(tb testing.TB, l *redlock.Locker, res string) *redlock.Lock {
 	return lk
 }
 
+// twoClientsOnThree is the setting of the 3-master constructed scenarios:
+// the masters, the resource Redis (never faulted) and two clients' Lockers,
+// all closed by tb's cleanups.
+func twoClientsOnThree(tb testing.TB) (c *lab.Cluster, db *redis.Client, l1, l2 *redlock.Locker) {
+	tb.Helper()
+	c = lab.ForTest(tb, 3, nil)
+	db = lab.ForTest(tb, 1, nil).Client(0)
+	l1 = newLocker(tb, c.Clients(), constructedOptions())
+	tb.Cleanup(func() { l1.Close() })
+	l2 = newLocker(tb, c.Clients(), constructedOptions())
+	tb.Cleanup(func() { l2.Close() })
+	return c, db, l1, l2
+}
+
 func constructedResult(name, faults string, h *History, notes string, wall time.Duration) Result {
 	r := Result{Scenario: name, Faults: faults, Wall: wall, FaultsRun: 1, Notes: notes}
 	r.Verdict = Check(h.Sections(), h.Writes())
@@ -91,12 +105,7 @@ func constructedResult(name, faults string, h *History, notes string, wall time.
 func RestartEmptyNoDelay(tb testing.TB, earlier int) Result {
 	tb.Helper()
 	start := time.Now()
-	c := lab.ForTest(tb, 3, nil)
-	db := lab.ForTest(tb, 1, nil).Client(0)
-	l1 := newLocker(tb, c.Clients(), constructedOptions())
-	defer l1.Close()
-	l2 := newLocker(tb, c.Clients(), constructedOptions())
-	defer l2.Close()
+	c, db, l1, l2 := twoClientsOnThree(tb)
 	const res = "restart-empty"
 	h := &History{}
 	for range earlier { // earlier holders raise the counters
@@ -134,12 +143,7 @@ func RestartEmptyNoDelay(tb testing.TB, earlier int) Result {
 func ClockJump(tb testing.TB) Result {
 	tb.Helper()
 	start := time.Now()
-	c := lab.ForTest(tb, 3, nil)
-	db := lab.ForTest(tb, 1, nil).Client(0)
-	l1 := newLocker(tb, c.Clients(), constructedOptions())
-	defer l1.Close()
-	l2 := newLocker(tb, c.Clients(), constructedOptions())
-	defer l2.Close()
+	c, db, l1, l2 := twoClientsOnThree(tb)
 	const res = "clock-jump"
 	h := &History{}
 	a := enter(tb, 1, res, tryLock(tb, l1, res))
