@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,7 +27,13 @@ var fencedWrite = redis.NewScript(fencedWriteSrc)
 // the write is rejected with ErrStaleFence and changes nothing. The check
 // and the write are one Lua script, so they are atomic.
 //
-// The same rule in SQL, with the last fence and owner kept beside the row:
+// The token itself is never stored: "owner" holds the hex SHA-256 of it,
+// which tells holders apart without handing their lock to whoever can read
+// the resource (the token is what extends and releases the lock's keys).
+//
+// The same rule in SQL, with the last fence and the owner's digest kept
+// beside the row ($3 is the hex SHA-256 of the lock's token, never the
+// token itself):
 //
 //	UPDATE accounts SET balance = $1, fence = $2, owner = $3
 //	 WHERE id = $4 AND (fence < $2 OR (fence = $2 AND owner = $3))
@@ -42,7 +50,7 @@ func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64
 	case c == nil || isNilPointer(c):
 		return invalid("fenced write: nil client")
 	}
-	n, err := fencedWrite.Run(ctx, c, []string{key}, strconv.FormatUint(fence, 10), owner, value).Int64()
+	n, err := fencedWrite.Run(ctx, c, []string{key}, strconv.FormatUint(fence, 10), ownerDigest(owner), value).Int64()
 	if err != nil {
 		return fmt.Errorf("redlock: fenced write to %q: %w", key, err)
 	}
@@ -50,6 +58,18 @@ func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64
 		return fmt.Errorf("%w (key %q, fence %d)", ErrStaleFence, key, fence)
 	}
 	return nil
+}
+
+// ownerDigest is what WriteFenced stores as the owner: the hex SHA-256 of
+// the lock's token. A one-way digest, so reading the resource does not give
+// anyone the token; tokens are 128 random bits, so it cannot be inverted by
+// guessing either. It is kept whole, 256 bits as 64 hex characters: the
+// owner only has to tell holders apart on an equal fence, for which 128 bits
+// would do (a collision needs about 2^64 holders), and truncating would save
+// only 32 bytes a key.
+func ownerDigest(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
 // ReadFenced returns the value and fence last accepted by WriteFenced for

@@ -2,6 +2,8 @@ package redlock_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -324,5 +326,50 @@ func TestFencesSurviveCrashWithAppendFsyncAlways(t *testing.T) {
 		if f, err := c.Client(i).HGet(t.Context(), "redlock:{durable}:fence", "fence").Uint64(); err != nil || f != fences[len(fences)-1] {
 			t.Fatalf("master %d counter %d (%v), want %d", i, f, err, fences[len(fences)-1])
 		}
+	}
+}
+
+// Issue #9, defect 7: the resource must not learn the writer's lock token
+// (whoever reads it could then extend or delete that holder's keys). It
+// stores the token's hex SHA-256 as the owner, and the equal-fence rule
+// still tells holders apart by it.
+func TestFencedWriteDoesNotStoreTheToken(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	resource := lab.ForTest(t, 1, nil).Client(0)
+	l := newLocker(t, c, &redlock.Options{Fencing: true})
+	lk, err := l.TryLock(t.Context(), "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(t.Context())
+	tok := lk.Token()
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:2", lk.Fence(), tok, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	fields, err := resource.HGetAll(t.Context(), "acct:2").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, v := range fields {
+		if strings.Contains(v, tok) || strings.Contains(f, tok) {
+			t.Fatalf("resource field %q = %q holds the lock token %q", f, v, tok)
+		}
+	}
+	sum := sha256.Sum256([]byte(tok))
+	if want := hex.EncodeToString(sum[:]); fields["owner"] != want {
+		t.Fatalf("stored owner %q, want the token's hex SHA-256 %q", fields["owner"], want)
+	}
+	if v, f, err := redlock.ReadFenced(t.Context(), resource, "acct:2"); err != nil || v != "v1" || f != lk.Fence() {
+		t.Fatalf("ReadFenced: %q %d %v, want v1 at %d", v, f, err, lk.Fence())
+	}
+	// Same holder, same fence: accepted. Another owner, same fence: not.
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:2", lk.Fence(), tok, "v2"); err != nil {
+		t.Fatalf("same owner, equal fence: %v", err)
+	}
+	if err := redlock.WriteFenced(t.Context(), resource, "acct:2", lk.Fence(), tok+"x", "intruder"); !errors.Is(err, redlock.ErrStaleFence) {
+		t.Fatalf("other owner, equal fence: %v, want ErrStaleFence", err)
+	}
+	if v, _, _ := redlock.ReadFenced(t.Context(), resource, "acct:2"); v != "v2" {
+		t.Fatalf("resource holds %q, want v2", v)
 	}
 }

@@ -6,7 +6,9 @@
 -- lock master restarted empty): two holders with one fence are not both
 -- let through.
 -- KEYS[1] the resource (a hash: value, fence, owner).
--- ARGV[1] fence; ARGV[2] owner (the lock's token); ARGV[3] value.
+-- ARGV[1] fence; ARGV[2] owner: the hex SHA-256 of the lock's token (never
+-- the token itself, which would let readers of the resource take the lock's
+-- keys); ARGV[3] value.
 -- Returns 1 when accepted, 0 when rejected as stale.
 local last = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
 local fence = tonumber(ARGV[1])
