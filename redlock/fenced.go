@@ -27,6 +27,14 @@ var fencedWrite = redis.NewScript(fencedWriteSrc)
 // the write is rejected with ErrStaleFence and changes nothing. The check
 // and the write are one Lua script, so they are atomic.
 //
+// Fences are compared exactly over the whole uint64 range, 1 to
+// math.MaxUint64 (the script compares them as decimal strings: Lua's
+// numbers are doubles, exact only up to 2^53; the lock masters' write-back
+// does the same). A lock's fence is one more than the largest counter its
+// majority read, so once a majority's counters reach math.MaxUint64 there
+// is no larger fence to issue and fenced acquisitions of that resource
+// fail; they never wrap around to a smaller fence.
+//
 // The token itself is never stored: "owner" holds the hex SHA-256 of it,
 // which tells holders apart without handing their lock to whoever can read
 // the resource (the token is what extends and releases the lock's keys).

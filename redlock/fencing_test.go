@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -371,5 +372,134 @@ func TestFencedWriteDoesNotStoreTheToken(t *testing.T) {
 	}
 	if v, _, _ := redlock.ReadFenced(t.Context(), resource, "acct:2"); v != "v2" {
 		t.Fatalf("resource holds %q, want v2", v)
+	}
+}
+
+// Issue #9, defect 9: fences are uint64s and must compare exactly over the
+// whole range. Lua numbers are doubles, exact only up to 2^53: there
+// tonumber makes 2^53 and 2^53+1 one number, and every fence near 2^64 the
+// same.
+func TestFencedWriteComparesLargeFencesExactly(t *testing.T) {
+	resource := lab.ForTest(t, 1, nil).Client(0)
+	const p53 = uint64(1) << 53
+	write := func(key string, fence uint64, owner string) error {
+		t.Helper()
+		return redlock.WriteFenced(t.Context(), resource, key, fence, owner, owner+"@"+strconv.FormatUint(fence, 10))
+	}
+	accept := func(key string, fence uint64, owner string) {
+		t.Helper()
+		if err := write(key, fence, owner); err != nil {
+			t.Errorf("write %s at fence %d: %v, want accepted", owner, fence, err)
+		}
+	}
+	reject := func(key string, fence uint64, owner string) {
+		t.Helper()
+		if err := write(key, fence, owner); !errors.Is(err, redlock.ErrStaleFence) {
+			t.Errorf("write %s at fence %d: %v, want ErrStaleFence", owner, fence, err)
+		}
+	}
+	holds := func(key string, fence uint64, owner string) {
+		t.Helper()
+		v, f, err := redlock.ReadFenced(t.Context(), resource, key)
+		if want := owner + "@" + strconv.FormatUint(fence, 10); err != nil || f != fence || v != want {
+			t.Errorf("%s holds %q at fence %d (%v), want %q at %d", key, v, f, err, want, fence)
+		}
+	}
+
+	accept("p53", p53, "a")
+	accept("p53", p53+1, "b") // a double sees fence == last, and another owner
+	holds("p53", p53+1, "b")
+	reject("p53", p53, "b") // a double sees fence == last, and the same owner
+	reject("p53", p53, "a")
+	holds("p53", p53+1, "b")
+
+	accept("top", math.MaxUint64-1, "a")
+	accept("top", math.MaxUint64, "b") // both 2^64 as doubles
+	reject("top", math.MaxUint64-1, "b")
+	holds("top", math.MaxUint64, "b")
+
+	// Strings compare by length first: "10" is after "9".
+	accept("len", 9, "a")
+	accept("len", 10, "b")
+	reject("len", 9, "b")
+	holds("len", 10, "b")
+
+	// A stored "0" is zero, as a missing fence is.
+	if err := resource.HSet(t.Context(), "zero", "fence", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	accept("zero", 1, "a")
+	holds("zero", 1, "a")
+
+	// A stored fence that is not a number is an error, not a guess.
+	if err := resource.HSet(t.Context(), "junk", "fence", "1e3").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("junk", 5, "a"); err == nil || errors.Is(err, redlock.ErrStaleFence) {
+		t.Errorf("write over a corrupt fence: %v, want an error other than ErrStaleFence", err)
+	}
+}
+
+// The write-back (round 2 of a fenced acquisition) compares the master's
+// counter with the new fence in Lua too. Counters are set by hand past
+// 2^53, on a majority: every majority then sees the largest.
+func TestFenceWriteBackComparesLargeCountersExactly(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, &redlock.Options{Fencing: true})
+	seed := func(resource string, counter uint64) {
+		t.Helper()
+		for _, i := range []int{0, 1} {
+			if err := c.Client(i).HSet(t.Context(), "redlock:{"+resource+"}:fence", "fence", strconv.FormatUint(counter, 10), "owner", "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// acquire takes and releases the lock, and checks its fence and that a
+	// majority of masters now hold it as their counter, digit for digit.
+	acquire := func(resource string, want uint64) {
+		t.Helper()
+		lk, err := l.TryLock(t.Context(), resource)
+		if err != nil {
+			t.Fatalf("acquiring %s for fence %d: %v", resource, want, err)
+		}
+		if err := lk.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if lk.Fence() != want {
+			t.Fatalf("fence %d, want %d", lk.Fence(), want)
+		}
+		var got []string
+		for i := range c.N() {
+			s, err := c.Client(i).HGet(t.Context(), "redlock:{"+resource+"}:fence", "fence").Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				t.Fatal(err)
+			}
+			got = append(got, s)
+		}
+		if countValue(got, strconv.FormatUint(want, 10)) < 2 {
+			t.Fatalf("masters' counters %q, want a majority at %d", got, want)
+		}
+	}
+	const p53 = uint64(1) << 53
+	seed("big", p53+1)
+	acquire("big", p53+2)
+	acquire("big", p53+3)
+	acquire("big", p53+4) // counter p53+3 and fence p53+4 are one double
+	seed("top", math.MaxUint64-2)
+	acquire("top", math.MaxUint64-1) // both 2^64 as doubles
+	acquire("top", math.MaxUint64)
+
+	// Past the end: a majority's counters at the largest fence leave no
+	// larger one to issue, so fenced acquisitions fail (and must never
+	// hand out a smaller fence).
+	seed("full", math.MaxUint64)
+	if lk, err := l.TryLock(t.Context(), "full"); err == nil {
+		lk.Unlock(t.Context())
+		t.Fatalf("acquired with counters at MaxUint64: fence %d", lk.Fence())
+	}
+	for _, i := range []int{0, 1} {
+		if s, err := c.Client(i).HGet(t.Context(), "redlock:{full}:fence", "fence").Result(); err != nil || s != "18446744073709551615" {
+			t.Fatalf("master %d counter %q (%v), want it left at MaxUint64", i, s, err)
+		}
 	}
 }
