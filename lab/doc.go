@@ -9,21 +9,23 @@
 //     127.0.0.1 port, each with its own temporary directory. On Linux a
 //     master also dies with the test binary (PR_SET_PDEATHSIG), so a crashed
 //     test leaves none behind. Needs a unix system.
-//   - Docker: one container per master, started through testcontainers-go,
-//     all on a bridge network created for the cluster, each publishing 6379
-//     on a 127.0.0.1 port chosen at first start and bound explicitly, so
-//     that Restart and Heal bring a master back on the same address. The
-//     image is Options.Image, by default $REDLOCK_REDIS_IMAGE, else the
-//     official redis:7.4-alpine that users with a registry get. The lab
-//     never pulls: the image must be present locally, and DockerAvailable
-//     says whether it is (and an engine answers) so tests can skip. Machines
-//     without a registry, such as the project's lab machines, build
+//   - Docker: one container per master, started and controlled through the
+//     docker command line (so the lab needs no Docker client library and
+//     reaches whatever engine the user's docker commands reach: DOCKER_HOST,
+//     Docker contexts, rootless sockets), all on a bridge network created
+//     for the cluster, each publishing 6379 on a 127.0.0.1 port chosen at
+//     first start and bound explicitly, so that Restart and Heal bring a
+//     master back on the same address. The image is Options.Image, by
+//     default $REDLOCK_REDIS_IMAGE, else the official redis:7.4-alpine that
+//     users with a registry get. The lab never pulls (docker run --pull
+//     never, which needs a docker CLI of 20.10 or later): the image must be
+//     present locally, and DockerAvailable says whether it is (and whether
+//     the CLI is installed and an engine answers it) so tests can skip.
+//     Machines without a registry, such as the project's lab machines, build
 //     redlock-lab/redis:local FROM scratch out of the host's redis-server
-//     (make image) and set REDLOCK_REDIS_IMAGE to it. For the same reason
-//     testcontainers' Ryuk reaper, itself an image to pull, is turned off
-//     (TESTCONTAINERS_RYUK_DISABLED=true, unless already set in the
-//     environment): the lab removes what it creates itself, and labels all
-//     of it redlock-lab.cluster=<id>, so after a crashed test binary
+//     (make image) and set REDLOCK_REDIS_IMAGE to it. The lab removes what
+//     it creates itself and labels all of it redlock-lab.cluster=<id>, so
+//     after a crashed test binary
 //     `docker ps -a --filter label=redlock-lab.cluster` finds the leftovers.
 //     DEBUG is enabled ("yes", not "local": through a published port the
 //     client is the bridge gateway).

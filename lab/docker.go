@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,21 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
-	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
-	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 )
 
 const (
@@ -45,9 +38,6 @@ const (
 	dockerOpTimeout    = 30 * time.Second // one pause, kill, cut or cleanup
 )
 
-// redisPort is the port redis-server listens on inside the container.
-var redisPort = network.MustParsePort("6379/tcp")
-
 func imageOrDefault(image string) string {
 	if image != "" {
 		return image
@@ -58,53 +48,102 @@ func imageOrDefault(image string) string {
 	return defaultImage
 }
 
-// DockerAvailable returns nil if a Docker engine answers and the default
-// image ($REDLOCK_REDIS_IMAGE, else redis:7.4-alpine) is present locally,
-// so that Start with the Docker backend can run without pulling anything;
-// otherwise an error wrapping ErrNoDocker that says which is missing. Tests
-// call it to skip where Docker is absent.
+// DockerAvailable returns nil if the docker command line is installed, a
+// Docker engine answers it, and the default image ($REDLOCK_REDIS_IMAGE,
+// else redis:7.4-alpine) is present locally, so that Start with the Docker
+// backend can run without pulling anything; otherwise an error wrapping
+// ErrNoDocker that says which is missing. Tests call it to skip where
+// Docker is absent.
 func DockerAvailable(ctx context.Context) error {
-	cl, err := dockerClient(ctx)
+	cli, err := dockerCLI(ctx, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	return checkImage(ctx, cl, imageOrDefault(""))
+	return cli.checkImage(ctx, imageOrDefault(""))
 }
 
-// disableReaper turns off testcontainers' Ryuk reaper unless the user chose
-// otherwise. Ryuk is a container of its own that must be pulled, which fails
-// where there is no registry; the lab removes what it creates itself (Close,
-// and ForTest's tb.Cleanup). testcontainers reads its configuration once per
-// process from the environment, so this must run before its first use.
-// Set TESTCONTAINERS_RYUK_DISABLED=false where Ryuk can be pulled to have
-// the containers of a crashed test binary reaped too.
-func disableReaper() {
-	const env = "TESTCONTAINERS_RYUK_DISABLED"
-	if _, ok := os.LookupEnv(env); !ok {
-		_ = os.Setenv(env, "true")
+// cli runs the docker command line. Going through the CLI rather than the
+// engine's Go client keeps the lab's dependencies down to go-redis, and
+// reaches the engine the user's docker commands reach (DOCKER_HOST, Docker
+// contexts, rootless sockets, TLS settings).
+type cli struct {
+	bin string
+	log *slog.Logger
+}
+
+// cliError is a docker command that failed; stderr is what it said.
+type cliError struct {
+	args   []string
+	stderr string
+	err    error
+}
+
+func (e *cliError) Error() string {
+	msg := e.stderr
+	if msg == "" {
+		msg = e.err.Error()
 	}
+	return fmt.Sprintf("docker %s: %s", strings.Join(e.args, " "), msg)
 }
 
-// dockerClient connects to the engine testcontainers finds (DOCKER_HOST,
-// Docker contexts, rootless sockets) and checks that it answers.
-func dockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
-	disableReaper()
-	cl, err := testcontainers.NewDockerClientWithOpts(ctx)
+func (e *cliError) Unwrap() error { return e.err }
+
+// isNotFound reports whether err is the engine saying that the container,
+// network or image it was asked about does not exist.
+func isNotFound(err error) bool {
+	var ce *cliError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	s := strings.ToLower(ce.stderr)
+	return strings.Contains(s, "no such") || strings.Contains(s, "not found")
+}
+
+// dockerCLI finds the docker command line and checks that an engine
+// answers it.
+func dockerCLI(ctx context.Context, log *slog.Logger) (*cli, error) {
+	bin, err := exec.LookPath("docker")
 	if err != nil {
-		return nil, fmt.Errorf("%w: no Docker engine: %w", ErrNoDocker, err)
+		return nil, fmt.Errorf("%w: the docker command line is not installed: %w", ErrNoDocker, err)
 	}
-	if _, err := cl.Ping(ctx, client.PingOptions{}); err != nil {
-		_ = cl.Close()
+	c := &cli{bin: bin, log: log}
+	ctx, cancel := context.WithTimeout(ctx, dockerOpTimeout)
+	defer cancel()
+	if _, err := c.run(ctx, "version", "--format", "{{.Server.Version}}"); err != nil {
 		return nil, fmt.Errorf("%w: Docker engine does not answer: %w", ErrNoDocker, err)
 	}
-	return cl, nil
+	return c, nil
 }
 
-func checkImage(ctx context.Context, cl *testcontainers.DockerClient, image string) error {
-	_, err := cl.ImageInspect(ctx, image)
+// run runs docker with args and returns its trimmed standard output; on
+// failure the error quotes its standard error.
+func (c *cli) run(ctx context.Context, args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Should a CLI plugin outlive a killed docker holding our pipes.
+	cmd.WaitDelay = time.Second
+	start := time.Now()
+	err := cmd.Run()
+	c.log.Debug("lab: docker", "args", args, "took", time.Since(start), "err", err)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = errors.Join(ctx.Err(), err)
+		}
+		msg := strings.TrimSpace(stderr.String())
+		// The usage hint docker run appends to every error says nothing here.
+		msg, _, _ = strings.Cut(msg, "\n\nRun 'docker ")
+		return "", &cliError{args: args, stderr: msg, err: err}
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+func (c *cli) checkImage(ctx context.Context, image string) error {
+	ctx, cancel := context.WithTimeout(ctx, dockerOpTimeout)
+	defer cancel()
+	_, err := c.run(ctx, "image", "inspect", "--format", "{{.Id}}", image)
 	switch {
-	case errdefs.IsNotFound(err):
+	case isNotFound(err):
 		return fmt.Errorf("%w: image %s is not present locally and the lab never pulls: run make image, or set REDLOCK_REDIS_IMAGE (or Options.Image) to a local image", ErrNoDocker, image)
 	case err != nil:
 		return fmt.Errorf("%w: inspecting image %s: %w", ErrNoDocker, image, err)
@@ -121,7 +160,7 @@ type dockerBackend struct {
 	id    string // random; the labelCluster value and part of every name
 	net   string // the network's name
 	log   *slog.Logger
-	cl    *testcontainers.DockerClient
+	cli   *cli
 	nodes []*dockerNode
 }
 
@@ -135,7 +174,7 @@ type dockerNode struct {
 
 	mu     sync.Mutex
 	port   int
-	ctr    *testcontainers.DockerContainer // nil while the master is down
+	ctr    string // the container's id; "" while the master is down
 	paused bool
 	cut    bool // disconnected, or to be disconnected once started
 	closed bool
@@ -146,40 +185,31 @@ func (nd *dockerNode) addr() string { return net.JoinHostPort("127.0.0.1", strco
 // newDockerBackend checks the engine and the image, then creates the
 // cluster's network. The caller must close it.
 func newDockerBackend(ctx context.Context, image string, aof bool, n int, log *slog.Logger) (*dockerBackend, error) {
-	cl, err := dockerClient(ctx)
+	cli, err := dockerCLI(ctx, log)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkImage(ctx, cl, image); err != nil {
-		_ = cl.Close()
+	if err := cli.checkImage(ctx, image); err != nil {
 		return nil, err
 	}
 	var raw [6]byte
 	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
 	id := hex.EncodeToString(raw[:])
-	b := &dockerBackend{image: image, aof: aof, id: id, net: "redlock-lab-" + id, log: log, cl: cl}
+	b := &dockerBackend{image: image, aof: aof, id: id, net: "redlock-lab-" + id, log: log, cli: cli}
 	for i := range n {
 		b.nodes = append(b.nodes, &dockerNode{i: i})
 	}
-	// Created directly rather than with testcontainers' network.New, which
-	// names it by UUID and logs through its global logger.
-	// testcontainers' own labels too, so that Ryuk, when on, reaps it.
-	labels := testcontainers.GenericLabels()
-	maps.Copy(labels, b.labels())
-	_, err = cl.NetworkCreate(ctx, b.net, client.NetworkCreateOptions{
-		Driver: "bridge",
-		Labels: labels,
-	})
-	if err != nil {
+	octx, cancel := context.WithTimeout(ctx, dockerOpTimeout)
+	defer cancel()
+	if _, err := cli.run(octx, "network", "create", "--driver", "bridge", "--label", b.label(), b.net); err != nil {
 		return nil, errors.Join(fmt.Errorf("lab: creating network %s: %w", b.net, err), b.close())
 	}
 	log.Debug("lab: docker network created", "network", b.net, "image", image)
 	return b, nil
 }
 
-func (b *dockerBackend) labels() map[string]string {
-	return map[string]string{labelCluster: b.id}
-}
+// label is the labelCluster label of everything the cluster creates.
+func (b *dockerBackend) label() string { return labelCluster + "=" + b.id }
 
 func (b *dockerBackend) cmd() []string {
 	// enable-debug-command yes, not local: through a published port the
@@ -233,52 +263,46 @@ func (b *dockerBackend) restart(ctx context.Context, i int, keep bool) error {
 	return relaunchOnPort(ctx, nd.port, func(port int) error { return b.launch(ctx, nd, port) })
 }
 
-// tcLogger sends testcontainers' log lines to the lab's logger at debug.
-type tcLogger struct{ log *slog.Logger }
-
-func (l tcLogger) Printf(format string, v ...any) {
-	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("lab: testcontainers: " + strings.TrimSpace(fmt.Sprintf(format, v...)))
-	}
-}
-
 // launch creates and starts a container for nd publishing port, on the
 // cluster's network only (so a disconnect takes its port away), and waits
 // until it answers PING. On failure the container is gone.
 func (b *dockerBackend) launch(ctx context.Context, nd *dockerNode, port int) error {
-	labels := b.labels()
-	labels[labelMaster] = strconv.Itoa(nd.i)
-	hostPort := strconv.Itoa(port)
-	ctr, err := testcontainers.Run(ctx, b.image,
-		testcontainers.WithLogger(tcLogger{b.log}),
-		testcontainers.WithName(fmt.Sprintf("%s-%d", b.net, nd.i)),
-		testcontainers.WithCmd(b.cmd()...),
-		testcontainers.WithLabels(labels),
-		testcontainers.WithExposedPorts(redisPort.String()),
-		tcnetwork.WithNetworkName(nil, b.net),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.NetworkMode = container.NetworkMode(b.net)
-			hc.PortBindings = network.PortMap{redisPort: {{
-				HostIP:   netip.AddrFrom4([4]byte{127, 0, 0, 1}),
-				HostPort: hostPort,
-			}}}
-		}),
-	)
+	name := fmt.Sprintf("%s-%d", b.net, nd.i)
+	args := []string{
+		"run", "--detach",
+		"--pull", "never", // checked at Start; never reach for a registry
+		"--name", name,
+		"--label", b.label(),
+		"--label", labelMaster + "=" + strconv.Itoa(nd.i),
+		// Its only network, so that a disconnect takes the port away.
+		"--network", b.net,
+		"--publish", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + ":6379/tcp",
+		b.image,
+	}
+	sctx, cancel := context.WithTimeout(ctx, dockerStartTimeout)
+	id, err := b.cli.run(sctx, append(args, b.cmd()...)...)
+	cancel()
 	if err != nil {
-		if ctr != nil {
-			tctx, cancel := opCtx()
-			_ = ctr.Terminate(tctx, testcontainers.StopTimeout(0))
-			cancel()
+		// docker run creates before it starts, so a failed start (or a
+		// cancelled one) may leave the container behind: remove it by name.
+		rctx, cancel := opCtx()
+		if _, rerr := b.cli.run(rctx, "rm", "--force", "--volumes", name); rerr != nil && !isNotFound(rerr) {
+			err = errors.Join(err, rerr)
 		}
+		cancel()
 		// The engine's wording for a host port someone else holds.
 		if s := err.Error(); strings.Contains(s, "port is already allocated") || strings.Contains(s, "address already in use") {
 			err = errors.Join(errAddrInUse, err)
 		}
 		return fmt.Errorf("lab: master %d (image %s, port %d) did not start: %w", nd.i, b.image, port, err)
 	}
-	nd.ctr, nd.port, nd.paused = ctr, port, false
+	// Its last line is the id (warnings, if any, go to stderr).
+	if f := strings.Fields(id); len(f) > 0 {
+		id = f[len(f)-1]
+	}
+	nd.ctr, nd.port, nd.paused = id, port, false
 	if err := waitPing(ctx, nd.addr()); err != nil {
-		state := b.state(ctr.GetContainerID())
+		state := b.state(id)
 		_ = b.killLocked(nd)
 		return fmt.Errorf("lab: master %d (image %s, port %d) did not start: %w; container %s", nd.i, b.image, port, err, state)
 	}
@@ -287,7 +311,7 @@ func (b *dockerBackend) launch(ctx context.Context, nd *dockerNode, port int) er
 			return err
 		}
 	}
-	b.log.Debug("lab: master started", "master", nd.i, "addr", nd.addr(), "container", shortID(ctr.GetContainerID()))
+	b.log.Debug("lab: master started", "master", nd.i, "addr", nd.addr(), "container", shortID(id))
 	return nil
 }
 
@@ -297,12 +321,12 @@ func shortID(id string) string { return id[:min(12, len(id))] }
 func (b *dockerBackend) state(id string) string {
 	ctx, cancel := opCtx()
 	defer cancel()
-	res, err := b.cl.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if err != nil || res.Container.State == nil {
+	st, err := b.cli.run(ctx, "container", "inspect", "--format",
+		"status {{.State.Status}}, exit code {{.State.ExitCode}} {{.State.Error}}", id)
+	if err != nil {
 		return fmt.Sprintf("%s (inspect: %v)", shortID(id), err)
 	}
-	st := res.Container.State
-	return fmt.Sprintf("%s status %s, exit code %d %s", shortID(id), st.Status, st.ExitCode, st.Error)
+	return shortID(id) + " " + st
 }
 
 // waitPing polls addr with PING until it answers PONG. Before redis-server
@@ -351,7 +375,7 @@ func (b *dockerBackend) pause(i int) error {
 	nd := b.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	if nd.ctr == nil {
+	if nd.ctr == "" {
 		return fmt.Errorf("lab: pause master %d: %w", i, errNotRunning)
 	}
 	if nd.paused {
@@ -360,7 +384,7 @@ func (b *dockerBackend) pause(i int) error {
 	ctx, cancel := opCtx()
 	defer cancel()
 	// Returns once the cgroup freezer reports the container frozen.
-	if _, err := b.cl.ContainerPause(ctx, nd.ctr.GetContainerID(), client.ContainerPauseOptions{}); err != nil {
+	if _, err := b.cli.run(ctx, "pause", nd.ctr); err != nil {
 		return fmt.Errorf("lab: pause master %d: %w", i, err)
 	}
 	nd.paused = true
@@ -371,13 +395,13 @@ func (b *dockerBackend) resume(i int) error {
 	nd := b.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	if nd.ctr == nil || !nd.paused {
+	if nd.ctr == "" || !nd.paused {
 		nd.paused = false
 		return nil
 	}
 	ctx, cancel := opCtx()
 	defer cancel()
-	if _, err := b.cl.ContainerUnpause(ctx, nd.ctr.GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
+	if _, err := b.cli.run(ctx, "unpause", nd.ctr); err != nil {
 		return fmt.Errorf("lab: resume master %d: %w", i, err)
 	}
 	nd.paused = false
@@ -391,24 +415,20 @@ func (b *dockerBackend) kill(i int) error {
 	return b.killLocked(nd)
 }
 
-// killLocked terminates the container, paused or not, and removes it with
-// its data; the engine has released the host port when this returns.
-// Terminate with no stop timeout is SIGTERM then SIGKILL at once (the
-// container goes, so a graceful shutdown would save nothing anyway), and it
-// also releases the Ryuk connection when the reaper is on, which a plain
-// remove would leak.
+// killLocked removes the container by force, paused or not: the engine
+// SIGKILLs it and deletes it with its data (docker rm --force --volumes);
+// the host port is released when this returns.
 func (b *dockerBackend) killLocked(nd *dockerNode) error {
-	if nd.ctr == nil {
+	if nd.ctr == "" {
 		return nil
 	}
 	ctx, cancel := opCtx()
 	defer cancel()
-	id := nd.ctr.GetContainerID()
-	if err := nd.ctr.Terminate(ctx, testcontainers.StopTimeout(0)); err != nil && !errdefs.IsNotFound(err) {
+	if _, err := b.cli.run(ctx, "rm", "--force", "--volumes", nd.ctr); err != nil && !isNotFound(err) {
 		return fmt.Errorf("lab: kill master %d: %w", nd.i, err)
 	}
-	b.log.Debug("lab: master killed", "master", nd.i, "container", shortID(id))
-	nd.ctr, nd.paused = nil, false
+	b.log.Debug("lab: master killed", "master", nd.i, "container", shortID(nd.ctr))
+	nd.ctr, nd.paused = "", false
 	return nil
 }
 
@@ -419,7 +439,7 @@ func (b *dockerBackend) cut(i int) error {
 	if nd.cut {
 		return nil
 	}
-	if nd.ctr != nil {
+	if nd.ctr != "" {
 		if err := b.disconnect(nd); err != nil {
 			return err
 		}
@@ -431,8 +451,7 @@ func (b *dockerBackend) cut(i int) error {
 func (b *dockerBackend) disconnect(nd *dockerNode) error {
 	ctx, cancel := opCtx()
 	defer cancel()
-	_, err := b.cl.NetworkDisconnect(ctx, b.net, client.NetworkDisconnectOptions{Container: nd.ctr.GetContainerID(), Force: true})
-	if err != nil {
+	if _, err := b.cli.run(ctx, "network", "disconnect", "--force", b.net, nd.ctr); err != nil {
 		return fmt.Errorf("lab: cut master %d: %w", nd.i, err)
 	}
 	return nil
@@ -445,13 +464,12 @@ func (b *dockerBackend) heal(i int) error {
 	if !nd.cut {
 		return nil
 	}
-	if nd.ctr != nil {
+	if nd.ctr != "" {
 		ctx, cancel := opCtx()
 		defer cancel()
 		// The published port comes back with the network: the same host
 		// port, since it is bound explicitly.
-		_, err := b.cl.NetworkConnect(ctx, b.net, client.NetworkConnectOptions{Container: nd.ctr.GetContainerID()})
-		if err != nil {
+		if _, err := b.cli.run(ctx, "network", "connect", b.net, nd.ctr); err != nil {
 			return fmt.Errorf("lab: heal master %d: %w", i, err)
 		}
 	}
@@ -460,8 +478,8 @@ func (b *dockerBackend) heal(i int) error {
 }
 
 // close removes every container of the cluster (paused ones too), then the
-// network, then closes the engine client. It also sweeps by label, so a
-// container left by a start that failed half-way goes as well.
+// network. It also sweeps by label, so a container left by a start that
+// failed half-way goes as well.
 func (b *dockerBackend) close() error {
 	var errs []error
 	for _, nd := range b.nodes {
@@ -472,21 +490,18 @@ func (b *dockerBackend) close() error {
 	}
 	ctx, cancel := opCtx()
 	defer cancel()
-	filter := make(client.Filters).Add("label", labelCluster+"="+b.id)
-	left, err := b.cl.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
+	left, err := b.cli.run(ctx, "ps", "--all", "--quiet", "--no-trunc", "--filter", "label="+b.label())
 	if err != nil {
 		errs = append(errs, fmt.Errorf("lab: listing containers: %w", err))
 	} else {
-		for _, c := range left.Items {
-			_, err := b.cl.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-			if err != nil && !errdefs.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("lab: removing container %s: %w", shortID(c.ID), err))
+		for _, id := range strings.Fields(left) {
+			if _, err := b.cli.run(ctx, "rm", "--force", "--volumes", id); err != nil && !isNotFound(err) {
+				errs = append(errs, fmt.Errorf("lab: removing container %s: %w", shortID(id), err))
 			}
 		}
 	}
-	if _, err := b.cl.NetworkRemove(ctx, b.net, client.NetworkRemoveOptions{}); err != nil && !errdefs.IsNotFound(err) {
+	if _, err := b.cli.run(ctx, "network", "rm", b.net); err != nil && !isNotFound(err) {
 		errs = append(errs, fmt.Errorf("lab: removing network %s: %w", b.net, err))
 	}
-	errs = append(errs, b.cl.Close())
 	return errors.Join(errs...)
 }

@@ -333,3 +333,17 @@ func TestDockerLatencyNeedsProxy(t *testing.T) {
 		t.Errorf("Latency without Proxy on Docker = %v, want an error naming Options.Proxy", err)
 	}
 }
+
+func TestDockerNoCLI(t *testing.T) {
+	// The Docker backend drives the docker command line: without it,
+	// DockerAvailable and Start say so rather than fail later.
+	t.Setenv("PATH", t.TempDir())
+	err := lab.DockerAvailable(t.Context())
+	if !errors.Is(err, lab.ErrNoDocker) || !strings.Contains(err.Error(), "docker command line") {
+		t.Fatalf("DockerAvailable without a docker CLI = %v, want ErrNoDocker naming the command line", err)
+	}
+	_, err = lab.Start(t.Context(), 1, &lab.Options{Backend: lab.Docker})
+	if !errors.Is(err, lab.ErrNoDocker) {
+		t.Fatalf("Start on Docker without a docker CLI = %v, want ErrNoDocker", err)
+	}
+}

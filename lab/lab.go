@@ -24,7 +24,7 @@ const (
 	// Process runs each master as a local redis-server process (unix only).
 	Process Backend = "process"
 	// Docker runs each master in a container of Options.Image, through
-	// testcontainers-go, on a network of its own.
+	// the docker command line, on a network of its own.
 	Docker Backend = "docker"
 )
 

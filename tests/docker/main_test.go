@@ -90,9 +90,10 @@ func dockerCluster(t *testing.T) *lab.Cluster {
 	if err := lab.DockerAvailable(t.Context()); err != nil {
 		t.Skipf("skipping: these tests need Docker masters: %v", err)
 	}
-	// The leftover checks go through the CLI, which must reach the same
-	// engine (testcontainers falls back to /var/run/docker.sock when
-	// DOCKER_HOST does not answer; the CLI does not).
+	// The leftover checks go through the CLI, which must reach the engine.
+	// (lab drives Docker through the same CLI, so DockerAvailable has
+	// checked this already; the check stays so the skip says why should lab
+	// ever reach the engine some other way.)
 	if _, err := docker(t.Context(), "version", "--format", "{{.Server.Version}}"); err != nil {
 		t.Skipf("skipping: the docker CLI, which checks for leftover containers, cannot reach an engine: %v", err)
 	}
