@@ -174,9 +174,12 @@ func (l *Locker) Lock(ctx context.Context, resource string) (*Lock, error) {
 
 func (l *Locker) backoff(attempt int) time.Duration {
 	p := l.opts.Retry
+	// MinDelay·2^(n−1), capped at MaxDelay without ever computing a
+	// product that could overflow: the shift is taken only when
+	// MinDelay ≤ MaxDelay / 2^(n−1).
 	d := p.MaxDelay
-	if attempt < 32 {
-		d = min(p.MinDelay<<(attempt-1), p.MaxDelay)
+	if n := attempt - 1; n >= 0 && n < 63 && p.MinDelay <= p.MaxDelay>>n {
+		d = p.MinDelay << n
 	}
 	if d <= 1 {
 		return d
