@@ -5,42 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // Errors reported in Reply.Err.
 var (
-	// ErrRefused is what a call wraps to say the node answered "no".
+	// ErrRefused is what a reply wraps to say the node answered "no".
 	ErrRefused = errors.New("quorum: refused")
-	// ErrTimeout is the error of a call that did not answer by its deadline.
+	// ErrTimeout is the error of a node that did not answer by the round's
+	// deadline.
 	ErrTimeout = errors.New("quorum: no answer before the node timeout")
-	// ErrUnavailable is the error of a call that was not sent because the
-	// node has not answered an earlier call yet.
-	ErrUnavailable = errors.New("quorum: node unavailable: an earlier call is still unanswered")
-	// ErrClosed is the error of calls made after Group.Close.
-	ErrClosed = errors.New("quorum: group closed")
+	// ErrUnavailable is the error of a node that was not asked: it has not
+	// been answering.
+	ErrUnavailable = errors.New("quorum: node unavailable: it has not answered for longer than the node timeout")
 )
 
-// Outcome is what became of the call to one node.
+// Outcome is what became of the request to one node.
 type Outcome uint8
 
-// The outcomes of a call.
+// The outcomes of a request.
 const (
-	// Pending: the call had not finished when the round was decided.
+	// Pending: no reply had come when the round was decided.
 	Pending Outcome = iota
-	// OK: the call succeeded.
+	// OK: the node said yes.
 	OK
-	// Refused: the node answered no (the call returned ErrRefused).
+	// Refused: the node answered no.
 	Refused
-	// Failed: the call returned another error in time.
+	// Failed: the node answered with an error, or the link to it failed.
 	Failed
-	// TimedOut: the call did not finish before its deadline.
+	// TimedOut: no reply by the round's deadline.
 	TimedOut
-	// Unavailable: the call was not sent (the node is not answering, or the
-	// group is closed).
+	// Unavailable: the request was not sent (the node is not answering, or
+	// the sender is closed).
 	Unavailable
-	// Canceled: the caller's context ended before the call finished.
+	// Canceled: the caller's context ended before the reply.
 	Canceled
 )
 
@@ -54,105 +52,32 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
 
-// Group is a fixed set of N nodes with their health, and the owner of every
-// call made to them. Create it with NewGroup; it is safe for concurrent use.
-type Group struct {
-	timeout time.Duration
-	nodes   []node
-
-	mu     sync.Mutex // guards closed and wg.Add against Close's wg.Wait
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// NewGroup returns a group of n nodes whose calls each get timeout.
-func NewGroup(n int, timeout time.Duration) (*Group, error) {
-	if n <= 0 {
-		return nil, fmt.Errorf("quorum: need at least one node, got %d", n)
-	}
-	if timeout <= 0 {
-		return nil, fmt.Errorf("quorum: node timeout %v must be positive", timeout)
-	}
-	return &Group{timeout: timeout, nodes: make([]node, n)}, nil
-}
-
-// Available reports whether node i currently accepts calls (it has not left
-// a call unanswered past its deadline, or a probe may be sent).
-func (g *Group) Available(i int) bool {
-	if i < 0 || i >= len(g.nodes) {
-		return false
-	}
-	nd := &g.nodes[i]
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return !nd.down || (nd.overruns == 0 && !nd.probing)
-}
-
-// Close stops new calls (they fail with ErrClosed) and waits for every call
-// and Late hook still running, including calls that overran their
-// deadline. It returns nil; it exists to be deferred.
-func (g *Group) Close() error {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-	g.wg.Wait()
-	return nil
-}
-
-// enter registers one unit of work with the group, unless it is closed.
-func (g *Group) enter(units int) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.wg.Add(units)
-	return true
-}
-
-// Op describes one round: the call made to every node and when it is decided.
-type Op[T any] struct {
-	// Need is how many OK replies reach the quorum, in [1, N].
-	Need int
-	// WaitAll makes Run wait for every node (answer or deadline) instead
-	// of returning at the decision. The decision is the same.
-	WaitAll bool
-	// Call is made once per node, concurrently, with a context that is
-	// cancelled at the node deadline (cause ErrTimeout) or with the
-	// caller's. Return an error wrapping ErrRefused for "no".
-	Call func(ctx context.Context, node int) (T, error)
-	// Late, if set, receives the reply of every call that finished after
-	// Run stopped waiting for it (after the decision, or after its
-	// deadline). It runs on a goroutine the group owns and joins, and must
-	// itself be bounded.
-	Late func(node int, rep Reply[T])
-}
-
 // Reply is what one node did in a round.
-type Reply[T any] struct {
+type Reply struct {
 	Outcome Outcome
-	Value   T
-	Err     error
+	// Value is the node's answer, when it carries one.
+	Value uint64
+	Err   error
 	// Latency is from the start of the round to the reply (or to the
 	// deadline, for TimedOut).
 	Latency time.Duration
 }
 
 // Result is the outcome of a round.
-type Result[T any] struct {
+type Result struct {
 	// Replies has one entry per node, by index.
-	Replies []Reply[T]
-	// Need is Op.Need; OK counts OK replies seen before Run returned.
+	Replies []Reply
+	// Need is the round's quorum; OK counts OK replies seen before Wait
+	// returned.
 	Need, OK int
 	// Reached reports OK ≥ Need.
 	Reached bool
-	// Err is set when the round could not run or the caller's context
-	// ended before the decision.
+	// Err is the context's error when it ended before the decision.
 	Err error
 }
 
 // Count returns how many replies have outcome o.
-func (r Result[T]) Count(o Outcome) int {
+func (r Result) Count(o Outcome) int {
 	c := 0
 	for _, rep := range r.Replies {
 		if rep.Outcome == o {
@@ -162,219 +87,110 @@ func (r Result[T]) Count(o Outcome) int {
 	return c
 }
 
-type msg[T any] struct {
-	node int
-	rep  Reply[T]
+// Round is one request to each of N nodes. Create it with NewRound, then
+// for each node either Skip it or send the request and Deliver the reply;
+// Wait blocks until the round is decided. It is safe for concurrent use.
+type Round struct {
+	start   time.Time
+	need    int
+	waitAll bool
+
+	mu       sync.Mutex
+	replies  []Reply
+	ok, no   int  // OK, and anything else, so far
+	open     int  // nodes neither skipped nor answered
+	stopped  bool // Wait returned: later replies are late
+	decided  chan struct{}
+	isClosed bool // decided is closed
 }
 
-// round is the meeting point between Run and the calls it started.
-type round[T any] struct {
-	mu   sync.Mutex
-	done bool
-	ch   chan msg[T] // capacity N: each node delivers at most once
+// NewRound starts a round of n nodes that needs need OK replies; with
+// waitAll, Wait waits for every node (reply or deadline) instead of
+// returning at the decision. start is the instant the round's latencies
+// and deadline count from.
+func NewRound(n, need int, waitAll bool, start time.Time) (*Round, error) {
+	if n < 1 || need < 1 || need > n {
+		return nil, fmt.Errorf("quorum: need %d of %d nodes: not a valid round", need, n)
+	}
+	return &Round{start: start, need: need, waitAll: waitAll, replies: make([]Reply, n), open: n, decided: make(chan struct{})}, nil
 }
 
-// deliver hands a reply to Run unless Run has stopped listening.
-func (r *round[T]) deliver(m msg[T]) bool {
+// Start is the instant the round counts from.
+func (r *Round) Start() time.Time { return r.start }
+
+// Skip records that node was not asked, with outcome o (Unavailable) and
+// err.
+func (r *Round) Skip(node int, o Outcome, err error) {
+	r.Deliver(node, Reply{Outcome: o, Err: err})
+}
+
+// Deliver records node's reply, stamping its latency if it has none. It
+// reports false when the round had already stopped waiting: the reply is
+// late and not counted. A node's second reply is ignored.
+func (r *Round) Deliver(node int, rep Reply) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.done {
+	if r.stopped {
 		return false
 	}
-	r.ch <- m
+	if node < 0 || node >= len(r.replies) || r.replies[node].Outcome != Pending {
+		return true
+	}
+	if rep.Latency == 0 && rep.Outcome != Unavailable {
+		rep.Latency = time.Since(r.start)
+	}
+	r.replies[node] = rep
+	r.open--
+	if rep.Outcome == OK {
+		r.ok++
+	} else {
+		r.no++
+	}
+	if !r.isClosed && (r.open == 0 || !r.waitAll && (r.ok >= r.need || r.no > len(r.replies)-r.need)) {
+		r.isClosed = true
+		close(r.decided)
+	}
 	return true
 }
 
-const (
-	running int32 = iota
-	finished
-	overran
-)
-
-// Run makes op.Call on every node of g at once and returns as soon as the
-// round is decided (or, with WaitAll, when every node answered or reached
-// its deadline), or when ctx ends.
-func Run[T any](ctx context.Context, g *Group, op Op[T]) Result[T] {
-	n := len(g.nodes)
-	res := Result[T]{Replies: make([]Reply[T], n), Need: op.Need}
-	if op.Need < 1 || op.Need > n || op.Call == nil {
-		res.Err = fmt.Errorf("quorum: need %d of %d nodes (and a call): not a valid round", op.Need, n)
-		return res
-	}
-	// One unit for Run itself (so Late hooks it starts are covered), one per call.
-	if !g.enter(1 + n) {
-		for i := range res.Replies {
-			res.Replies[i] = Reply[T]{Outcome: Unavailable, Err: ErrClosed}
-		}
-		res.Err = ErrClosed
-		return res
-	}
-	defer g.wg.Done()
-
-	r := &round[T]{ch: make(chan msg[T], n)}
-	start := time.Now()
-	waiting, failed := 0, 0
-	for i := range g.nodes {
-		nd := &g.nodes[i]
-		probe, ok := nd.admit()
-		if !ok {
-			g.wg.Done()
-			res.Replies[i] = Reply[T]{Outcome: Unavailable, Err: ErrUnavailable}
-			failed++
-			continue
-		}
-		waiting++
-		go call(ctx, g, nd, r, op, i, probe, start)
-	}
-
-	decided := func() bool { return res.OK >= op.Need || failed > n-op.Need }
-	for waiting > 0 && (op.WaitAll || !decided()) {
+// Wait blocks until the round is decided, timeout has passed since its
+// start (nodes that have not answered become TimedOut), or ctx ends (they
+// become Canceled, and Result.Err is ctx's error). It uses one timer, and
+// none when the round is already decided. Call it once.
+func (r *Round) Wait(ctx context.Context, timeout time.Duration) Result {
+	var err error
+	select {
+	case <-r.decided:
+	default:
+		t := time.NewTimer(timeout - time.Since(r.start))
 		select {
-		case m := <-r.ch:
-			waiting--
-			res.Replies[m.node] = m.rep
-			if m.rep.Outcome == OK {
-				res.OK++
-			} else {
-				failed++
-			}
+		case <-r.decided:
+		case <-t.C:
 		case <-ctx.Done():
-			res.Err = ctx.Err()
-			waiting = 0
+			err = ctx.Err()
 		}
+		t.Stop()
 	}
-
 	r.mu.Lock()
-	r.done = true
-	r.mu.Unlock()
-	// Replies delivered after the loop stopped reading are late: they go
-	// to the Late hook like any other.
-	for {
-		select {
-		case m := <-r.ch:
-			if op.Late != nil {
-				g.wg.Add(1) // safe: Run's own unit keeps the counter above zero
-				go func() {
-					defer g.wg.Done()
-					op.Late(m.node, m.rep)
-				}()
-			}
-			continue
-		default:
-		}
-		break
+	defer r.mu.Unlock()
+	r.stopped = true
+	res := Result{Replies: r.replies, Need: r.need, OK: r.ok, Reached: r.ok >= r.need, Err: err}
+	if r.isClosed {
+		// Decided: a context that ended at the same moment changes nothing.
+		res.Err = nil
 	}
 	for i := range res.Replies {
-		if res.Replies[i].Outcome == Pending && res.Err != nil {
-			res.Replies[i].Outcome = Canceled
-			res.Replies[i].Err = res.Err
+		if res.Replies[i].Outcome != Pending {
+			continue
+		}
+		switch {
+		case r.isClosed:
+			// Decided without this node: it stays Pending.
+		case err != nil:
+			res.Replies[i] = Reply{Outcome: Canceled, Err: err, Latency: time.Since(r.start)}
+		default:
+			res.Replies[i] = Reply{Outcome: TimedOut, Err: ErrTimeout, Latency: timeout}
 		}
 	}
-	res.Reached = res.OK >= op.Need
 	return res
-}
-
-// call runs on its own goroutine, owned by g.
-func call[T any](ctx context.Context, g *Group, nd *node, r *round[T], op Op[T], i int, probe bool, start time.Time) {
-	defer g.wg.Done()
-	// One timer per call does both jobs: it cancels the call's context
-	// (for clients that honour it) and marks the call overrun (for those
-	// that do not). A context.WithTimeout would add a second timer.
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var state atomic.Int32
-	timer := time.AfterFunc(g.timeout, func() {
-		cancel(ErrTimeout)
-		if state.CompareAndSwap(running, overran) {
-			nd.overrun()
-			r.deliver(msg[T]{i, Reply[T]{Outcome: TimedOut, Err: ErrTimeout, Latency: time.Since(start)}})
-		}
-	})
-	v, err := op.Call(cctx, i)
-	lat := time.Since(start)
-	timer.Stop()
-
-	answered := err == nil || !(errors.Is(err, context.Canceled) && context.Cause(cctx) == ErrTimeout)
-	if state.CompareAndSwap(running, finished) {
-		nd.finish(probe, answered)
-		rep := Reply[T]{Outcome: classify(err, answered), Value: v, Err: err, Latency: lat}
-		if r.deliver(msg[T]{i, rep}) {
-			return
-		}
-	} else {
-		nd.finishLate(probe, err == nil || errors.Is(err, ErrRefused))
-	}
-	if op.Late != nil {
-		op.Late(i, Reply[T]{Outcome: classify(err, true), Value: v, Err: err, Latency: lat})
-	}
-}
-
-func classify(err error, answered bool) Outcome {
-	switch {
-	case err == nil:
-		return OK
-	case errors.Is(err, ErrRefused):
-		return Refused
-	case !answered:
-		return TimedOut
-	case errors.Is(err, context.Canceled):
-		return Canceled
-	default:
-		return Failed
-	}
-}
-
-// node is the health of one node: a small breaker. It opens when a call
-// overruns its deadline and closes when the node answers again; while it is
-// open, at most one probe call is in flight.
-type node struct {
-	mu       sync.Mutex
-	down     bool
-	overruns int // calls past their deadline and still running
-	probing  bool
-}
-
-func (n *node) admit() (probe, ok bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.down {
-		return false, true
-	}
-	if n.overruns == 0 && !n.probing {
-		n.probing = true
-		return true, true
-	}
-	return false, false
-}
-
-func (n *node) overrun() {
-	n.mu.Lock()
-	n.down = true
-	n.overruns++
-	n.mu.Unlock()
-}
-
-// finish records a call that finished before it was marked overrun. A call
-// that returned because its context was cancelled at the deadline (a client
-// that honours contexts) did not answer either.
-func (n *node) finish(probe, answered bool) {
-	n.mu.Lock()
-	if probe {
-		n.probing = false
-	}
-	n.down = !answered
-	n.mu.Unlock()
-}
-
-// finishLate records a call that overran its deadline and has now returned.
-func (n *node) finishLate(probe, answered bool) {
-	n.mu.Lock()
-	n.overruns--
-	if probe {
-		n.probing = false
-	}
-	if answered {
-		n.down = false
-	}
-	n.mu.Unlock()
 }

@@ -48,9 +48,10 @@ type NodeResult struct {
 	Err error
 }
 
-// Error is the error of a round that did not succeed. It unwraps to
-// ErrNotAcquired or ErrLost, and to the caller's context error when the
-// context ended first. Use errors.As to see the per-master outcomes.
+// Error is the error of an operation that did not succeed. It unwraps to
+// ErrNotAcquired, ErrLost or ErrClosed, and to the caller's context error
+// when the context ended first. Use errors.As to see the per-master
+// outcomes.
 type Error struct {
 	// Op is "acquire", "fence", "extend" or "unlock".
 	Op string
@@ -62,7 +63,7 @@ type Error struct {
 	// Reason says why in words, e.g. "majority arrived after the validity window".
 	Reason string
 
-	kind  error // ErrNotAcquired or ErrLost
+	kind  error // ErrNotAcquired, ErrLost or ErrClosed
 	cause error // context error, or nil
 }
 
@@ -79,6 +80,13 @@ func (e *Error) Count(o Outcome) int {
 
 func (e *Error) Error() string {
 	var b strings.Builder
+	if len(e.Nodes) == 0 {
+		fmt.Fprintf(&b, "%v: %s %q", e.kind, e.Op, e.Resource)
+		if e.Reason != "" {
+			b.WriteString(": " + e.Reason)
+		}
+		return b.String()
+	}
 	fmt.Fprintf(&b, "%v: %s %q: %d of %d ok, need %d", e.kind, e.Op, e.Resource, e.Count(quorum.OK), len(e.Nodes), e.Need)
 	counts := make([]int, quorum.Canceled+1)
 	for _, r := range e.Nodes {
@@ -104,8 +112,8 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the sentinel (ErrNotAcquired or ErrLost) and the context
-// error, if any.
+// Unwrap returns the sentinel (ErrNotAcquired, ErrLost or ErrClosed) and
+// the context error, if any.
 func (e *Error) Unwrap() []error {
 	if e.cause != nil {
 		return []error{e.kind, e.cause}

@@ -42,7 +42,9 @@ func checkResource(resource string) error {
 func lockKey(prefix, resource string) string { return prefix + "{" + resource + "}" }
 
 // fenceKey is the lock key's fence counter, in the same hash slot.
-func fenceKey(lock string) string { return lock + ":fence" }
+func fenceKey(lock string) string { return lock + fenceSuffix }
+
+const fenceSuffix = ":fence"
 
 // newToken returns a fresh random token: one per acquisition.
 func newToken() (string, error) {

@@ -35,7 +35,7 @@ type Lock struct {
 	key      string
 	token    string
 	fence    uint64
-	hold     *holding
+	mayHold  []bool // masters where the acquisition's SET may have landed
 	info     Acquisition
 
 	mu       sync.Mutex // serialises Extend and Unlock; guards deadline and released
@@ -76,7 +76,8 @@ func (lk *Lock) Acquisition() Acquisition { return lk.info }
 // own start. After the deadline it sends nothing and returns an error
 // wrapping ErrLost: a lapsed lock is never silently re-acquired. A failed
 // extension leaves the current deadline in place, so it may be retried
-// while time remains.
+// while time remains. After the Locker's Close it returns an error
+// wrapping ErrClosed: the lock may still be held until its keys expire.
 func (lk *Lock) Extend(ctx context.Context) error {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
@@ -84,22 +85,20 @@ func (lk *Lock) Extend(ctx context.Context) error {
 	if lk.released {
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
 	}
+	if !l.enter() {
+		return closedError("extend", lk.resource)
+	}
+	defer l.ops.Done()
 	start := time.Now()
 	if !start.Before(lk.deadline) {
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "deadline passed", kind: ErrLost}
 	}
-	ttl := l.opts.TTL.Milliseconds()
-	res := quorum.Run(ctx, l.group, quorum.Op[int64]{
-		Need: l.need,
-		Call: func(ctx context.Context, i int) (int64, error) {
-			n, err := l.scripts.extend.Run(ctx, l.masters[i], []string{lk.key}, lk.token, ttl).Int64()
-			if err == nil && n == 0 {
-				err = quorum.ErrRefused
-			}
-			return n, err
-		},
+	ttl := uint64(l.opts.TTL.Milliseconds())
+	res := l.round(ctx, start, false, func(c *cmd) bool {
+		c.kind, c.key, c.token, c.n = cmdExtend, lk.key, lk.token, ttl
+		return true
 	})
-	e := &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
+	e := &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), kind: ErrLost}
 	switch {
 	case res.Err != nil:
 		e.cause = context.Cause(ctx)
@@ -115,11 +114,11 @@ func (lk *Lock) Extend(ctx context.Context) error {
 	return nil
 }
 
-// Unlock deletes the lock's key on every master that still holds this
-// lock's token, in parallel, waiting at most NodeTimeout for each, whatever
-// ctx says (a cancelled caller must not leave keys behind). It never
-// deletes another owner's key. A master that does not answer in time gets
-// the release later, when it answers again.
+// Unlock deletes the lock's key on every master that may hold it, in
+// parallel, waiting at most NodeTimeout for each, whatever ctx says (a
+// cancelled caller must not leave keys behind). It never deletes another
+// owner's key. A master that does not answer in time gets the release
+// later, when it answers again.
 //
 // It returns an error wrapping ErrLost when there is evidence that the lock
 // was not ours to release: the deadline had passed (the keys are deleted
@@ -127,7 +126,9 @@ func (lk *Lock) Extend(ctx context.Context) error {
 // cannot have held a majority. Masters that did not answer are not
 // evidence: an Unlock that confirmed fewer than a majority because some
 // masters were slow returns nil. Before the deadline an absent key counts
-// as released: it cannot have expired yet, so it was ours.
+// as released: it cannot have expired yet, so it was ours. After the
+// Locker's Close it sends nothing and returns an error wrapping ErrClosed:
+// the keys stay until their TTL.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
@@ -135,15 +136,15 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	if lk.released {
 		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
 	}
+	if !l.enter() {
+		return closedError("unlock", lk.resource)
+	}
+	defer l.ops.Done()
 	lk.released = true
 	expired := !time.Now().Before(lk.deadline)
-	lk.hold.settle(gone)
-	res := l.release(ctx, lk.key, lk.token, lk.hold)
-	e := &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: nodeResultsOf(l, res.Replies), kind: ErrLost}
+	res := l.release(lk.key, lk.token, lk.mayHold)
+	e := &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), kind: ErrLost}
 	switch {
-	case res.Err != nil:
-		e.Reason = res.Err.Error()
-		return e
 	case expired:
 		e.Reason = "deadline had passed before unlock"
 		return e

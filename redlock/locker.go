@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"reflect"
-	"strconv"
+	"sync"
+
 	"strings"
 	"time"
 
@@ -17,18 +19,22 @@ import (
 )
 
 // Locker acquires locks on a fixed set of independent Redis masters. It is
-// safe for concurrent use. Close it when done: it owns the calls still
-// running against masters that stopped answering.
+// safe for concurrent use. Close it when done: it owns one connection (or,
+// on the plain path, one flusher) per master.
 type Locker struct {
 	masters []redis.UniversalClient
 	addrs   []string
 	opts    Options
 	budget  validity.Budget
 	need    int
-	group   *quorum.Group
-	scripts scripts
+	streams []*stream
 	log     *slog.Logger
-	janitor *janitor
+
+	mu      sync.Mutex
+	closing bool
+	ops     sync.WaitGroup // operations in progress; Close waits for them
+	runIDs  map[string]int // server run_id → master index
+	invalid error          // two masters turned out to be one server
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition.
@@ -36,10 +42,21 @@ type Locker struct {
 }
 
 // New returns a Locker over masters, which must be independent Redis
-// masters (not replicas of each other): the guarantee rests on a majority
-// of them agreeing. The clients are the caller's; Close does not close them.
-// A nil opts means all defaults. New reports the first rule the arguments
-// break, as an error wrapping ErrInvalid.
+// masters (not replicas of each other, not one server under two names):
+// the guarantee rests on a majority of them agreeing. The clients are the
+// caller's; Close does not close them. A nil opts means all defaults. New
+// reports the first rule the arguments break, as an error wrapping
+// ErrInvalid. It does not contact the masters: each is identified by its
+// run_id on first contact, and two masters that turn out to be one server
+// make every operation fail with ErrInvalid.
+//
+// Plain *redis.Client masters get the fast path: one dedicated, pipelined
+// connection per master, opened with the client's address, dialer, TLS
+// config, user, password and DB, but not through its pool or hooks. Other
+// clients (cluster, Sentinel failover, ring, or a client with a
+// credentials provider or an OnConnect hook), and every client when
+// Options.ViaClient is set, get the plain path: batches sent as go-redis
+// pipelines through the client itself.
 func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 	var o Options
 	if opts != nil {
@@ -60,7 +77,10 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		}
 		addrs[i] = clientAddr(m)
 		ids := []string{fmt.Sprintf("%p", m)}
-		if addrs[i] != "" {
+		// The same address string reaches the same server, unless a
+		// dialer of the caller's decides otherwise; other names for one
+		// server are caught by run_id on first contact.
+		if c, ok := m.(*redis.Client); ok && c.Options().Addr != "FailoverClient" {
 			ids = append(ids, addrs[i])
 		}
 		for _, id := range ids {
@@ -70,25 +90,38 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 			seen[id] = i
 		}
 	}
-	g, err := quorum.NewGroup(len(masters), o.NodeTimeout)
-	if err != nil {
-		return nil, invalid(err.Error())
-	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Locker{
+	l := &Locker{
 		masters: append([]redis.UniversalClient(nil), masters...),
 		addrs:   addrs,
 		opts:    o,
 		budget:  o.budget(),
 		need:    validity.Majority(len(masters)),
-		group:   g,
-		scripts: newScripts(),
 		log:     log,
-		janitor: newJanitor(len(masters)),
-	}, nil
+		runIDs:  map[string]int{},
+	}
+	l.streams = make([]*stream, len(masters))
+	for i, m := range l.masters {
+		var dial func() (link, string, error)
+		var giveUp time.Duration
+		if fo := fastOptions(m); fo != nil && !o.ViaClient {
+			dial = func() (link, string, error) { return l.streams[i].dialRESP(fo) }
+			// go-redis: 0 means 3s, −1 and −2 no timeout.
+			switch rt := fo.ReadTimeout; {
+			case rt == 0:
+				giveUp = 3 * time.Second
+			case rt > 0:
+				giveUp = max(rt, o.NodeTimeout)
+			}
+		} else {
+			dial = func() (link, string, error) { return l.streams[i].dialPlain(m) }
+		}
+		l.streams[i] = newStream(l, i, dial, giveUp)
+	}
+	return l, nil
 }
 
 func isNilPointer(v any) bool {
@@ -96,7 +129,7 @@ func isNilPointer(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-// clientAddr names a master for the duplicate check and for NodeResult.
+// clientAddr names a master in NodeResult and errors.
 func clientAddr(c redis.UniversalClient) string {
 	switch c := c.(type) {
 	case *redis.Client:
@@ -107,18 +140,78 @@ func clientAddr(c redis.UniversalClient) string {
 	return ""
 }
 
+// identify records master i's server run_id, and fails when another
+// master is the same server.
+func (l *Locker) identify(i int, runID string) error {
+	if runID == "" {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if j, ok := l.runIDs[runID]; ok && j != i {
+		err := invalid(fmt.Sprintf("masters %d and %d are the same server (run_id %s): a quorum needs independent masters", min(i, j), max(i, j), runID))
+		if l.invalid == nil {
+			l.invalid = err
+		}
+		return err
+	}
+	l.runIDs[runID] = i
+	return nil
+}
+
+// enter registers an operation, unless the Locker is closing.
+func (l *Locker) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return false
+	}
+	l.ops.Add(1)
+	return true
+}
+
+func (l *Locker) isClosing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closing
+}
+
+func (l *Locker) invalidErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.invalid
+}
+
 // Options returns the options in force, defaults filled in.
 func (l *Locker) Options() Options { return l.opts }
 
-// Close waits for every call still running against the masters (calls that
-// overran NodeTimeout keep running until the client gives up on them, which
-// for go-redis is its ReadTimeout) and makes further calls fail with
-// ErrClosed. Locks already handed out can no longer be extended or released
-// through this Locker, and releases still waiting for a stalled master are
-// dropped: those keys expire with their TTL.
+// Stats returns what the Locker knows about each master, by index.
+func (l *Locker) Stats() []StreamStats {
+	out := make([]StreamStats, len(l.streams))
+	for i, s := range l.streams {
+		out[i] = s.stats()
+	}
+	return out
+}
+
+// Close makes new operations fail with ErrClosed, waits for the ones in
+// progress (each round is bounded by NodeTimeout; an acquisition caught
+// between its two fenced rounds fails and releases what it took), then
+// closes the connections. Locks already handed out can no longer be
+// extended or released through this Locker: Extend and Unlock return an
+// error wrapping ErrClosed, and the keys stay until their TTL. Releases
+// still waiting for a stalled master are dropped: those keys too expire
+// with their TTL. On the plain path Close also waits for a batch stuck on
+// a stalled master, up to the client's ReadTimeout. Close is idempotent.
 func (l *Locker) Close() error {
-	l.janitor.close()
-	return l.group.Close()
+	l.mu.Lock()
+	l.closing = true
+	l.mu.Unlock()
+	l.ops.Wait()
+	for _, s := range l.streams {
+		s.close()
+	}
+	return nil
 }
 
 // TryLock makes one acquisition round for resource: it asks every master at
@@ -188,6 +281,13 @@ func (l *Locker) backoff(attempt int) time.Duration {
 }
 
 func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
+	if !l.enter() {
+		return nil, closedError("acquire", resource)
+	}
+	defer l.ops.Done()
+	if err := l.invalidErr(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
@@ -196,106 +296,121 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		return nil, err
 	}
 	key := lockKey(l.opts.KeyPrefix, resource)
-	keys := []string{key, fenceKey(key)}
-	ttl := l.opts.TTL.Milliseconds()
-	h := newHolding(len(l.masters))
+	ttl := uint64(l.opts.TTL.Milliseconds())
+	kind := cmdSetNX
+	if l.opts.Fencing {
+		kind = cmdAcquireFenced
+	}
 	start := time.Now()
-	res := quorum.Run(ctx, l.group, quorum.Op[uint64]{
-		Need: l.need,
-		Call: func(ctx context.Context, i int) (uint64, error) {
-			if !l.opts.Fencing {
-				ok, err := l.masters[i].SetNX(ctx, key, token, l.opts.TTL).Result()
-				if err == nil && !ok {
-					err = quorum.ErrRefused
-				}
-				return 0, err
-			}
-			s, err := l.scripts.acquireFenced.Run(ctx, l.masters[i], keys, token, ttl).Text()
-			if errors.Is(err, redis.Nil) {
-				return 0, quorum.ErrRefused
-			}
-			if err != nil {
-				return 0, err
-			}
-			c, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("redlock: master %d has a corrupt fence counter %q: %w", i, s, err)
-			}
-			return c, nil
-		},
-		Late: func(i int, rep quorum.Reply[uint64]) {
-			if !h.landed(i, errors.Is(rep.Err, quorum.ErrRefused)) {
-				return
-			}
-			if rep.Err != nil {
-				// No answer: the SET may still land when the master wakes.
-				l.deferRelease([]int{i}, key, token)
-				return
-			}
-			l.releaseOne(i, key, token)
-		},
+	res := l.round(ctx, start, false, func(c *cmd) bool {
+		c.kind, c.key, c.token, c.n = kind, key, token, ttl
+		return true
 	})
-	decided(h, res)
+	// The masters where our SET may be: asked, and not refused.
+	mayHold := make([]bool, len(res.Replies))
+	for i, r := range res.Replies {
+		mayHold[i] = r.Outcome != quorum.Unavailable && r.Outcome != quorum.Refused
+	}
 	info := Acquisition{
 		Start: start, TTL: l.opts.TTL, Drift: l.budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
-		Nodes: nodeResultsOf(l, res.Replies),
+		Nodes: l.nodeResults(res),
 	}
-	// check settles a round: nil to go on, or the error after releasing
-	// every master.
-	check := func(op string, res quorum.Result[uint64]) error {
+	// settle decides a round: nil to go on, or the error after releasing
+	// every master that may hold the key.
+	settle := func(op string, res quorum.Result, reason string) error {
 		info.Elapsed = time.Since(start)
 		info.Validity = l.budget.Validity(info.Elapsed)
-		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, kind: ErrNotAcquired}
-		switch {
-		case res.Err == nil && res.Reached && info.Validity > 0:
+		inv := l.invalidErr()
+		if reason == "" && inv == nil && res.Err == nil && res.Reached && info.Validity > 0 {
 			return nil
-		case errors.Is(res.Err, quorum.ErrClosed):
-			h.settle(gone)
-			return ErrClosed
+		}
+		l.release(key, token, mayHold)
+		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
+		switch {
+		case inv != nil:
+			return inv
+		case reason == closedReason:
+			e.kind = ErrClosed
 		case res.Err != nil:
 			e.cause = context.Cause(ctx)
-		case res.Reached:
+		case res.Reached && reason == "":
 			e.Reason = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, l.budget.Window())
 		}
-		h.settle(gone)
-		l.release(ctx, key, token, h)
 		l.log.Debug("redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
 		return e
 	}
-	if err := check("acquire", res); err != nil {
+	if err := settle("acquire", res, ""); err != nil {
 		return nil, err
 	}
 	var fence uint64
 	if l.opts.Fencing {
-		// DESIGN.md §5: t = max over the acquired majority + 1, written back
-		// to a majority that still holds our token, before the deadline.
+		// The fence is one more than the largest counter the majority
+		// read, written back to a majority that still holds our token
+		// before the deadline (package doc, "Fencing tokens").
+		reason := ""
 		for _, r := range res.Replies {
 			if r.Outcome == quorum.OK {
+				if r.Value == math.MaxUint64 {
+					reason = "the fence counter is exhausted (2^64−1): no larger fence can be issued"
+				}
 				fence = max(fence, r.Value+1)
 			}
 		}
 		if l.betweenRounds != nil {
 			l.betweenRounds()
 		}
-		wres := quorum.Run(ctx, l.group, quorum.Op[uint64]{
-			Need: l.need,
-			Call: func(ctx context.Context, i int) (uint64, error) {
-				n, err := l.scripts.writeback.Run(ctx, l.masters[i], keys, token, strconv.FormatUint(fence, 10)).Int64()
-				if err == nil && n == 0 {
-					err = quorum.ErrRefused
-				}
-				return 0, err
-			},
+		if reason == "" && l.isClosing() {
+			reason = closedReason
+		}
+		if reason != "" {
+			return nil, settle("fence", res, reason)
+		}
+		wres := l.round(ctx, time.Now(), false, func(c *cmd) bool {
+			c.kind, c.key, c.token, c.n = cmdWriteback, key, token, fence
+			return true
 		})
-		info.Nodes = nodeResultsOf(l, wres.Replies)
-		if err := check("fence", wres); err != nil {
+		info.Nodes = l.nodeResults(wres)
+		if err := settle("fence", wres, ""); err != nil {
 			return nil, err
 		}
 	}
-	lk := &Lock{locker: l, resource: resource, key: key, token: token, fence: fence, hold: h, deadline: l.budget.Deadline(start), info: info}
-	h.settle(held)
+	lk := &Lock{locker: l, resource: resource, key: key, token: token, fence: fence, mayHold: mayHold, deadline: l.budget.Deadline(start), info: info}
 	l.log.Debug("redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
+}
+
+// closedReason marks an acquisition that found the Locker closing between
+// its rounds.
+const closedReason = "the Locker was closed during the acquisition"
+
+func closedError(op, resource string) error {
+	return &Error{Op: op, Resource: resource, kind: ErrClosed}
+}
+
+// round sends one command to each master (fill sets it up; false skips
+// the master) and waits for the decision: a majority, or with waitAll
+// every master, each within NodeTimeout of start. A master that is not
+// answering is not sent anything (Unavailable); a release for it is
+// deferred until it answers again.
+func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill func(c *cmd) bool) quorum.Result {
+	n := len(l.streams)
+	r, _ := quorum.NewRound(n, l.need, waitAll, start)
+	cmds := make([]cmd, n)
+	for i, s := range l.streams {
+		c := &cmds[i]
+		c.round, c.node = r, i
+		if !fill(c) {
+			r.Skip(i, quorum.Unavailable, errSkipped)
+			continue
+		}
+		switch s.submit(c) {
+		case refused:
+			r.Skip(i, quorum.Unavailable, quorum.ErrUnavailable)
+		case parked:
+			r.Skip(i, quorum.Unavailable, errDeferred)
+		}
+	}
+	return r.Wait(ctx, l.opts.NodeTimeout)
 }
 
 func (l *Locker) untried() []NodeResult {
@@ -306,9 +421,9 @@ func (l *Locker) untried() []NodeResult {
 	return nodes
 }
 
-func nodeResultsOf[T any](l *Locker, reps []quorum.Reply[T]) []NodeResult {
-	nodes := make([]NodeResult, len(reps))
-	for i, r := range reps {
+func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
+	nodes := make([]NodeResult, len(res.Replies))
+	for i, r := range res.Replies {
 		nodes[i] = NodeResult{Addr: l.addrs[i], Outcome: r.Outcome, Latency: r.Latency, Err: r.Err}
 		if r.Outcome == quorum.Refused {
 			nodes[i].Err = nil
@@ -317,49 +432,26 @@ func nodeResultsOf[T any](l *Locker, reps []quorum.Reply[T]) []NodeResult {
 	return nodes
 }
 
-// release deletes token's key on every master in parallel and waits for
-// each to answer or reach NodeTimeout. Where the lock's own SET was never
-// sent it sends nothing; where that SET is still in flight it first waits
-// for its reply (see holding). It does not depend on ctx being alive: a
-// cancelled caller must still not leave keys behind. A master counts as OK
-// when the key is gone afterwards (deleted now, or already absent) and as
-// Refused when another owner's token is there. Masters that did not answer
-// get the release later, when they answer again (see janitor.go).
-func (l *Locker) release(ctx context.Context, key, token string, h *holding) quorum.Result[int64] {
-	res := quorum.Run(context.WithoutCancel(ctx), l.group, quorum.Op[int64]{
-		Need:    l.need,
-		WaitAll: true,
-		Call: func(ctx context.Context, i int) (int64, error) {
-			switch h.awaitSet(ctx, i) {
-			case setNone:
-				return 0, errSkipped
-			case setStillFlying:
-				return 0, context.Cause(ctx)
-			}
-			n, err := l.scripts.release.Run(ctx, l.masters[i], []string{key}, token).Int64()
-			if err == nil && n < 0 {
-				err = quorum.ErrRefused
-			}
-			return n, err
-		},
+// release deletes token's key on every master where it may be (mayHold),
+// and waits for each to answer or reach NodeTimeout, whatever the caller's
+// context says: a cancelled caller must still not leave keys behind. On
+// each master the release follows the SET it cleans up on the same ordered
+// stream, so it can never run first. A master counts as OK when the key is
+// gone afterwards (deleted now, or already absent) and as Refused when
+// another owner's token is there. A master that is not answering gets the
+// release when it answers again; one that does not answer in time gets it
+// from the stream all the same.
+func (l *Locker) release(key, token string, mayHold []bool) quorum.Result {
+	return l.round(context.Background(), time.Now(), true, func(c *cmd) bool {
+		c.kind, c.key, c.token = cmdRelease, key, token
+		return mayHold[c.node]
 	})
-	if res.Err == nil {
-		l.deferRelease(undelivered(res), key, token)
-	}
-	return res
 }
 
-// errSkipped marks a master the release round had nothing to send to: the
-// lock's SET was never sent there, or was refused.
-var errSkipped = errors.New("redlock: nothing to release here (the acquire call was never sent, or refused)")
-
-// releaseOne deletes a late-landed key on one master. It runs on a
-// goroutine the group owns, bounded by NodeTimeout.
-func (l *Locker) releaseOne(i int, key, token string) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.NodeTimeout)
-	defer cancel()
-	if err := l.scripts.release.Run(ctx, l.masters[i], []string{key}, token).Err(); err != nil {
-		l.log.Debug("redlock: releasing a late-landed key failed; deferring it", "master", l.addrs[i], "err", err)
-		l.deferRelease([]int{i}, key, token)
-	}
-}
+var (
+	// errSkipped marks a master the release round had nothing to send to:
+	// the lock's SET was never sent there, or was refused.
+	errSkipped = errors.New("redlock: nothing to release here (the acquire was never sent, or refused)")
+	// errDeferred marks a release held back until its master answers.
+	errDeferred = errors.New("redlock: release deferred until the master answers again")
+)

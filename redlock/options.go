@@ -55,6 +55,13 @@ type Options struct {
 	// restart one empty. Default: false.
 	Fencing bool
 
+	// ViaClient sends every command through the go-redis clients
+	// themselves (their pools and hooks, one pipeline per master at a
+	// time) instead of the fast path's one dedicated connection per
+	// master. Clients the fast path cannot serve use this path anyway (see
+	// New). Default: false.
+	ViaClient bool
+
 	// Retry is how Lock retries. TryLock makes one round regardless.
 	Retry RetryPolicy
 

@@ -56,7 +56,7 @@ func (p *partition) clients(t *testing.T, c *lab.Cluster) []redis.UniversalClien
 	t.Helper()
 	out := make([]redis.UniversalClient, c.N())
 	for i, addr := range c.Addrs() {
-		cl := redis.NewClient(&redis.Options{Addr: addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cl := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 200 * time.Millisecond, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
@@ -208,8 +208,8 @@ func TestBackoffNeverWraps(t *testing.T) {
 // A panic in fn releases the lock, ends the keeper, and is re-raised.
 func TestDoPanicReleasesAndRepanics(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
 	ignore := goleak.IgnoreCurrent()
+	l := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
 	var got any
 	func() {
 		defer func() { got = recover() }()
@@ -224,7 +224,8 @@ func TestDoPanicReleasesAndRepanics(t *testing.T) {
 		t.Fatalf("keys left after the panic: %q", vals)
 	}
 	// Nothing Do started may still run (the keeper would extend the lock
-	// forever).
+	// forever); the Locker's own goroutines end with Close.
+	l.Close()
 	if err := goleak.Find(ignore); err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,17 @@
 package redlock
 
 import (
+	"crypto/sha1"
 	_ "embed"
-
-	"github.com/redis/go-redis/v9"
+	"encoding/hex"
 )
 
-// The Lua scripts run with EVALSHA and fall back to EVAL when a master does
-// not have them cached yet (redis.Script.Run), e.g. after a restart.
+// The Lua scripts. They run with EVALSHA: every connection loads them when
+// it opens (SCRIPT LOAD), and a NOSCRIPT reply (a SCRIPT FLUSH, say) fails
+// that one command and loads them again before the next batch. A pipelined
+// EVALSHA cannot simply be retried as EVAL: the retry would be queued
+// behind later commands, and an acquire retried after its release would
+// leave a key behind.
 var (
 	//go:embed scripts/extend.lua
 	extendSrc string
@@ -21,17 +25,19 @@ var (
 	fencedWriteSrc string
 )
 
-// scripts are per Locker rather than package variables: no package-level
-// mutable state (redis.Script is immutable, but this keeps it obvious).
-type scripts struct {
-	extend, release, acquireFenced, writeback *redis.Script
+// script is a Lua script and its SHA1, as EVALSHA names it.
+type script struct{ src, sha string }
+
+func newScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
-func newScripts() scripts {
-	return scripts{
-		extend:        redis.NewScript(extendSrc),
-		release:       redis.NewScript(releaseSrc),
-		acquireFenced: redis.NewScript(acquireFencedSrc),
-		writeback:     redis.NewScript(writebackSrc),
-	}
-}
+// Immutable once built.
+var (
+	extendScript        = newScript(extendSrc)
+	releaseScript       = newScript(releaseSrc)
+	acquireFencedScript = newScript(acquireFencedSrc)
+	writebackScript     = newScript(writebackSrc)
+	scriptList          = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript}
+)

@@ -1,0 +1,108 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/quorumlab/redlock/quorum"
+)
+
+// cmdKind is one of the few commands the Locker sends.
+type cmdKind uint8
+
+const (
+	cmdSetNX         cmdKind = iota // SET key token NX PX ttl
+	cmdAcquireFenced                // acquire_fenced.lua: SET NX PX, then read the fence counter
+	cmdWriteback                    // writeback.lua: raise the counter to the fence under our token
+	cmdExtend                       // extend.lua: compare-and-PEXPIRE
+	cmdRelease                      // release.lua: compare-and-DEL
+	cmdLoad                         // SCRIPT LOAD, after a NOSCRIPT
+)
+
+// cmd is one command to one master, and where its reply goes.
+type cmd struct {
+	kind   cmdKind
+	key    string // the lock key; the fence key is key + ":fence"
+	token  string
+	n      uint64  // TTL in ms, or the fence
+	script *script // for cmdLoad
+	round  *quorum.Round
+	node   int
+}
+
+// done hands the command's reply to its round, if the round still waits.
+// A reply that comes after its round stopped waiting needs nothing more:
+// whatever it did on the master is cleaned up by the release that follows
+// it on the same stream.
+func (c *cmd) done(rep quorum.Reply) {
+	if c.round != nil {
+		c.round.Deliver(c.node, rep)
+	}
+}
+
+// raw is one RESP reply, as either transport reads it.
+type raw struct {
+	typ  byte // '+', '-', ':', '$' (bulk), '_' (null)
+	n    int64
+	text string // error text, bulk or simple string (when kept)
+}
+
+// serverError is an error reply from a master, e.g. NOSCRIPT or NOPERM.
+type serverError string
+
+func (e serverError) Error() string { return "redlock: master replied: " + string(e) }
+
+func (r raw) noScript() bool { return r.typ == '-' && strings.HasPrefix(r.text, "NOSCRIPT") }
+
+var errUnexpected = errors.New("redlock: unexpected reply from master")
+
+// interpret turns a reply into the command's outcome.
+func (c *cmd) interpret(r raw) quorum.Reply {
+	if r.typ == '-' {
+		return quorum.Reply{Outcome: quorum.Failed, Err: serverError(r.text)}
+	}
+	ok := quorum.Reply{Outcome: quorum.OK}
+	no := quorum.Reply{Outcome: quorum.Refused}
+	switch c.kind {
+	case cmdSetNX:
+		switch r.typ {
+		case '+':
+			return ok
+		case '_':
+			return no
+		}
+	case cmdAcquireFenced:
+		switch r.typ {
+		case '$':
+			v, err := strconv.ParseUint(r.text, 10, 64)
+			if err != nil {
+				return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: corrupt fence counter %q: %w", r.text, err)}
+			}
+			ok.Value = v
+			return ok
+		case '_':
+			return no
+		}
+	case cmdWriteback, cmdExtend:
+		if r.typ == ':' {
+			if r.n == 1 {
+				return ok
+			}
+			return no
+		}
+	case cmdRelease:
+		// 1 deleted, 0 already gone (both: the key is not ours any more),
+		// −1 another owner's token is there.
+		if r.typ == ':' {
+			if r.n >= 0 {
+				return ok
+			}
+			return no
+		}
+	case cmdLoad:
+		return ok
+	}
+	return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("%w: type %q to command %d", errUnexpected, r.typ, c.kind)}
+}

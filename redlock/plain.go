@@ -1,0 +1,142 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The plain path, for clients the fast path cannot reproduce (cluster,
+// Sentinel failover, ring, or a client with a credentials provider or an
+// OnConnect hook), or when Options.ViaClient asks for it: the stream's
+// flusher sends each batch as one go-redis pipeline through the client's
+// own pool and hooks, one batch at a time, so order is kept. A stalled
+// master holds the batch for the client's ReadTimeout; the round does not
+// wait for it (its timer) and new commands are not sent meanwhile (the
+// breaker).
+
+type plainLink struct {
+	s *stream
+	c redis.UniversalClient
+}
+
+func (p *plainLink) direct() bool { return false }
+func (p *plainLink) close()       {}
+
+// dialPlain loads the scripts (on every shard, for a cluster) and reads
+// the server's run_id, where one server answers for the master.
+func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
+	ctx := context.Background()
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		for _, sc := range scriptList {
+			if err := cc.ScriptLoad(ctx, sc.src).Err(); err != nil {
+				return nil, "", fmt.Errorf("redlock: loading scripts: %w", err)
+			}
+		}
+		return &plainLink{s: s, c: c}, "", nil // no single run_id
+	}
+	var info *redis.StringCmd
+	var loads []*redis.StringCmd
+	c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, sc := range scriptList {
+			loads = append(loads, p.ScriptLoad(ctx, sc.src))
+		}
+		info = p.Info(ctx, "server") // may fail (miniredis): no run_id to check then
+		return nil
+	})
+	for _, l := range loads {
+		if err := l.Err(); err != nil {
+			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.l.addrs[s.i], err)
+		}
+	}
+	runID := ""
+	for _, line := range strings.Split(info.Val(), "\n") {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			runID = strings.TrimSpace(v)
+		}
+	}
+	if _, ok := c.(*redis.Ring); ok {
+		runID = "" // INFO went to one shard of several
+	}
+	return &plainLink{s: s, c: c}, runID, nil
+}
+
+// write sends batch as one pipeline and answers its commands in order. An
+// error that is not the server's reply (a network error, a timeout) breaks
+// the link: the outcome of every command in the batch is then unknown.
+func (p *plainLink) write(batch []*cmd) error {
+	ctx := context.Background()
+	cmds := make([]redis.Cmder, len(batch))
+	_, err := p.c.Pipelined(ctx, func(pp redis.Pipeliner) error {
+		for i, c := range batch {
+			cmds[i] = plainCmd(ctx, pp, c)
+		}
+		return nil
+	})
+	if err != nil {
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) && !isServerError(e) {
+				return e
+			}
+		}
+	}
+	for i := range batch {
+		p.s.answer(p, plainRaw(cmds[i]))
+	}
+	return nil
+}
+
+func isServerError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) redis.Cmder {
+	switch c.kind {
+	case cmdSetNX:
+		return p.Do(ctx, "SET", c.key, c.token, "NX", "PX", c.n)
+	case cmdAcquireFenced:
+		return p.EvalSha(ctx, acquireFencedScript.sha, []string{c.key, c.key + fenceSuffix}, c.token, c.n)
+	case cmdWriteback:
+		return p.EvalSha(ctx, writebackScript.sha, []string{c.key, c.key + fenceSuffix}, c.token, c.n)
+	case cmdExtend:
+		return p.EvalSha(ctx, extendScript.sha, []string{c.key}, c.token, c.n)
+	case cmdRelease:
+		return p.EvalSha(ctx, releaseScript.sha, []string{c.key}, c.token)
+	default:
+		return p.ScriptLoad(ctx, c.script.src)
+	}
+}
+
+// plainRaw turns a go-redis command's result into the reply it was.
+func plainRaw(c redis.Cmder) raw {
+	err := c.Err()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return raw{typ: '_'}
+	case err != nil:
+		return raw{typ: '-', text: strings.TrimPrefix(err.Error(), "redis: ")}
+	}
+	var v any
+	switch c := c.(type) {
+	case *redis.Cmd:
+		v = c.Val()
+	case *redis.StringCmd:
+		v = c.Val()
+	}
+	switch v := v.(type) {
+	case int64:
+		return raw{typ: ':', n: v}
+	case string:
+		if v == "OK" {
+			return raw{typ: '+'}
+		}
+		return raw{typ: '$', text: v}
+	case nil:
+		return raw{typ: '_'}
+	}
+	return raw{typ: '*'}
+}

@@ -1,0 +1,334 @@
+package redlock
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The fast path: one dedicated connection per master, written by whoever
+// owns the stream's write side and read by one reader goroutine, with
+// replies matched to commands by order (RESP2 pipelining). It speaks only
+// the handful of commands the Locker sends. It uses the go-redis client's
+// options (address, dialer, TLS, user and password, DB, dial timeout) but
+// not its pool, hooks or read/write timeouts: the Locker bounds rounds
+// itself, and the connection is kept open across a stalled master so that
+// what was written to it stays in order.
+
+// fastOptions returns the client's options when the fast path can serve
+// it, or nil: it needs a plain *redis.Client whose connection setup it can
+// reproduce (no OnConnect hook, no credentials provider, not a Sentinel
+// failover client, which must follow failovers).
+func fastOptions(c redis.UniversalClient) *redis.Options {
+	rc, ok := c.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	o := rc.Options()
+	if o.Addr == "FailoverClient" || o.OnConnect != nil || o.CredentialsProvider != nil ||
+		o.CredentialsProviderContext != nil || o.StreamingCredentialsProvider != nil {
+		return nil
+	}
+	return o
+}
+
+type respLink struct {
+	s    *stream
+	conn net.Conn
+	bw   *bufio.Writer // owned by the stream's writer
+	nt   time.Duration
+	num  []byte // scratch for numbers, writer-owned
+	once sync.Once
+}
+
+func (k *respLink) direct() bool { return true }
+
+func (k *respLink) close() { k.once.Do(func() { k.conn.Close() }) }
+
+// dialRESP connects to the master of o, authenticates, selects the DB,
+// loads the scripts and reads the server's run_id, all in one round trip
+// bounded by the client's DialTimeout; then starts the reader.
+func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
+	timeout := o.DialTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	network := o.Network
+	if network == "" {
+		network = "tcp"
+	}
+	var conn net.Conn
+	var err error
+	if o.Dialer != nil {
+		conn, err = o.Dialer(ctx, network, o.Addr)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(ctx, network, o.Addr)
+		if err == nil && o.TLSConfig != nil {
+			cfg := o.TLSConfig.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName, _, _ = net.SplitHostPort(o.Addr)
+			}
+			tc := tls.Client(conn, cfg)
+			if err = tc.HandshakeContext(ctx); err != nil {
+				conn.Close()
+			}
+			conn = tc
+		}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("redlock: connecting to %s: %w", o.Addr, err)
+	}
+	k := &respLink{s: s, conn: conn, bw: bufio.NewWriterSize(conn, 32<<10), nt: s.l.opts.NodeTimeout}
+	br := bufio.NewReaderSize(conn, 32<<10)
+	runID, err := k.handshake(br, o, time.Now().Add(timeout))
+	if err != nil {
+		conn.Close()
+		return nil, "", fmt.Errorf("redlock: setting up the connection to %s: %w", o.Addr, err)
+	}
+	s.wg.Go(func() { k.read(br) })
+	return k, runID, nil
+}
+
+func (k *respLink) handshake(br *bufio.Reader, o *redis.Options, deadline time.Time) (string, error) {
+	k.conn.SetDeadline(deadline)
+	defer k.conn.SetDeadline(time.Time{})
+	var names []string
+	if o.Password != "" {
+		if o.Username != "" {
+			k.array("AUTH", o.Username, o.Password)
+		} else {
+			k.array("AUTH", o.Password)
+		}
+		names = append(names, "AUTH")
+	}
+	if o.DB != 0 {
+		k.array("SELECT", strconv.Itoa(o.DB))
+		names = append(names, "SELECT")
+	}
+	for _, sc := range scriptList {
+		k.array("SCRIPT", "LOAD", sc.src)
+		names = append(names, "SCRIPT LOAD")
+	}
+	k.array("INFO", "server")
+	names = append(names, "INFO server")
+	if err := k.bw.Flush(); err != nil {
+		return "", err
+	}
+	var runID string
+	for i, name := range names {
+		r, err := readRaw(br, true)
+		if err != nil {
+			return "", err
+		}
+		last := i == len(names)-1
+		if r.typ == '-' {
+			if last {
+				break // a server without INFO server (miniredis): no run_id to check
+			}
+			return "", fmt.Errorf("%s: %w", name, serverError(r.text))
+		}
+		if last {
+			for _, line := range strings.Split(r.text, "\n") {
+				if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+					runID = strings.TrimSpace(v)
+				}
+			}
+		}
+	}
+	return runID, nil
+}
+
+// write encodes batch and writes it in one go. The write deadline keeps a
+// master that stopped reading (its socket buffer full) from holding the
+// writer: the connection is then broken.
+func (k *respLink) write(batch []*cmd) error {
+	for _, c := range batch {
+		k.encode(c)
+	}
+	k.conn.SetWriteDeadline(time.Now().Add(max(k.nt, time.Second)))
+	return k.bw.Flush()
+}
+
+func (k *respLink) encode(c *cmd) {
+	switch c.kind {
+	case cmdSetNX:
+		k.head(6)
+		k.bulk("SET")
+		k.bulk(c.key)
+		k.bulk(c.token)
+		k.bulk("NX")
+		k.bulk("PX")
+		k.bulkUint(c.n)
+	case cmdAcquireFenced, cmdWriteback:
+		sc := acquireFencedScript
+		if c.kind == cmdWriteback {
+			sc = writebackScript
+		}
+		k.head(7)
+		k.bulk("EVALSHA")
+		k.bulk(sc.sha)
+		k.bulk("2")
+		k.bulk(c.key)
+		k.bulkFence(c.key)
+		k.bulk(c.token)
+		k.bulkUint(c.n)
+	case cmdExtend:
+		k.head(6)
+		k.bulk("EVALSHA")
+		k.bulk(extendScript.sha)
+		k.bulk("1")
+		k.bulk(c.key)
+		k.bulk(c.token)
+		k.bulkUint(c.n)
+	case cmdRelease:
+		k.head(5)
+		k.bulk("EVALSHA")
+		k.bulk(releaseScript.sha)
+		k.bulk("1")
+		k.bulk(c.key)
+		k.bulk(c.token)
+	case cmdLoad:
+		k.array("SCRIPT", "LOAD", c.script.src)
+	}
+}
+
+func (k *respLink) array(args ...string) {
+	k.head(len(args))
+	for _, a := range args {
+		k.bulk(a)
+	}
+}
+
+func (k *respLink) head(n int) {
+	k.bw.WriteByte('*')
+	k.num = strconv.AppendInt(k.num[:0], int64(n), 10)
+	k.bw.Write(k.num)
+	k.bw.WriteString("\r\n")
+}
+
+func (k *respLink) bulk(s string) {
+	k.bw.WriteByte('$')
+	k.num = strconv.AppendInt(k.num[:0], int64(len(s)), 10)
+	k.bw.Write(k.num)
+	k.bw.WriteString("\r\n")
+	k.bw.WriteString(s)
+	k.bw.WriteString("\r\n")
+}
+
+// bulkFence writes key + ":fence" without building the string.
+func (k *respLink) bulkFence(key string) {
+	k.bw.WriteByte('$')
+	k.num = strconv.AppendInt(k.num[:0], int64(len(key)+len(fenceSuffix)), 10)
+	k.bw.Write(k.num)
+	k.bw.WriteString("\r\n")
+	k.bw.WriteString(key)
+	k.bw.WriteString(fenceSuffix)
+	k.bw.WriteString("\r\n")
+}
+
+func (k *respLink) bulkUint(n uint64) {
+	var b [20]byte
+	d := strconv.AppendUint(b[:0], n, 10)
+	k.bw.WriteByte('$')
+	k.num = strconv.AppendInt(k.num[:0], int64(len(d)), 10)
+	k.bw.Write(k.num)
+	k.bw.WriteString("\r\n")
+	k.bw.Write(d)
+	k.bw.WriteString("\r\n")
+}
+
+// read hands each reply to the stream until the connection fails.
+func (k *respLink) read(br *bufio.Reader) {
+	for {
+		r, err := readRaw(br, false)
+		if err != nil {
+			k.s.broken(k, err)
+			return
+		}
+		k.s.answer(k, r)
+	}
+}
+
+var errProtocol = errors.New("redlock: malformed reply from master")
+
+// readRaw reads one RESP2 reply. Simple strings are kept only when keep
+// is set (the Locker's commands only ever get "+OK"); arrays, which it
+// never gets, are read and discarded.
+func readRaw(br *bufio.Reader, keep bool) (raw, error) {
+	line, err := readLine(br)
+	if err != nil {
+		return raw{}, err
+	}
+	if len(line) == 0 {
+		return raw{}, errProtocol
+	}
+	switch line[0] {
+	case '+':
+		r := raw{typ: '+'}
+		if keep {
+			r.text = string(line[1:])
+		}
+		return r, nil
+	case '-':
+		return raw{typ: '-', text: string(line[1:])}, nil
+	case ':':
+		n, err := strconv.ParseInt(string(line[1:]), 10, 64)
+		if err != nil {
+			return raw{}, errProtocol
+		}
+		return raw{typ: ':', n: n}, nil
+	case '$':
+		n, err := strconv.Atoi(string(line[1:]))
+		if err != nil || n < -1 {
+			return raw{}, errProtocol
+		}
+		if n == -1 {
+			return raw{typ: '_'}, nil
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return raw{}, err
+		}
+		return raw{typ: '$', text: string(b[:n])}, nil
+	case '*':
+		n, err := strconv.Atoi(string(line[1:]))
+		if err != nil || n < -1 {
+			return raw{}, errProtocol
+		}
+		if n == -1 {
+			return raw{typ: '_'}, nil
+		}
+		for range n {
+			if _, err := readRaw(br, false); err != nil {
+				return raw{}, err
+			}
+		}
+		return raw{typ: '*'}, nil
+	}
+	return raw{}, errProtocol
+}
+
+// readLine returns a line without its CRLF; the slice is valid until the
+// next read.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 2 || line[len(line)-2] != '\r' {
+		return nil, errProtocol
+	}
+	return line[:len(line)-2], nil
+}

@@ -1,0 +1,390 @@
+package redlock
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/quorumlab/redlock/quorum"
+)
+
+// A stream is the Locker's one ordered path to one master, and the one
+// owner of what the Locker knows about that master.
+//
+//   - Order: commands are written in the order they were submitted, on one
+//     connection, so a release can never overtake the SET it cleans up.
+//   - Batching: commands submitted while a write is in progress go out
+//     together in the next write (one syscall for many callers). A caller
+//     that finds the stream idle writes its own command at once: a lone
+//     caller never waits for a batch.
+//   - Not answering: a master that has had a command unanswered and sent
+//     no reply for longer than NodeTimeout is skipped: new acquire and
+//     extend commands fail at once as Unavailable, and nothing is written
+//     to it. It counts as answering again only when a reply arrives from
+//     it; nothing else closes the breaker.
+//   - Deferred releases: a release submitted while the master is skipped,
+//     or whose outcome was lost with a broken connection, is parked and
+//     written when the master answers again (after everything written
+//     before it). At most maxDeferred are parked; past that the oldest are
+//     dropped (their keys expire with their TTL) and counted.
+type stream struct {
+	l *Locker
+	i int
+	// dial opens the link to the master and reports the server's run_id
+	// ("" when it cannot tell).
+	dial func() (link, string, error)
+	// giveUpAfter, when positive, is how long the master may stay silent
+	// with commands unanswered before the connection is closed and opened
+	// again (the client's ReadTimeout): a connection whose data is lost
+	// (a black hole) would otherwise never answer.
+	giveUpAfter time.Duration
+
+	mu       sync.Mutex
+	queue    []*cmd // submitted, not yet written
+	spare    []*cmd // the writer's other buffer
+	inflight []*cmd // written, unanswered, in order (from head)
+	head     int
+	parked   []*cmd // releases held back while the master is not answering
+	dropped  uint64 // parked releases dropped for room
+	written  uint64 // commands written, for tests and stats
+	writing  bool   // a goroutine owns the link's write side
+	link     link   // nil until connected, and after it broke
+	progress time.Time
+	failedAt time.Time // last failed dial
+	needLoad bool      // a NOSCRIPT reply: load the scripts before the next batch
+	invalid  error     // the master is another master's duplicate
+	closed   bool
+
+	wake chan struct{} // capacity 1: the flusher has work
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// A link is one connection (or, on the plain path, a client) to a master.
+type link interface {
+	// write sends batch in order. A direct link returns once it is
+	// written and its reader answers the commands; an indirect one returns
+	// once it has answered them. An error means the link is broken.
+	write(batch []*cmd) error
+	// direct reports whether a caller may write on it itself (the write
+	// does not wait for replies).
+	direct() bool
+	// close ends the link without waiting; the stream's WaitGroup joins
+	// the link's reader.
+	close()
+}
+
+// maxDeferred bounds the releases parked per master.
+const maxDeferred = 4096
+
+// submitted is what became of a submitted command.
+type submitted uint8
+
+const (
+	sent    submitted = iota // queued: its reply will come to its round
+	parked                   // a release held back until the master answers
+	refused                  // not sent: the master is not answering, or closed
+)
+
+func newStream(l *Locker, i int, dial func() (link, string, error), giveUpAfter time.Duration) *stream {
+	s := &stream{l: l, i: i, dial: dial, giveUpAfter: giveUpAfter, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	s.wg.Go(s.run)
+	return s
+}
+
+// unansweredLocked counts commands queued or written and not answered.
+func (s *stream) unansweredLocked() int { return len(s.queue) + len(s.inflight) - s.head }
+
+// skippingLocked reports whether the master is not answering: a command
+// has waited, and no reply came, for longer than NodeTimeout; or the last
+// dial failed less than NodeTimeout ago.
+func (s *stream) skippingLocked(now time.Time) bool {
+	nt := s.l.opts.NodeTimeout
+	if s.link == nil && !s.failedAt.IsZero() && now.Sub(s.failedAt) < nt {
+		return true
+	}
+	return s.unansweredLocked() > 0 && now.Sub(s.progress) > nt
+}
+
+// submit queues c, writing it at once when the stream is idle.
+func (s *stream) submit(c *cmd) submitted {
+	now := time.Now()
+	s.mu.Lock()
+	if s.closed || s.invalid != nil {
+		s.mu.Unlock()
+		return refused
+	}
+	if s.skippingLocked(now) {
+		if ln := s.link; ln != nil && s.giveUpAfter > 0 && now.Sub(s.progress) > s.giveUpAfter {
+			ln.close() // its reader fails and calls broken; the next submit dials
+		}
+		if c.kind == cmdRelease {
+			s.parkLocked(c)
+			s.mu.Unlock()
+			return parked
+		}
+		s.mu.Unlock()
+		return refused
+	}
+	if s.unansweredLocked() == 0 {
+		s.progress = now
+	}
+	s.queue = append(s.queue, c)
+	if s.writing {
+		s.mu.Unlock()
+		return sent
+	}
+	s.writing = true
+	ln := s.link
+	if ln == nil || !ln.direct() {
+		s.mu.Unlock()
+		s.kick()
+		return sent
+	}
+	batch := s.takeLocked()
+	s.mu.Unlock()
+	s.write(ln, batch)
+	s.mu.Lock()
+	s.spare = batch[:0]
+	more := len(s.queue) > 0 && !s.closed
+	if !more {
+		s.writing = false
+	}
+	s.mu.Unlock()
+	if more {
+		s.kick() // the flusher goes on; this caller has its own round to wait for
+	}
+	return sent
+}
+
+func (s *stream) parkLocked(c *cmd) {
+	c.round = nil // its round does not wait for it
+	if len(s.parked) >= maxDeferred {
+		s.parked[0] = nil
+		s.parked = s.parked[1:]
+		s.dropped++
+	}
+	s.parked = append(s.parked, c)
+}
+
+// takeLocked moves the queue to inflight and returns it as the batch to
+// write, with the scripts' loads in front when a NOSCRIPT asked for them.
+func (s *stream) takeLocked() []*cmd {
+	batch := s.queue
+	s.queue = s.spare[:0]
+	s.spare = nil
+	if s.needLoad {
+		s.needLoad = false
+		loads := make([]*cmd, 0, len(scriptList)+len(batch))
+		for _, sc := range scriptList {
+			loads = append(loads, &cmd{kind: cmdLoad, script: sc})
+		}
+		batch = append(loads, batch...)
+	}
+	s.inflight = append(s.inflight, batch...)
+	s.written += uint64(len(batch))
+	return batch
+}
+
+func (s *stream) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *stream) write(ln link, batch []*cmd) {
+	if err := ln.write(batch); err != nil {
+		s.broken(ln, err)
+	}
+}
+
+// run is the flusher: it connects when needed and writes what callers left
+// queued while another write was in progress.
+func (s *stream) run() {
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.wake:
+		}
+		s.flush()
+	}
+}
+
+func (s *stream) flush() {
+	for {
+		s.mu.Lock()
+		if s.closed || len(s.queue) == 0 {
+			s.writing = false
+			s.mu.Unlock()
+			return
+		}
+		s.writing = true
+		ln := s.link
+		if ln == nil {
+			s.mu.Unlock()
+			var runID string
+			var err error
+			ln, runID, err = s.dial()
+			if err == nil {
+				if err = s.l.identify(s.i, runID); err != nil {
+					ln.close()
+				}
+			}
+			s.mu.Lock()
+			if err == nil && s.closed {
+				s.mu.Unlock()
+				ln.close()
+				return
+			}
+			if err != nil {
+				s.failedAt = time.Now()
+				var inv *invalidError
+				if errors.As(err, &inv) {
+					s.invalid = err
+				}
+				failed := s.queue
+				s.queue = nil
+				s.writing = false
+				for _, c := range failed {
+					if c.kind == cmdRelease && s.invalid == nil {
+						s.parkLocked(c)
+					}
+				}
+				s.mu.Unlock()
+				rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
+				for _, c := range failed {
+					c.done(rep)
+				}
+				return
+			}
+			s.link, s.failedAt = ln, time.Time{}
+			s.answeredLocked()
+		}
+		batch := s.takeLocked()
+		s.mu.Unlock()
+		s.write(ln, batch)
+		s.mu.Lock()
+		s.spare = batch[:0]
+		s.mu.Unlock()
+	}
+}
+
+// answeredLocked records that the master answered: it is no longer
+// skipped, and what was parked goes out after everything submitted before.
+func (s *stream) answeredLocked() {
+	s.progress = time.Now()
+	if len(s.parked) > 0 {
+		s.queue = append(s.queue, s.parked...)
+		clear(s.parked)
+		s.parked = s.parked[:0]
+		if !s.writing {
+			s.writing = true
+			s.kick()
+		}
+	}
+}
+
+// answer hands the reply r from link ln to the oldest unanswered command.
+func (s *stream) answer(ln link, r raw) {
+	s.mu.Lock()
+	if s.link != ln || s.head == len(s.inflight) {
+		s.mu.Unlock()
+		return
+	}
+	c := s.inflight[s.head]
+	s.inflight[s.head] = nil
+	s.head++
+	if s.head == len(s.inflight) {
+		s.inflight, s.head = s.inflight[:0], 0
+	}
+	if r.noScript() {
+		s.needLoad = true
+	}
+	s.answeredLocked()
+	s.mu.Unlock()
+	c.done(c.interpret(r))
+}
+
+// broken ends link ln after an I/O error: its unanswered commands fail,
+// except releases, whose outcome is unknown: they are parked and sent
+// again once the master answers.
+func (s *stream) broken(ln link, err error) {
+	s.mu.Lock()
+	if s.link != ln {
+		s.mu.Unlock()
+		return
+	}
+	s.link = nil
+	lost := append([]*cmd(nil), s.inflight[s.head:]...)
+	clear(s.inflight)
+	s.inflight, s.head = s.inflight[:0], 0
+	var again []*cmd
+	for _, c := range lost {
+		if c.kind == cmdRelease {
+			again = append(again, c)
+		}
+	}
+	s.parked = append(again, s.parked...)
+	for len(s.parked) > maxDeferred {
+		s.parked = s.parked[1:]
+		s.dropped++
+	}
+	if len(s.queue) > 0 && !s.writing {
+		s.writing = true
+		s.kick()
+	}
+	s.mu.Unlock()
+	ln.close()
+	rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
+	for _, c := range lost {
+		if c.kind != cmdRelease {
+			c.done(rep)
+		}
+	}
+}
+
+// close stops the stream: nothing more is written, parked releases are
+// dropped, unanswered commands are abandoned, and its goroutines (the
+// flusher, the link's reader) are joined.
+func (s *stream) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	ln := s.link
+	s.link = nil
+	s.parked = nil
+	s.mu.Unlock()
+	close(s.quit)
+	if ln != nil {
+		ln.close()
+	}
+	s.wg.Wait()
+	// A link the flusher was still dialling is closed by the flusher.
+}
+
+// StreamStats is what the Locker knows about one master.
+type StreamStats struct {
+	// Addr is the master's address as its client reports it.
+	Addr string
+	// Skipped: the master is not answering, and new commands are not
+	// sent to it.
+	Skipped bool
+	// Deferred is how many releases wait for the master to answer again;
+	// Dropped how many were given up for room (their keys expire with
+	// their TTL).
+	Deferred int
+	Dropped  uint64
+	// Written counts the commands written to the master.
+	Written uint64
+}
+
+func (s *stream) stats() StreamStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return StreamStats{Addr: s.l.addrs[s.i], Skipped: s.skippingLocked(time.Now()), Deferred: len(s.parked), Dropped: s.dropped, Written: s.written}
+}
