@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"time"
 
@@ -126,7 +127,8 @@ func (s *stream) submit(c *cmd) submitted {
 		s.mu.Unlock()
 		return refused
 	}
-	if s.unansweredLocked() == 0 {
+	idle := s.unansweredLocked() == 0
+	if idle {
 		s.progress = now
 	}
 	s.queue = append(s.queue, c)
@@ -136,7 +138,10 @@ func (s *stream) submit(c *cmd) submitted {
 	}
 	s.writing = true
 	ln := s.link
-	if ln == nil || !ln.direct() {
+	// Only a caller that finds nothing in flight writes itself (a lone
+	// caller must not wait for a handoff); under load the flusher writes,
+	// and what callers queue meanwhile goes out in one batch.
+	if ln == nil || !ln.direct() || !idle {
 		s.mu.Unlock()
 		s.kick()
 		return sent
@@ -208,6 +213,9 @@ func (s *stream) run() {
 			return
 		case <-s.wake:
 		}
+		// Let the callers that are runnable now queue their commands
+		// too: one write for all of them.
+		runtime.Gosched()
 		s.flush()
 	}
 }
