@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quorumlab/redlock/quorum"
 )
@@ -32,12 +33,13 @@ type cmd struct {
 	node   int
 }
 
-// done hands the command's reply to its round, if the round still waits.
-// A reply that comes after its round stopped waiting needs nothing more:
-// whatever it did on the master is cleaned up by the release that follows
-// it on the same stream.
-func (c *cmd) done(rep quorum.Reply) {
+// done hands the command's reply, which came at now, to its round, if the
+// round still waits. A reply that comes after its round stopped waiting
+// needs nothing more: whatever it did on the master is cleaned up by the
+// release that follows it on the same stream.
+func (c *cmd) done(rep quorum.Reply, now time.Time) {
 	if c.round != nil {
+		rep.Latency = max(now.Sub(c.round.Start()), 1)
 		c.round.Deliver(c.node, rep)
 	}
 }

@@ -98,17 +98,16 @@ func (lk *Lock) Extend(ctx context.Context) error {
 		c.kind, c.key, c.token, c.n = cmdExtend, lk.key, lk.token, ttl
 		return true
 	})
-	e := &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), kind: ErrLost}
+	fail := func(reason string, cause error) error {
+		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrLost, cause: cause}
+	}
 	switch {
 	case res.Err != nil:
-		e.cause = context.Cause(ctx)
-		return e
+		return fail("", context.Cause(ctx))
 	case !res.Reached:
-		e.Reason = "no majority still holds the token"
-		return e
+		return fail("no majority still holds the token", nil)
 	case !time.Now().Before(lk.deadline):
-		e.Reason = "the majority answered after the deadline"
-		return e
+		return fail("the majority answered after the deadline", nil)
 	}
 	lk.deadline = l.budget.Deadline(start)
 	return nil
@@ -143,14 +142,14 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	lk.released = true
 	expired := !time.Now().Before(lk.deadline)
 	res := l.release(lk.key, lk.token, lk.mayHold)
-	e := &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), kind: ErrLost}
+	reason := ""
 	switch {
 	case expired:
-		e.Reason = "deadline had passed before unlock"
-		return e
+		reason = "deadline had passed before unlock"
 	case res.Count(quorum.Refused) > len(res.Replies)-l.need:
-		e.Reason = "another owner's token is on too many masters for this lock to have held a majority"
-		return e
+		reason = "another owner's token is on too many masters for this lock to have held a majority"
+	default:
+		return nil
 	}
-	return nil
+	return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrLost}
 }

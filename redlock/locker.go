@@ -403,7 +403,7 @@ func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill 
 			r.Skip(i, quorum.Unavailable, errSkipped)
 			continue
 		}
-		switch s.submit(c) {
+		switch s.submit(c, start) {
 		case refused:
 			r.Skip(i, quorum.Unavailable, quorum.ErrUnavailable)
 		case parked:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -83,8 +84,9 @@ func (p *plainLink) write(batch []*cmd) error {
 			}
 		}
 	}
+	now := time.Now()
 	for i := range batch {
-		p.s.answer(p, plainRaw(cmds[i]))
+		p.s.answer(p, plainRaw(cmds[i]), now)
 	}
 	return nil
 }

@@ -48,6 +48,8 @@ type respLink struct {
 	bw   *bufio.Writer // owned by the stream's writer
 	nt   time.Duration
 	num  []byte // scratch for numbers, writer-owned
+	// rearm is when the write deadline is next moved forward (writer-owned).
+	rearm time.Time
 	once sync.Once
 }
 
@@ -157,7 +159,12 @@ func (k *respLink) write(batch []*cmd) error {
 	for _, c := range batch {
 		k.encode(c)
 	}
-	k.conn.SetWriteDeadline(time.Now().Add(max(k.nt, time.Second)))
+	// Re-arming the deadline costs a timer update; once a second is
+	// enough for a bound of seconds.
+	if now := time.Now(); now.After(k.rearm) {
+		k.conn.SetWriteDeadline(now.Add(max(k.nt, time.Second) + time.Second))
+		k.rearm = now.Add(time.Second)
+	}
 	return k.bw.Flush()
 }
 
@@ -251,13 +258,18 @@ func (k *respLink) bulkUint(n uint64) {
 
 // read hands each reply to the stream until the connection fails.
 func (k *respLink) read(br *bufio.Reader) {
+	var now time.Time
 	for {
+		fresh := br.Buffered() == 0 // this reply needs a read from the socket
 		r, err := readRaw(br, false)
 		if err != nil {
 			k.s.broken(k, err)
 			return
 		}
-		k.s.answer(k, r)
+		if fresh {
+			now = time.Now() // once per read, not per reply
+		}
+		k.s.answer(k, r, now)
 	}
 }
 

@@ -107,9 +107,9 @@ func (s *stream) skippingLocked(now time.Time) bool {
 	return s.unansweredLocked() > 0 && now.Sub(s.progress) > nt
 }
 
-// submit queues c, writing it at once when the stream is idle.
-func (s *stream) submit(c *cmd) submitted {
-	now := time.Now()
+// submit queues c, writing it at once when the stream is idle. now is
+// the caller's reading of the clock (its round's start).
+func (s *stream) submit(c *cmd, now time.Time) submitted {
 	s.mu.Lock()
 	if s.closed || s.invalid != nil {
 		s.mu.Unlock()
@@ -262,13 +262,14 @@ func (s *stream) flush() {
 				}
 				s.mu.Unlock()
 				rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
+				now := time.Now()
 				for _, c := range failed {
-					c.done(rep)
+					c.done(rep, now)
 				}
 				return
 			}
 			s.link, s.failedAt = ln, time.Time{}
-			s.answeredLocked()
+			s.answeredLocked(time.Now())
 		}
 		batch := s.takeLocked()
 		s.mu.Unlock()
@@ -281,8 +282,8 @@ func (s *stream) flush() {
 
 // answeredLocked records that the master answered: it is no longer
 // skipped, and what was parked goes out after everything submitted before.
-func (s *stream) answeredLocked() {
-	s.progress = time.Now()
+func (s *stream) answeredLocked(now time.Time) {
+	s.progress = now
 	if len(s.parked) > 0 {
 		s.queue = append(s.queue, s.parked...)
 		clear(s.parked)
@@ -294,8 +295,9 @@ func (s *stream) answeredLocked() {
 	}
 }
 
-// answer hands the reply r from link ln to the oldest unanswered command.
-func (s *stream) answer(ln link, r raw) {
+// answer hands the reply r from link ln, read at now, to the oldest
+// unanswered command.
+func (s *stream) answer(ln link, r raw, now time.Time) {
 	s.mu.Lock()
 	if s.link != ln || s.head == len(s.inflight) {
 		s.mu.Unlock()
@@ -310,9 +312,9 @@ func (s *stream) answer(ln link, r raw) {
 	if r.noScript() {
 		s.needLoad = true
 	}
-	s.answeredLocked()
+	s.answeredLocked(now)
 	s.mu.Unlock()
-	c.done(c.interpret(r))
+	c.done(c.interpret(r), now)
 }
 
 // broken ends link ln after an I/O error: its unanswered commands fail,
@@ -346,9 +348,10 @@ func (s *stream) broken(ln link, err error) {
 	s.mu.Unlock()
 	ln.close()
 	rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
+	now := time.Now()
 	for _, c := range lost {
 		if c.kind != cmdRelease {
-			c.done(rep)
+			c.done(rep, now)
 		}
 	}
 }

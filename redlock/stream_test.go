@@ -1,0 +1,127 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// A stalled master gets nothing new once it has been silent for
+// NodeTimeout: while 8 workers run rounds for 1.5 s, every command written
+// to it was written before the breaker opened, and it counts as answering
+// again only when it replies (after the resume), which also delivers the
+// releases held back meanwhile.
+func TestStalledMasterGetsNothingUntilItAnswers(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const nt = 50 * time.Millisecond
+	l := newLocker(t, c, &redlock.Options{NodeTimeout: nt})
+	lk, err := l.TryLock(t.Context(), "warm-up") // connect to all five
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.Unlock(t.Context())
+	before := l.Stats()[0].Written
+	if err := c.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var ops, fails atomic.Int64
+	for w := range 8 {
+		wg.Go(func() {
+			res := fmt.Sprintf("stall-%d", w)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lk, err := l.TryLock(t.Context(), res)
+				if err != nil {
+					fails.Add(1)
+					continue
+				}
+				lk.Unlock(t.Context())
+				ops.Add(1)
+			}
+		})
+	}
+	// Once the breaker is open (a NodeTimeout, plus room for a loaded
+	// machine), the count must not move.
+	waitFor(t, "master 0 to be skipped", func() bool { return l.Stats()[0].Skipped })
+	time.Sleep(2 * nt)
+	opened := l.Stats()[0]
+	time.Sleep(1500 * time.Millisecond) // the rounds' run time
+	close(stop)
+	wg.Wait()
+	after := l.Stats()[0]
+	if after.Written != opened.Written {
+		t.Fatalf("%d commands written to the stalled master after its breaker opened (%d before)", after.Written-opened.Written, opened.Written)
+	}
+	if !after.Skipped || fails.Load() != 0 || ops.Load() == 0 {
+		t.Fatalf("skipped %v, %d ops, %d failed; want skipped and no failures", after.Skipped, ops.Load(), fails.Load())
+	}
+	t.Logf("%d ops in 1.5 s with master 0 stalled; %d commands were written to it before its breaker opened, %d releases deferred", ops.Load(), opened.Written-before, after.Deferred)
+	c.ResumeAll()
+	// It answers what it had; the deferred releases follow, and nothing
+	// of ours is left on it.
+	waitFor(t, "the deferred releases to be delivered", func() bool { s := l.Stats()[0]; return !s.Skipped && s.Deferred == 0 })
+	for w := range 8 {
+		waitGone(t, c, fmt.Sprintf("stall-%d", w), "keys on the woken master to be released")
+	}
+	if _, err := l.TryLock(t.Context(), "after"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A TryLock cancelled in its first microseconds returns at once, leaves no
+// key, and does not make healthy masters look unavailable.
+func TestTryLockCancelledAtOnce(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	var slow int
+	for i := range 300 {
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Duration(i%6)*100*time.Microsecond, cancel) // 0–500 µs
+		start := time.Now()
+		lk, err := l.TryLock(ctx, "cancelled")
+		took := time.Since(start)
+		cancel()
+		if err == nil {
+			lk.Unlock(t.Context())
+		} else if !errors.Is(err, context.Canceled) {
+			t.Fatalf("call %d: %v, want context.Canceled", i, err)
+		}
+		if took > 50*time.Millisecond { // a whole NodeTimeout would be 100 ms
+			slow++
+		}
+		noKeyOn(t, c, "cancelled", 0, 1, 2, 3, 4)
+	}
+	if slow > 3 {
+		t.Fatalf("%d of 300 cancelled TryLocks took over half a NodeTimeout", slow)
+	}
+	lk, err := l.TryLock(t.Context(), "cancelled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countValue(keyState(t, c, "cancelled"), lk.Token()); n < 3 {
+		t.Fatalf("token on %d masters", n)
+	}
+	for i, s := range l.Stats() {
+		if s.Skipped {
+			t.Errorf("master %d is skipped after cancelled calls", i)
+		}
+	}
+	// Every master still gets the round: all five answer.
+	waitFor(t, "the token on all 5 masters", func() bool { return countValue(keyState(t, c, "cancelled"), lk.Token()) == 5 })
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
