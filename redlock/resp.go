@@ -50,7 +50,7 @@ type respLink struct {
 	num  []byte // scratch for numbers, writer-owned
 	// rearm is when the write deadline is next moved forward (writer-owned).
 	rearm time.Time
-	once sync.Once
+	once  sync.Once
 }
 
 func (k *respLink) direct() bool { return true }
