@@ -30,16 +30,29 @@
 //     before acting, keep a SafetyMargin, and for correctness-critical
 //     writes use fencing tokens, which the resource itself checks.
 //
-// # Stalled masters
+// # Stalled masters, and how commands reach the masters
 //
-// Each call to a master is bounded by NodeTimeout, enforced by the Locker
-// itself: go-redis v9 ignores context deadlines for socket I/O unless
-// ContextTimeoutEnabled is set, so a SIGSTOPped master would otherwise hold
-// every round for the client's ReadTimeout (3 s by default). A master that
-// overran its deadline gets no new calls until it answers again (one probe
-// at a time), so a stalled master costs neither latency nor a pile-up of
-// goroutines and pooled connections. Calls that overran stay owned by the
-// Locker; Close waits for them.
+// Each master has one ordered stream: the commands of all concurrent
+// callers are written to it in order, batched into pipelined writes, on
+// one connection. A release therefore never overtakes the SET it cleans
+// up. Every round is bounded by NodeTimeout, enforced by the Locker with
+// one timer per round, whatever the client does. A master that has left a
+// command unanswered, and sent no reply, for longer than NodeTimeout is
+// skipped: acquire and extend commands fail at once for it (Unavailable),
+// and nothing is written to it until it replies to what it already has.
+//
+// Plain *redis.Client masters get a dedicated connection per master,
+// opened with the client's address, dialer, TLS config, user, password
+// and DB; the client's pool, hooks and timeouts are not used (its
+// ReadTimeout only bounds how long a silent connection is kept before it
+// is opened again). Other clients (cluster, Sentinel, ring, credentials
+// providers, OnConnect hooks), or any client with Options.ViaClient, send
+// each batch as a go-redis pipeline through the client itself, one batch
+// at a time; a stalled master then holds its stream for the client's
+// ReadTimeout. A Locker's traffic does not wait behind other traffic on
+// the fast path; on the plain path it shares the client's pool, and
+// slow commands of the application's on that client delay lock rounds
+// (head-of-line blocking): give the Locker clients of its own.
 //
 // # Fencing tokens
 //
@@ -70,25 +83,40 @@
 // # Keeping a lock
 //
 // Locker.Do runs a function under the lock and keeps the lock alive while
-// it runs: an extension when about a third of the TTL remains, retried
-// while time remains. If the deadline comes without one, the function's
-// context is cancelled at that instant with cause ErrLost. The function
-// must stop touching the resource then; Do returns an error wrapping
-// ErrLost. Every goroutine Do starts is joined before it returns.
+// it runs: an extension when about a third of the validity window remains,
+// retried while time remains. The function's context is done no later
+// than the lock's Deadline() (a timer of its own cancels it a millisecond
+// before, with cause ErrLost, whatever an extension call is doing), unless
+// an extension succeeded first. The function must stop touching the
+// resource then; Do returns an error wrapping ErrLost. If the function
+// panics, Do releases the lock and lets the panic continue. Every
+// goroutine Do starts is joined before it returns.
 //
 // # Releases that could not be delivered
 //
-// A master that is not answering when a lock is released (or when a failed
-// acquisition cleans up) keeps the key; the Locker remembers the release
-// and delivers it when that master answers again (a compare-and-delete, so
-// it never removes a later owner's key). A SET that lands on a master after
-// its round gave up on it is deleted when its reply arrives. Close drops
-// what is still pending: those keys expire with their TTL.
+// A master that is skipped when a lock is released (or when a failed
+// acquisition cleans up) keeps the key for now; the release waits in its
+// stream, behind everything written before it, and goes out when the
+// master answers again (a compare-and-delete, so it never removes a later
+// owner's key). It is never forgotten by time, only by room: at most 4096
+// wait per master, and Locker.Stats counts what was dropped.
+//
+// # Close
+//
+// Close makes new operations fail with ErrClosed and waits for those in
+// progress; an acquisition caught between its two fenced rounds fails and
+// releases what it took. Locks handed out before stay on the masters
+// until their TTL: Extend and Unlock after Close return errors wrapping
+// ErrClosed, not ErrLost, since the lock may still be held. Releases still
+// waiting for a stalled master are dropped; those keys expire with their
+// TTL.
 //
 // # Errors
 //
-// ErrNotAcquired and ErrLost are sentinels for errors.Is; *Error carries the
-// outcome on each master for errors.As. A context that ended stays visible:
-// errors.Is(err, context.Canceled). Bad options and resource names wrap
-// ErrInvalid and name the rule they break.
+// ErrNotAcquired, ErrLost and ErrClosed are sentinels for errors.Is;
+// *Error carries the outcome on each master for errors.As. A context that
+// ended stays visible: errors.Is(err, context.Canceled). Bad options and
+// resource names wrap ErrInvalid and name the rule they break; so does a
+// master that turns out, on first contact, to be the same server as
+// another (the same run_id).
 package redlock
