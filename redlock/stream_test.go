@@ -125,3 +125,38 @@ func TestTryLockCancelledAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The plain path (through the go-redis clients) keeps the same promises:
+// keys on a majority, nothing left after Unlock, a stalled master skipped,
+// and its keys released once it wakes.
+func TestViaClient(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{ViaClient: true, NodeTimeout: 100 * time.Millisecond})
+	lk, err := l.TryLock(t.Context(), "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the token on all 5 masters", func() bool { return countValue(keyState(t, c, "plain"), lk.Token()) == 5 })
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	noKeyOn(t, c, "plain", 0, 1, 2, 3, 4)
+	if err := c.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		lk, err := l.TryLock(t.Context(), "plain")
+		if err != nil {
+			t.Fatalf("round %d with master 0 stalled: %v", round, err)
+		}
+		if err := lk.Unlock(t.Context()); err != nil {
+			t.Fatalf("round %d: Unlock: %v", round, err)
+		}
+		noKeyOn(t, c, "plain", 1, 2, 3, 4)
+	}
+	if !l.Stats()[0].Skipped {
+		t.Fatal("the stalled master is not skipped")
+	}
+	c.ResumeAll()
+	waitGone(t, c, "plain", "the woken master's keys to be released")
+}

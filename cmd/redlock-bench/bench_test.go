@@ -85,7 +85,7 @@ func TestParseFlags(t *testing.T) {
 		check func(*config) bool
 	}{
 		{"defaults", nil, func(c *config) bool {
-			return c.masters == 5 && c.workers == 8 && c.duration == 5*time.Second && c.ttl == 10*time.Second &&
+			return c.masters == 5 && slices.Equal(c.workers, []int{8}) && c.duration == 5*time.Second && c.ttl == 10*time.Second &&
 				slices.Equal(c.impls, []string{"redlock", "redsync", "redsync-failfast", "single"}) &&
 				slices.Contains(c.scenarios, "stall")
 		}},
@@ -96,6 +96,10 @@ func TestParseFlags(t *testing.T) {
 			return c.masters == 3 && len(c.addrs) == 3 && c.addrs[1] == "127.0.0.1:7002"
 		}},
 		{"all", []string{"-scenarios", "all", "-impls", "all"}, func(c *config) bool { return len(c.impls) == 4 }},
+		{"one worker count", []string{"-workers", "64"}, func(c *config) bool { return slices.Equal(c.workers, []int{64}) }},
+		{"worker sweep keeps the order given", []string{"-workers", "64, 1,8,256"}, func(c *config) bool {
+			return slices.Equal(c.workers, []int{64, 1, 8, 256})
+		}},
 	}
 	for _, tt := range good {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,8 +118,11 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{"unknown scenario", "unknown name \"nope\"", []string{"-scenarios", "uncontended,nope"}},
 		{"unknown impl", "known: redlock", []string{"-impls", "etcd"}},
-		{"zero workers", "-workers must be at least 1", []string{"-workers", "0"}},
-		{"negative workers", "-workers must be at least 1", []string{"-workers", "-3"}},
+		{"zero workers", `-workers: "0" must be at least 1`, []string{"-workers", "0"}},
+		{"negative workers", `-workers: "-3" must be at least 1`, []string{"-workers", "-3"}},
+		{"bad entry in a sweep", `-workers: "x" is not a whole number`, []string{"-workers", "1,x,8"}},
+		{"empty entry in a sweep", "-workers: empty entry", []string{"-workers", "1,,8"}},
+		{"too many workers", `-workers: "5000" is more than the maximum of 4096`, []string{"-workers", "8,5000"}},
 		{"short duration", "-duration", []string{"-duration", "1ms"}},
 		{"sub-ms ttl", "-ttl", []string{"-ttl", "1500us"}},
 		{"unknown flag", "not defined", []string{"-bogus"}},
@@ -151,6 +158,55 @@ func TestParseFlags(t *testing.T) {
 	})
 }
 
+func TestParseWorkers(t *testing.T) {
+	good := []struct {
+		in   string
+		want []int
+	}{
+		{"8", []int{8}},
+		{"1,8,64,256", []int{1, 8, 64, 256}},
+		{" 256 , 1 ", []int{256, 1}},
+		{"+4", []int{4}},
+		{"4096", []int{4096}},
+	}
+	for _, tt := range good {
+		got, err := parseWorkers(tt.in)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("parseWorkers(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	// Every bad list is a usage error that names the bad entry.
+	bad := []struct{ in, want string }{
+		{"", "empty entry"},
+		{" ", "empty entry"},
+		{"1,,8", `empty entry in "1,,8"`},
+		{"8,", `empty entry in "8,"`},
+		{",8", `empty entry in ",8"`},
+		{"0", `"0" must be at least 1`},
+		{"1,-8", `"-8" must be at least 1`},
+		{"-99999999999999999999", `"-99999999999999999999" must be at least 1`},
+		{"eight", `"eight" is not a whole number`},
+		{"1.5", `"1.5" is not a whole number`},
+		{"1e3", `"1e3" is not a whole number`},
+		{"0x10", `"0x10" is not a whole number`},
+		{"8 16", `"8 16" is not a whole number`},
+		{"4097", `"4097" is more than the maximum of 4096`},
+		{"1,99999999999999999999", `"99999999999999999999" is more than the maximum of 4096`},
+		{"8,1,8", `"8" is listed twice`},
+	}
+	for _, tt := range bad {
+		got, err := parseWorkers(tt.in)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("parseWorkers(%q) = %v, %v; want a usage error", tt.in, got, err)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "-workers: ") || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parseWorkers(%q): error %q does not mention %q", tt.in, err, tt.want)
+		}
+	}
+}
+
 func TestUnreachableAddrIsUsageError(t *testing.T) {
 	// Port 1 on loopback: nothing listens there, so the dial is refused.
 	err := run(t.Context(), []string{"-addrs", "127.0.0.1:1", "-duration", "100ms", "-q"}, io.Discard, io.Discard)
@@ -162,33 +218,52 @@ func TestUnreachableAddrIsUsageError(t *testing.T) {
 
 func TestComputeRatios(t *testing.T) {
 	res := []Result{
-		{Scenario: "uncontended", Impl: "redlock", OpsPerSec: 300, Phases: []PhaseResult{{Name: "all", OpsPerSec: 300}}},
-		{Scenario: "uncontended", Impl: "redsync", OpsPerSec: 100, Phases: []PhaseResult{{Name: "all", OpsPerSec: 100}}},
-		{Scenario: "stall", Impl: "redlock", OpsPerSec: 90, Phases: []PhaseResult{{Name: "healthy", OpsPerSec: 100}, {Name: "1 stopped", OpsPerSec: 95}}},
-		{Scenario: "stall", Impl: "redsync", OpsPerSec: 50, Phases: []PhaseResult{{Name: "healthy", OpsPerSec: 100}, {Name: "1 stopped", OpsPerSec: 0}}},
+		{Scenario: "uncontended", Impl: "redlock", Workers: 8, OpsPerSec: 300, Phases: []PhaseResult{{Name: "all", OpsPerSec: 300}}},
+		{Scenario: "uncontended", Impl: "redsync", Workers: 8, OpsPerSec: 100, Phases: []PhaseResult{{Name: "all", OpsPerSec: 100}}},
+		{Scenario: "stall", Impl: "redlock", Workers: 8, OpsPerSec: 90, Phases: []PhaseResult{{Name: "healthy", OpsPerSec: 100}, {Name: "1 stopped", OpsPerSec: 95}}},
+		{Scenario: "stall", Impl: "redsync", Workers: 8, OpsPerSec: 50, Phases: []PhaseResult{{Name: "healthy", OpsPerSec: 100}, {Name: "1 stopped", OpsPerSec: 0}}},
+		// A second worker count: its ratios pair only its own cells.
+		{Scenario: "uncontended", Impl: "redlock", Workers: 64, OpsPerSec: 1000, Phases: []PhaseResult{{Name: "all", OpsPerSec: 1000}}},
+		{Scenario: "uncontended", Impl: "redsync", Workers: 64, OpsPerSec: 125, Phases: []PhaseResult{{Name: "all", OpsPerSec: 125}}},
+		// Ours did not run with 2 workers: no ours ÷ redsync ratio there.
+		{Scenario: "uncontended", Impl: "redsync", Workers: 2, OpsPerSec: 40, Phases: []PhaseResult{{Name: "all", OpsPerSec: 40}}},
 	}
 	rs := computeRatios(res)
-	check := func(sc, ni, np, di, dp string, want *float64) {
+	check := func(sc string, w int, ni, np, di, dp string, want *float64) {
 		t.Helper()
-		r, ok := findRatio(rs, sc, ni, np, di, dp)
+		r, ok := findRatio(rs, sc, w, ni, np, di, dp)
 		switch {
 		case !ok:
-			t.Errorf("no ratio %s %s/%s ÷ %s/%s", sc, ni, np, di, dp)
+			t.Errorf("no ratio %s %dw %s/%s ÷ %s/%s", sc, w, ni, np, di, dp)
+		case r.Workers != w:
+			t.Errorf("%s %dw %s/%s ÷ %s/%s has workers %d", sc, w, ni, np, di, dp, r.Workers)
 		case want == nil && r.Value != nil:
-			t.Errorf("%s %s/%s ÷ %s/%s = %v, want null", sc, ni, np, di, dp, *r.Value)
+			t.Errorf("%s %dw %s/%s ÷ %s/%s = %v, want null", sc, w, ni, np, di, dp, *r.Value)
 		case want != nil && (r.Value == nil || *r.Value != *want):
-			t.Errorf("%s %s/%s ÷ %s/%s = %v, want %v", sc, ni, np, di, dp, r.Value, *want)
+			t.Errorf("%s %dw %s/%s ÷ %s/%s = %v, want %v", sc, w, ni, np, di, dp, r.Value, *want)
 		}
 	}
 	f := func(v float64) *float64 { return &v }
-	check("uncontended", "redlock", "all", "redsync", "all", f(3))
-	check("stall", "redlock", "all", "redsync", "all", f(1.8))
-	check("stall", "redlock", "healthy", "redsync", "healthy", f(1))
-	check("stall", "redlock", "1 stopped", "redsync", "1 stopped", nil)
-	check("stall", "redlock", "1 stopped", "redlock", "healthy", f(0.95))
-	check("stall", "redsync", "1 stopped", "redsync", "healthy", f(0))
-	if _, ok := findRatio(rs, "uncontended", "redsync", "all", "redlock", "all"); ok {
+	check("uncontended", 8, "redlock", "all", "redsync", "all", f(3))
+	check("uncontended", 64, "redlock", "all", "redsync", "all", f(8))
+	check("stall", 8, "redlock", "all", "redsync", "all", f(1.8))
+	check("stall", 8, "redlock", "healthy", "redsync", "healthy", f(1))
+	check("stall", 8, "redlock", "1 stopped", "redsync", "1 stopped", nil)
+	check("stall", 8, "redlock", "1 stopped", "redlock", "healthy", f(0.95))
+	check("stall", 8, "redsync", "1 stopped", "redsync", "healthy", f(0))
+	if _, ok := findRatio(rs, "uncontended", 8, "redsync", "all", "redlock", "all"); ok {
 		t.Error("ratios should put ours in the numerator only")
+	}
+	if _, ok := findRatio(rs, "uncontended", 2, "redlock", "all", "redsync", "all"); ok {
+		t.Error("a ratio for 2 workers, where ours did not run")
+	}
+	for _, r := range rs {
+		if r.Scenario == "uncontended" && (r.Numerator.OpsPerSec == 300) != (r.Workers == 8) {
+			t.Errorf("ratio %+v pairs cells of different worker counts", r)
+		}
+	}
+	if n := len(rs); n != 7 {
+		t.Errorf("%d ratios, want 7: %+v", n, rs)
 	}
 	if got := fmtRatio(Ratio{Numerator: Side{OpsPerSec: 5}}); got != "∞ (0 ops)" {
 		t.Errorf("fmtRatio over zero = %q", got)
@@ -196,13 +271,14 @@ func TestComputeRatios(t *testing.T) {
 }
 
 // syntheticReport has every shape the schema must accept: a null handoff,
-// a non-null one, a null ratio, failures, notes, phases.
+// a non-null one, a null ratio, failures, notes, phases, two worker counts.
 func syntheticReport() *Report {
 	rep := &Report{
 		SchemaVersion: schemaVersion, Tool: "redlock-bench", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		WallSeconds: 12.5, Env: Env{GoVersion: "go1.26", GOOS: "linux", GOARCH: "amd64", CPUs: 2},
 		Masters: Masters{Kind: "embedded", N: 5, Addrs: []string{"127.0.0.1:1"}, StallMethod: "mutex", Note: "EMBEDDED"},
-		Config:  Config{Workers: 8, DurationSeconds: 5, TTLMs: 10000, Scenarios: []string{"contended", "stall"}, Impls: []string{"redlock", "redsync"}},
+		Config: Config{Workers: []int{8, 1}, DurationSeconds: 5, TTLMs: 10000, Scenarios: []string{"contended", "stall"},
+			Impls: []string{"redlock", "redsync", "redsync-failfast"}},
 	}
 	rep.Scenarios = []ScenarioInfo{
 		{Name: "contended", Description: "d", Available: true, Phases: []PhaseInfo{{Name: "all", From: 0, To: 1, PausedMasters: []int{}}}},
@@ -219,6 +295,15 @@ func syntheticReport() *Report {
 			Phases: []PhaseResult{{Name: "healthy", Seconds: 2.5, Ops: 10, OpsPerSec: 4}, {Name: "1 stopped", Seconds: 2.5}}, Notes: []string{"n"}},
 		{Scenario: "stall", Impl: "redsync", Workers: 8, DurationSeconds: 5, LateOps: 3, AcquireMs: Dist{}, Failures: map[string]int64{},
 			Validity: Validity{Source: "until"}, Phases: []PhaseResult{{Name: "healthy", Seconds: 2.5}, {Name: "1 stopped", Seconds: 2.5}}, Notes: []string{}},
+		{Scenario: "contended", Impl: "redsync-failfast", Workers: 8, DurationSeconds: 5, Ops: 5, OpsPerSec: 1, AcquireMs: Dist{Count: 5, P50: 4, P90: 4, P99: 4, Max: 4, Mean: 4},
+			HandoffMs: &h, Failures: map[string]int64{}, Validity: Validity{Source: "until"},
+			Phases: []PhaseResult{{Name: "all", Seconds: 5, Ops: 5, OpsPerSec: 1}}, Notes: []string{}},
+		{Scenario: "contended", Impl: "redlock", Workers: 1, DurationSeconds: 5, Ops: 30, OpsPerSec: 6, AcquireMs: h, HandoffMs: &h,
+			Failures: map[string]int64{}, Validity: Validity{Source: "acquisition"},
+			Phases: []PhaseResult{{Name: "all", Seconds: 5, Ops: 30, OpsPerSec: 6}}, Notes: []string{}},
+		{Scenario: "contended", Impl: "redsync-failfast", Workers: 1, DurationSeconds: 5, Ops: 20, OpsPerSec: 4, AcquireMs: h, HandoffMs: &h,
+			Failures: map[string]int64{}, Validity: Validity{Source: "until"},
+			Phases: []PhaseResult{{Name: "all", Seconds: 5, Ops: 20, OpsPerSec: 4}}, Notes: []string{}},
 	}
 	rep.Ratios = computeRatios(rep.Results)
 	return rep
@@ -281,7 +366,22 @@ func TestSchemaRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	mutations := map[string]func(m map[string]any){
-		"wrong version":   func(m map[string]any) { m["schema_version"] = 2 },
+		"version 1": func(m map[string]any) { m["schema_version"] = 1 },
+		"config workers as one number": func(m map[string]any) {
+			m["config"].(map[string]any)["workers"] = 8
+		},
+		"no config workers": func(m map[string]any) {
+			m["config"].(map[string]any)["workers"] = []any{}
+		},
+		"zero workers": func(m map[string]any) {
+			m["config"].(map[string]any)["workers"] = []any{0}
+		},
+		"result without workers": func(m map[string]any) {
+			delete(m["results"].([]any)[0].(map[string]any), "workers")
+		},
+		"ratio without workers": func(m map[string]any) {
+			delete(m["ratios"].([]any)[0].(map[string]any), "workers")
+		},
 		"missing results": func(m map[string]any) { delete(m, "results") },
 		"extra field":     func(m map[string]any) { m["surprise"] = true },
 		"bad kind":        func(m map[string]any) { m["masters"].(map[string]any)["kind"] = "cloud" },
@@ -311,10 +411,32 @@ func TestRenderTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"EMBEDDED MASTERS", "not run: fencing (no field)", "contended", "stall: ops/s per phase",
-		"1 stopped ÷ healthy", "redlock ÷ redsync: healthy", "∞ (0 ops)", "not_acquired:2", "handoff", "note: stall/redlock: n"} {
+	for _, want := range []string{"EMBEDDED MASTERS", "workers 8,1 ·", "not run: fencing (no field)", "contended", "stall: ops/s per phase",
+		"1 stopped ÷ healthy", "8w redlock ÷ redsync: healthy", "∞ (0 ops)", "not_acquired:2", "handoff", "note: stall/redlock/8w: n",
+		// Ours ÷ failfast per worker count, in -workers order: 2/1 and 6/4
+		// ops/s, p50 1/4 and 1/1 ms.
+		"\ncontended: redlock ÷ redsync-failfast  8w 2.00× (p50 0.25×)  1w 1.50× (p50 1.00×)\n"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	// Only where both ran: stall has no redsync-failfast.
+	if strings.Contains(s, "stall: redlock ÷ redsync-failfast") {
+		t.Errorf("summary line for stall, where redsync-failfast did not run:\n%s", s)
+	}
+	// The ratio column compares the same worker count: 2/1 at 8, 6/4 at 1.
+	for _, want := range []string{"contended        8  redsync-failfast", "contended        1  redsync-failfast"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks a row starting %q:\n%s", want, s)
+		}
+	}
+	for _, l := range strings.Split(s, "\n") {
+		if len(strings.Fields(l)) < 15 { // not a row of the main table
+			continue
+		}
+		if strings.Contains(l, "8  redsync-failfast") && !strings.Contains(l, "2.00×") ||
+			strings.Contains(l, "1  redsync-failfast") && !strings.Contains(l, "1.50×") {
+			t.Errorf("row with the wrong ratio: %q", l)
 		}
 	}
 	// tabwriter aligns: every row of the main table has the same width.
@@ -416,5 +538,119 @@ func smoke(t *testing.T, extra ...string) {
 		if !bytes.Contains(svg, []byte(im)) {
 			t.Errorf("chart has no legend entry for %s", im)
 		}
+	}
+}
+
+// TestChartSkipsEmptySeries: an implementation with no samples gets a
+// legend entry and no line, and a latency plot with nothing (or one value
+// under 1 ms) to draw does not make gonum/plot panic on its log axis. With
+// several worker counts only the largest is drawn.
+func TestChartSkipsEmptySeries(t *testing.T) {
+	rep := syntheticReport()
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		switch {
+		case r.Workers == 1: // charted only if the largest count were 1
+			r.acquireSorted, r.validitySorted = []float64{1, 2, 3}, []float64{0.98, 0.99}
+		case r.Scenario == "stall" && r.Impl == oursName: // one sample, under 1 ms
+			r.acquireSorted, r.validitySorted = []float64{0.5}, []float64{0.99}
+		default: // no samples at all (contended at 8 workers: every series empty)
+			r.acquireSorted, r.validitySorted = nil, nil
+		}
+	}
+	path := filepath.Join(t.TempDir(), "c.svg")
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("writeChart panicked: %v", p)
+			}
+		}()
+		if err := writeChart(path, rep); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	svg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", "contended, 8 workers", "stall, 8 workers", "redsync-failfast (no samples)", "redsync (no samples)"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	if bytes.Contains(svg, []byte("1 workers")) {
+		t.Error("chart draws the smaller worker count too")
+	}
+}
+
+// TestSmokeEmbeddedSweep runs two worker counts for a moment on embedded
+// masters: every cell runs once per count, each result and ratio carries
+// its count, ratios pair cells of the same count, and the summary line and
+// chart follow.
+func TestSmokeEmbeddedSweep(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, chartPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
+	args := []string{"-embedded", "-duration", "100ms", "-workers", "1,3", "-scenarios", "uncontended,contended", "-q",
+		"-json", jsonPath, "-chart", chartPath}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run %q: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := checkJSON(t, b)
+	if !slices.Equal(rep.Config.Workers, []int{1, 3}) {
+		t.Errorf("config.workers = %v, want [1 3]", rep.Config.Workers)
+	}
+	type key struct {
+		sc, impl string
+		workers  int
+	}
+	cells := map[key]Result{}
+	for _, r := range rep.Results {
+		cells[key{r.Scenario, r.Impl, r.Workers}] = r
+	}
+	if want := 2 * 2 * len(implNames()); len(rep.Results) != want || len(cells) != want {
+		t.Errorf("%d results (%d distinct), want %d", len(rep.Results), len(cells), want)
+	}
+	for _, sc := range []string{"uncontended", "contended"} {
+		for _, w := range []int{1, 3} {
+			for _, im := range implNames() {
+				r, ok := cells[key{sc, im, w}]
+				switch {
+				case !ok:
+					t.Errorf("no result for %s/%s/%dw", sc, im, w)
+				case sc == "uncontended" && r.Ops+r.LateOps == 0:
+					t.Errorf("%s/%s/%dw completed nothing", sc, im, w)
+				}
+				if im == oursName {
+					continue
+				}
+				x, ok := findRatio(rep.Ratios, sc, w, oursName, "all", im, "all")
+				if !ok {
+					t.Errorf("no ratio %s %dw redlock ÷ %s", sc, w, im)
+					continue
+				}
+				if x.Numerator.OpsPerSec != cells[key{sc, oursName, w}].OpsPerSec || x.Denominator.OpsPerSec != r.OpsPerSec {
+					t.Errorf("ratio %+v does not pair the %d-worker cells", x, w)
+				}
+			}
+		}
+	}
+	out := stdout.String()
+	for _, want := range []string{"workers 1,3 ·", "uncontended: redlock ÷ redsync-failfast  1w ", "  3w ",
+		"contended: redlock ÷ redsync-failfast  1w "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	svg, err := os.ReadFile(chartPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte("uncontended, 3 workers")) || bytes.Contains(svg, []byte("1 workers")) {
+		t.Errorf("chart should draw the 3-worker cells only (%d bytes)", len(svg))
 	}
 }

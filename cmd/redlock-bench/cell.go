@@ -41,7 +41,6 @@ func (r *recorder) fail(kind string, err error) {
 // cellEnv is what a cell needs besides its scenario and implementation.
 type cellEnv struct {
 	ms       *masters
-	workers  int
 	duration time.Duration
 	ttl      time.Duration
 	run      string // run id, part of every key
@@ -49,17 +48,17 @@ type cellEnv struct {
 	progress *progress
 }
 
-// runCell measures one implementation in one scenario: it opens the
-// implementation, runs the workers for the duration while stopping and
-// resuming masters at phase boundaries, drains, closes, and deletes the
-// cell's keys.
+// runCell measures one implementation in one scenario with c.workers
+// workers: it opens the implementation, runs the workers for the duration
+// while stopping and resuming masters at phase boundaries, drains, closes,
+// and deletes the cell's keys.
 func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	im, err := c.impl.open(env.ms.info.Addrs, env.ttl)
 	if err != nil {
-		return Result{}, fmt.Errorf("%s/%s: opening: %w", c.sc.name, c.impl.name, err)
+		return Result{}, fmt.Errorf("%s: opening: %w", c.label(), err)
 	}
 	base := fmt.Sprintf("%s/c%d", env.run, env.index)
-	warmUp(ctx, im, base, env.workers)
+	warmUp(ctx, im, base, c.workers)
 
 	start := time.Now()
 	end := start.Add(env.duration)
@@ -67,7 +66,7 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	defer cancel()
 
 	var ops atomic.Int64
-	stopProgress := env.progress.cell(env.index, c.sc.name+" × "+c.impl.name, start, env.duration, &ops)
+	stopProgress := env.progress.cell(env.index, fmt.Sprintf("%s × %s × %dw", c.sc.name, c.impl.name, c.workers), start, env.duration, &ops)
 
 	// Faults: one goroutine walks the phases and stops/resumes masters;
 	// it resumes everything before it returns.
@@ -80,9 +79,9 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	}()
 
 	var lastUnlock atomic.Int64 // shared resource: offset of the latest Unlock call
-	recs := make([]*recorder, env.workers)
+	recs := make([]*recorder, c.workers)
 	var wg sync.WaitGroup
-	for w := range env.workers {
+	for w := range c.workers {
 		rec := &recorder{}
 		recs[w] = rec
 		resource := fmt.Sprintf("%s/w%d", base, w)
@@ -100,7 +99,7 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	select {
 	case <-wdone:
 	case <-time.After(drainBound):
-		drainErr = fmt.Errorf("%s/%s: workers still blocked %v after the end with every master resumed", c.sc.name, c.impl.name, drainBound)
+		drainErr = fmt.Errorf("%s: workers still blocked %v after the end with every master resumed", c.label(), drainBound)
 	}
 	stopProgress()
 	if drainErr != nil {
@@ -263,7 +262,7 @@ func summarise(c cell, env cellEnv, phases []phase, recs []*recorder) Result {
 	res := Result{
 		Scenario:        c.sc.name,
 		Impl:            c.impl.name,
-		Workers:         env.workers,
+		Workers:         c.workers,
 		DurationSeconds: env.duration.Seconds(),
 		Failures:        all.failures,
 		Notes:           []string{},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 
 	"gonum.org/v1/plot"
@@ -41,15 +42,22 @@ func cdf(sorted []float64, positiveOnly bool) plotter.XYs {
 
 // writeChart writes an SVG with, per scenario, the CDF of acquire latency
 // (log scale) and of validity left at acquisition ÷ TTL, one line per
-// implementation. The SVG references nothing outside itself.
+// implementation, for the largest worker count the scenario ran with (a
+// -workers sweep is charted at its largest count only). An implementation
+// with no samples gets a legend entry and no line. The SVG references
+// nothing outside itself.
 func writeChart(path string, rep *Report) error {
 	var scs []string
+	workers := map[string]int{} // scenario → the largest worker count it ran with
 	for _, s := range rep.Scenarios {
 		for _, r := range rep.Results {
-			if r.Scenario == s.Name {
-				scs = append(scs, s.Name)
-				break
+			if r.Scenario != s.Name {
+				continue
 			}
+			if _, ok := workers[s.Name]; !ok {
+				scs = append(scs, s.Name)
+			}
+			workers[s.Name] = max(workers[s.Name], r.Workers)
 		}
 	}
 	if len(scs) == 0 {
@@ -57,8 +65,9 @@ func writeChart(path string, rep *Report) error {
 	}
 	rows := make([][]*plot.Plot, len(scs))
 	for i, sc := range scs {
+		title := fmt.Sprintf("%s, %d workers", sc, workers[sc])
 		lat := plot.New()
-		lat.Title.Text = sc + ": acquire latency (CDF)"
+		lat.Title.Text = title + ": acquire latency (CDF)"
 		lat.X.Label.Text = "ms (log scale)"
 		lat.Y.Label.Text = "fraction of acquisitions"
 		lat.X.Scale = plot.LogScale{}
@@ -68,7 +77,7 @@ func writeChart(path string, rep *Report) error {
 		lat.Legend.Left = false
 
 		val := plot.New()
-		val.Title.Text = sc + ": validity left at acquisition ÷ TTL (CDF)"
+		val.Title.Text = title + ": validity left at acquisition ÷ TTL (CDF)"
 		val.X.Label.Text = "validity ÷ TTL"
 		val.Y.Label.Text = "fraction of acquisitions"
 		val.Y.Min, val.Y.Max = 0, 1
@@ -77,7 +86,7 @@ func writeChart(path string, rep *Report) error {
 
 		k := 0
 		for _, r := range rep.Results {
-			if r.Scenario != sc {
+			if r.Scenario != sc || r.Workers != workers[sc] {
 				continue
 			}
 			if err := addLine(lat, k, r.Impl, cdf(r.acquireSorted, true)); err != nil {
@@ -88,6 +97,7 @@ func writeChart(path string, rep *Report) error {
 			}
 			k++
 		}
+		logRange(&lat.X)
 		rows[i] = []*plot.Plot{lat, val}
 	}
 
@@ -114,6 +124,19 @@ func writeChart(path string, rep *Report) error {
 		return fmt.Errorf("-chart: %w", err)
 	}
 	return nil
+}
+
+// logRange makes a log axis's range drawable: gonum/plot panics ("Values
+// must be greater than 0 for a log scale") on a range that is empty (no
+// line on the plot: every implementation had no samples) or a single value
+// (it widens that by ±1, below zero for values under 1).
+func logRange(a *plot.Axis) {
+	switch {
+	case math.IsInf(a.Min, 0) || math.IsInf(a.Max, 0) || a.Min <= 0 || a.Max < a.Min:
+		a.Min, a.Max = 0.1, 10 // nothing to draw: any positive range will do
+	case a.Min == a.Max:
+		a.Min, a.Max = a.Min/2, a.Max*2
+	}
 }
 
 // addLine adds one implementation's CDF, or only its legend entry marked

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,7 +26,7 @@ type config struct {
 	addrs       []string
 	masters     int
 	embedded    bool
-	workers     int
+	workers     []int // worker counts, in the order given; each runs every cell
 	duration    time.Duration
 	ttl         time.Duration
 	scenarios   []string
@@ -37,11 +38,13 @@ type config struct {
 }
 
 // Defaults sized for "go run ./cmd/redlock-bench" to finish in well under
-// 90 s on a 2-core machine: 4 implementations × 3 scenarios × 5 s = 60 s of
-// measurement, plus start-up and draining.
+// 90 s on a 2-core machine: (4 implementations × 3 scenarios + 2 fencing
+// variants) × 5 s = 70 s of measurement, plus start-up and draining. A
+// -workers sweep multiplies the measurement by the number of counts.
 const (
 	defaultMasters  = 5
 	defaultWorkers  = 8
+	maxWorkers      = 4096 // per cell; more is a usage error
 	defaultDuration = 5 * time.Second
 	defaultTTL      = 10 * time.Second
 	minDuration     = 100 * time.Millisecond
@@ -59,7 +62,8 @@ masters measure library overhead, not the network, and are labelled so.
 Implementations (each gets its own default go-redis clients):
 %s
 Scenarios (cells run one after another, never concurrently; keys are deleted
-between cells):
+between cells; with several -workers counts, each scenario runs once per
+count for every implementation):
 %s
 Retry policies: every implementation's Lock uses its own defaults
 (redsync: 32 tries, 50-250 ms apart; ours: until the cell ends, 5-100 ms
@@ -82,12 +86,16 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		addrs     string
 		scenarios string
 		impls     string
+		workers   string
 	)
 	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of independent masters to use (e.g. the compose lab:\n127.0.0.1:7001,...,127.0.0.1:7005); stall then uses CLIENT PAUSE. Default: start our own")
 	fs.IntVar(&cfg.masters, "masters", defaultMasters, "how many masters to start when -addrs is not given")
 	fs.BoolVar(&cfg.embedded, "embedded", false, "use in-process miniredis masters even if redis-server is installed")
-	fs.IntVar(&cfg.workers, "workers", defaultWorkers, "concurrent workers (goroutines) per cell")
-	fs.DurationVar(&cfg.duration, "duration", defaultDuration, "measured time per cell (implementation × scenario)")
+	fs.StringVar(&workers, "workers", strconv.Itoa(defaultWorkers), "concurrent workers (goroutines) per cell, or a comma-separated `list` of counts to sweep (e.g. 1,8,64,256):\n"+
+		"every scenario × implementation then runs once per count, in the order given; ratios compare the same\n"+
+		"scenario and count, and a summary line per scenario gives redlock ÷ redsync-failfast at each count.\n"+
+		"Each count is a whole number from 1 to "+strconv.Itoa(maxWorkers)+". -chart draws each scenario at its largest count only")
+	fs.DurationVar(&cfg.duration, "duration", defaultDuration, "measured time per cell (implementation × scenario × worker count)")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lock TTL for every implementation (whole milliseconds)")
 	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, or \"all\". Default: every available one")
 	fs.StringVar(&impls, "impls", strings.Join(implNames(), ","), "comma-separated implementations to run, or \"all\"")
@@ -133,8 +141,6 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	switch {
 	case cfg.masters < 1:
 		return nil, usagef("-masters must be at least 1, got %d", cfg.masters)
-	case cfg.workers < 1:
-		return nil, usagef("-workers must be at least 1, got %d", cfg.workers)
 	case cfg.duration < minDuration:
 		return nil, usagef("-duration must be at least %v, got %v", minDuration, cfg.duration)
 	case cfg.ttl <= 0 || cfg.ttl%time.Millisecond != 0:
@@ -142,6 +148,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 
 	var err error
+	if cfg.workers, err = parseWorkers(workers); err != nil {
+		return nil, err
+	}
 	if cfg.scenarios, err = pickNames("-scenarios", scenarios, scenarioNames()); err != nil {
 		return nil, err
 	}
@@ -171,6 +180,40 @@ func pickNames(flagName, list string, known []string) ([]string, error) {
 		if want[n] {
 			out = append(out, n)
 		}
+	}
+	return out, nil
+}
+
+// parseWorkers parses -workers: one count or a comma-separated list of
+// distinct counts, each from 1 to maxWorkers, kept in the order given. A bad
+// entry is a usage error that names it.
+func parseWorkers(list string) ([]int, error) {
+	var out []int
+	for e := range strings.SplitSeq(list, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil, usagef("-workers: empty entry in %q (want a count or a comma-separated list, e.g. 1,8,64)", list)
+		}
+		n, err := strconv.Atoi(e)
+		if errors.Is(err, strconv.ErrRange) {
+			// A whole number beyond int: clamp it so the checks below
+			// name it as too small or too large.
+			n, err = maxWorkers+1, nil
+			if strings.HasPrefix(e, "-") {
+				n = 0
+			}
+		}
+		switch {
+		case err != nil:
+			return nil, usagef("-workers: %q is not a whole number", e)
+		case n < 1:
+			return nil, usagef("-workers: %q must be at least 1", e)
+		case n > maxWorkers:
+			return nil, usagef("-workers: %q is more than the maximum of %d", e, maxWorkers)
+		case slices.Contains(out, n):
+			return nil, usagef("-workers: %q is listed twice", e)
+		}
+		out = append(out, n)
 	}
 	return out, nil
 }

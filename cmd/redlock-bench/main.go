@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	runID := newRunID()
 	var runErr error
 	for i, c := range cells {
-		res, err := runCell(ctx, c, cellEnv{ms: ms, workers: cfg.workers, duration: cfg.duration, ttl: cfg.ttl,
+		res, err := runCell(ctx, c, cellEnv{ms: ms, duration: cfg.duration, ttl: cfg.ttl,
 			run: runID, index: i, progress: prog})
 		if err != nil {
 			runErr = err

@@ -10,7 +10,10 @@ import (
 
 // schemaVersion is Report.SchemaVersion. Bump it on any change that is not
 // purely additive, and change schema.json with it (the test checks both).
-const schemaVersion = 1
+//
+// 2: config.workers is a list of worker counts (the -workers sweep), and
+// every ratio carries the worker count both of its sides ran with.
+const schemaVersion = 2
 
 // schemaJSON is the JSON Schema (draft 2020-12) of Report, printed by
 // -schema and used by the tests to validate -json output.
@@ -56,7 +59,9 @@ type Masters struct {
 
 // Config is the command line in force.
 type Config struct {
-	Workers         int      `json:"workers"`
+	// Workers are the -workers counts, in run order; every scenario ×
+	// implementation ran once per count.
+	Workers         []int    `json:"workers"`
 	DurationSeconds float64  `json:"duration_seconds"`
 	TTLMs           int64    `json:"ttl_ms"`
 	Scenarios       []string `json:"scenarios"`
@@ -68,7 +73,7 @@ type ScenarioInfo struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	// Available is true for every scenario of this build, and
-	// Unavailable empty; both stay in schema version 1 for readers of it.
+	// Unavailable empty; both are kept from schema version 1.
 	Available   bool        `json:"available"`
 	Unavailable string      `json:"unavailable_reason"`
 	Phases      []PhaseInfo `json:"phases"`
@@ -83,7 +88,8 @@ type PhaseInfo struct {
 	PausedMasters []int   `json:"paused_masters"`
 }
 
-// Result is one cell: one implementation in one scenario.
+// Result is one cell: one implementation in one scenario with one worker
+// count.
 type Result struct {
 	Scenario        string  `json:"scenario"`
 	Impl            string  `json:"impl"`
@@ -147,10 +153,12 @@ type PhaseResult struct {
 	OpsPerSec float64 `json:"ops_per_sec"`
 }
 
-// Ratio is numerator ops/s ÷ denominator ops/s; Value is null when the
-// denominator completed nothing.
+// Ratio is numerator ops/s ÷ denominator ops/s, both sides in the same
+// scenario with the same worker count; Value is null when the denominator
+// completed nothing.
 type Ratio struct {
 	Scenario    string   `json:"scenario"`
+	Workers     int      `json:"workers"`
 	Numerator   Side     `json:"numerator"`
 	Denominator Side     `json:"denominator"`
 	Value       *float64 `json:"value"`

@@ -97,13 +97,19 @@ func describeScenarios() string {
 	return b.String()
 }
 
-// cell is one implementation in one scenario.
+// cell is one implementation in one scenario with one worker count.
 type cell struct {
-	sc   scenario
-	impl implSpec
+	sc      scenario
+	impl    implSpec
+	workers int
 }
 
-// plan lists the cells to run, scenario by scenario.
+// label names the cell in errors.
+func (c cell) label() string { return fmt.Sprintf("%s/%s/%dw", c.sc.name, c.impl.name, c.workers) }
+
+// plan lists the cells to run: scenario by scenario, then worker count by
+// worker count (in -workers order), then implementation by implementation,
+// so the cells a ratio compares run next to each other.
 func plan(cfg *config) []cell {
 	var out []cell
 	for _, name := range cfg.scenarios {
@@ -112,8 +118,10 @@ func plan(cfg *config) []cell {
 		if sc.impls != nil {
 			names = sc.impls
 		}
-		for _, n := range names {
-			out = append(out, cell{sc: sc, impl: implByName(n)})
+		for _, w := range cfg.workers {
+			for _, n := range names {
+				out = append(out, cell{sc: sc, impl: implByName(n), workers: w})
+			}
 		}
 	}
 	return out

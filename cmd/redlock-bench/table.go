@@ -13,21 +13,27 @@ import (
 // oursName is the implementation every ratio puts in the numerator.
 const oursName = "redlock"
 
-// computeRatios returns, per scenario: ours ÷ every other implementation
-// for the whole cell and for each phase; and, where a scenario has phases,
-// each implementation's phase ÷ its first (healthy) phase.
+// computeRatios returns, per scenario and worker count: ours ÷ every other
+// implementation for the whole cell and for each phase; and, where a
+// scenario has phases, each implementation's phase ÷ its first (healthy)
+// phase. Both sides of a ratio always ran with the same worker count.
 func computeRatios(results []Result) []Ratio {
 	out := []Ratio{}
-	byScenario := map[string][]Result{}
-	var order []string
-	for _, r := range results {
-		if _, ok := byScenario[r.Scenario]; !ok {
-			order = append(order, r.Scenario)
-		}
-		byScenario[r.Scenario] = append(byScenario[r.Scenario], r)
+	type group struct {
+		sc      string
+		workers int
 	}
-	for _, sc := range order {
-		rs := byScenario[sc]
+	byGroup := map[group][]Result{}
+	var order []group
+	for _, r := range results {
+		g := group{r.Scenario, r.Workers}
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], r)
+	}
+	for _, g := range order {
+		rs := byGroup[g]
 		i := slices.IndexFunc(rs, func(r Result) bool { return r.Impl == oursName })
 		if i >= 0 {
 			ours := rs[i]
@@ -35,10 +41,10 @@ func computeRatios(results []Result) []Ratio {
 				if other.Impl == oursName {
 					continue
 				}
-				out = append(out, ratioOf(sc, side(ours, "all"), side(other, "all")))
+				out = append(out, ratioOf(g.sc, g.workers, side(ours, "all"), side(other, "all")))
 				if len(ours.Phases) > 1 {
 					for _, p := range ours.Phases {
-						out = append(out, ratioOf(sc, side(ours, p.Name), side(other, p.Name)))
+						out = append(out, ratioOf(g.sc, g.workers, side(ours, p.Name), side(other, p.Name)))
 					}
 				}
 			}
@@ -48,7 +54,7 @@ func computeRatios(results []Result) []Ratio {
 				continue
 			}
 			for _, p := range r.Phases[1:] {
-				out = append(out, ratioOf(sc, side(r, p.Name), side(r, r.Phases[0].Name)))
+				out = append(out, ratioOf(g.sc, g.workers, side(r, p.Name), side(r, r.Phases[0].Name)))
 			}
 		}
 	}
@@ -69,14 +75,15 @@ func side(r Result, phase string) Side {
 	return s
 }
 
-func ratioOf(sc string, num, den Side) Ratio {
-	return Ratio{Scenario: sc, Numerator: num, Denominator: den, Value: ratio(num.OpsPerSec, den.OpsPerSec)}
+func ratioOf(sc string, workers int, num, den Side) Ratio {
+	return Ratio{Scenario: sc, Workers: workers, Numerator: num, Denominator: den, Value: ratio(num.OpsPerSec, den.OpsPerSec)}
 }
 
-// findRatio returns the ratio with the given sides, if computed.
-func findRatio(rs []Ratio, sc, numImpl, numPhase, denImpl, denPhase string) (Ratio, bool) {
+// findRatio returns the ratio with the given sides in scenario sc with the
+// given worker count, if computed.
+func findRatio(rs []Ratio, sc string, workers int, numImpl, numPhase, denImpl, denPhase string) (Ratio, bool) {
 	for _, r := range rs {
-		if r.Scenario == sc && r.Numerator.Impl == numImpl && r.Numerator.Phase == numPhase &&
+		if r.Scenario == sc && r.Workers == workers && r.Numerator.Impl == numImpl && r.Numerator.Phase == numPhase &&
 			r.Denominator.Impl == denImpl && r.Denominator.Phase == denPhase {
 			return r, true
 		}
@@ -118,12 +125,74 @@ func fmtFailures(f map[string]int64) string {
 	return strings.Join(parts, " ")
 }
 
+// summaryAgainst is the implementation the per-scenario summary lines
+// compare ours with, worker count by worker count.
+const summaryAgainst = "redsync-failfast"
+
+// fmtWorkers prints the worker counts for the header: "8 workers", or
+// "workers 1,8,64" for a sweep.
+func fmtWorkers(ws []int) string {
+	if len(ws) == 1 {
+		return fmt.Sprintf("%d workers", ws[0])
+	}
+	parts := make([]string, len(ws))
+	for i, n := range ws {
+		parts[i] = fmt.Sprint(n)
+	}
+	return "workers " + strings.Join(parts, ",")
+}
+
+// summaryLines returns, per scenario where both ran with at least one
+// worker count, ours ÷ summaryAgainst throughput and acquire p50 for each
+// worker count, e.g.
+//
+//	uncontended: redlock ÷ redsync-failfast  1w 1.05× (p50 0.93×)  8w 3.40× (p50 0.31×)
+func summaryLines(rep *Report) []string {
+	var out []string
+	for _, s := range rep.Scenarios {
+		var parts []string
+		for _, w := range rep.Config.Workers {
+			ours, ok1 := findResult(rep.Results, s.Name, w, oursName)
+			them, ok2 := findResult(rep.Results, s.Name, w, summaryAgainst)
+			if !ok1 || !ok2 {
+				continue
+			}
+			thr := "n/a"
+			if x, ok := findRatio(rep.Ratios, s.Name, w, oursName, "all", summaryAgainst, "all"); ok {
+				thr = fmtRatio(x)
+			}
+			p50 := "n/a"
+			if ours.AcquireMs.Count > 0 && them.AcquireMs.Count > 0 {
+				if x := ratio(ours.AcquireMs.P50, them.AcquireMs.P50); x != nil {
+					p50 = fmt.Sprintf("%.2f×", *x)
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%dw %s (p50 %s)", w, thr, p50))
+		}
+		if len(parts) > 0 {
+			out = append(out, fmt.Sprintf("%s: %s ÷ %s  %s", s.Name, oursName, summaryAgainst, strings.Join(parts, "  ")))
+		}
+	}
+	return out
+}
+
+func findResult(rs []Result, sc string, workers int, impl string) (Result, bool) {
+	for _, r := range rs {
+		if r.Scenario == sc && r.Workers == workers && r.Impl == impl {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
 // renderTable writes the human report: a header naming the masters, one
-// row per cell, then the phase table, the handoff table and the ratios.
+// row per cell, a summary line per scenario, then the phase table, the
+// handoff table and the ratios. Every ratio compares cells of the same
+// scenario and worker count.
 func renderTable(w io.Writer, rep *Report) error {
 	m := rep.Masters
-	fmt.Fprintf(w, "redlock-bench: %d %s masters · %d workers · %v per cell · TTL %v · %s/%s, %d CPUs, %s\n",
-		m.N, m.Kind, rep.Config.Workers, time.Duration(rep.Config.DurationSeconds*float64(time.Second)),
+	fmt.Fprintf(w, "redlock-bench: %d %s masters · %s · %v per cell · TTL %v · %s/%s, %d CPUs, %s\n",
+		m.N, m.Kind, fmtWorkers(rep.Config.Workers), time.Duration(rep.Config.DurationSeconds*float64(time.Second)),
 		time.Duration(rep.Config.TTLMs)*time.Millisecond, rep.Env.GOOS, rep.Env.GOARCH, rep.Env.CPUs, rep.Env.GoVersion)
 	fmt.Fprintf(w, "masters: %s\nstall:   %s\n", m.Note, m.StallMethod)
 	if m.Kind == "embedded" {
@@ -137,11 +206,11 @@ func renderTable(w io.Writer, rep *Report) error {
 	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tredlock ÷\tfailures\t")
+	fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tredlock ÷\tfailures\t")
 	for _, r := range rep.Results {
 		ratio := ""
 		if r.Impl != oursName {
-			if x, ok := findRatio(rep.Ratios, r.Scenario, oursName, "all", r.Impl, "all"); ok {
+			if x, ok := findRatio(rep.Ratios, r.Scenario, r.Workers, oursName, "all", r.Impl, "all"); ok {
 				ratio = fmtRatio(x)
 			}
 		}
@@ -152,13 +221,16 @@ func renderTable(w io.Writer, rep *Report) error {
 				fmtMs(v.ElapsedMsP50), fmtMs(v.DriftMs), fmtMs(v.SafetyMarginMs)}
 		}
 		a := r.AcquireMs
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Impl, r.OpsPerSec,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
 			fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), ratio, fmtFailures(r.Failures))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL)")
+	if lines := summaryLines(rep); len(lines) > 0 {
+		fmt.Fprintf(w, "\nsummary per worker count (Nw): ops/s ratio (p50: acquire-latency p50 ratio, below 1 = ours faster)\n%s\n", strings.Join(lines, "\n"))
+	}
 
 	// Phases, for scenarios that have them.
 	for _, s := range rep.Scenarios {
@@ -176,7 +248,7 @@ func renderTable(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(w, "\n%s: ops/s per phase, by completion time\n", s.Name)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		head := []string{"impl"}
+		head := []string{"workers", "impl"}
 		for _, p := range s.Phases {
 			head = append(head, fmt.Sprintf("%s (%.0f–%.0f%%)", p.Name, p.From*100, p.To*100))
 		}
@@ -186,12 +258,12 @@ func renderTable(w io.Writer, rep *Report) error {
 		head = append(head, "late ops")
 		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 		for _, r := range rows {
-			cols := []string{r.Impl}
+			cols := []string{fmt.Sprint(r.Workers), r.Impl}
 			for _, p := range r.Phases {
 				cols = append(cols, fmt.Sprintf("%.0f", p.OpsPerSec))
 			}
 			for _, p := range r.Phases[1:] {
-				x, _ := findRatio(rep.Ratios, s.Name, r.Impl, p.Name, r.Impl, r.Phases[0].Name)
+				x, _ := findRatio(rep.Ratios, s.Name, r.Workers, r.Impl, p.Name, r.Impl, r.Phases[0].Name)
 				cols = append(cols, fmtRatio(x))
 			}
 			cols = append(cols, fmt.Sprint(r.LateOps))
@@ -206,12 +278,12 @@ func renderTable(w io.Writer, rep *Report) error {
 			}
 			var parts []string
 			for _, p := range r.Phases {
-				if x, ok := findRatio(rep.Ratios, s.Name, oursName, p.Name, r.Impl, p.Name); ok {
+				if x, ok := findRatio(rep.Ratios, s.Name, r.Workers, oursName, p.Name, r.Impl, p.Name); ok {
 					parts = append(parts, p.Name+" "+fmtRatio(x))
 				}
 			}
 			if len(parts) > 0 {
-				fmt.Fprintf(w, "redlock ÷ %s: %s\n", r.Impl, strings.Join(parts, ", "))
+				fmt.Fprintf(w, "%dw redlock ÷ %s: %s\n", r.Workers, r.Impl, strings.Join(parts, ", "))
 			}
 		}
 	}
@@ -226,10 +298,10 @@ func renderTable(w io.Writer, rep *Report) error {
 	if len(hand) > 0 {
 		fmt.Fprintln(w, "\nhandoff: from a holder calling Unlock to the next holder's Lock returning (ms)")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\timpl\tcount\tp50\tp90\tp99\tmax\t")
+		fmt.Fprintln(tw, "scenario\tworkers\timpl\tcount\tp50\tp90\tp99\tmax\t")
 		for _, r := range hand {
 			h := r.HandoffMs
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -238,7 +310,7 @@ func renderTable(w io.Writer, rep *Report) error {
 
 	for _, r := range rep.Results {
 		for _, n := range r.Notes {
-			fmt.Fprintf(w, "note: %s/%s: %s\n", r.Scenario, r.Impl, n)
+			fmt.Fprintf(w, "note: %s/%s/%dw: %s\n", r.Scenario, r.Impl, r.Workers, n)
 		}
 	}
 	fmt.Fprintf(w, "\nwall time %.1fs\n", rep.WallSeconds)
