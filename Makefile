@@ -124,7 +124,7 @@ bench: ## compare redlock with redsync on five masters (BENCH_FLAGS="-workers 64
 
 # ---- chaos -------------------------------------------------------------------
 .PHONY: chaos
-chaos: ## long fault-lab run (≥ 20 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_FLAGS=-chaos.seed=N replays)
+chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_FLAGS=-chaos.seed=N replays)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
-	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 30m $(CHAOS_FLAGS)"; \
-	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 30m $(CHAOS_FLAGS)
+	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 45m $(CHAOS_FLAGS)"; \
+	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 45m $(CHAOS_FLAGS)

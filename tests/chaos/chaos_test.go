@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	long     = flag.Bool("chaos.long", false, "run the long chaos scenarios (≥ 20 000 critical sections inside the assumptions); make chaos")
+	long     = flag.Bool("chaos.long", false, "run the long chaos scenarios (≥ 100 000 critical sections inside the assumptions); make chaos")
 	seedFlag = flag.Uint64("chaos.seed", 0, "seed of the fault schedules (0: a random one, printed); re-run with it to replay")
 	jsonOut  = flag.String("chaos.json", "", "write the results as JSON to this file")
 )
@@ -101,7 +101,7 @@ func workloads(long bool) []Workload {
 	}
 	if long {
 		return []Workload{
-			lng(inside, 60*time.Second, 20000, 20*time.Minute),
+			lng(inside, 60*time.Second, 100000, 25*time.Minute),
 			lng(restart, 60*time.Second, 0, 60*time.Second),
 			lng(jump, 60*time.Second, 0, 60*time.Second),
 			lng(pause, 60*time.Second, 0, 60*time.Second),
