@@ -226,20 +226,22 @@ func (k *respLink) head(n int) {
 }
 
 func (k *respLink) bulk(s string) {
-	k.bw.WriteByte('$')
-	k.num = strconv.AppendInt(k.num[:0], int64(len(s)), 10)
-	k.bw.Write(k.num)
-	k.bw.WriteString("\r\n")
+	k.bulkLen(len(s))
 	k.bw.WriteString(s)
+	k.bw.WriteString("\r\n")
+}
+
+// bulkLen writes a bulk string's header: its length.
+func (k *respLink) bulkLen(n int) {
+	k.bw.WriteByte('$')
+	k.num = strconv.AppendInt(k.num[:0], int64(n), 10)
+	k.bw.Write(k.num)
 	k.bw.WriteString("\r\n")
 }
 
 // bulkFence writes key + ":fence" without building the string.
 func (k *respLink) bulkFence(key string) {
-	k.bw.WriteByte('$')
-	k.num = strconv.AppendInt(k.num[:0], int64(len(key)+len(fenceSuffix)), 10)
-	k.bw.Write(k.num)
-	k.bw.WriteString("\r\n")
+	k.bulkLen(len(key) + len(fenceSuffix))
 	k.bw.WriteString(key)
 	k.bw.WriteString(fenceSuffix)
 	k.bw.WriteString("\r\n")
@@ -248,10 +250,7 @@ func (k *respLink) bulkFence(key string) {
 func (k *respLink) bulkUint(n uint64) {
 	var b [20]byte
 	d := strconv.AppendUint(b[:0], n, 10)
-	k.bw.WriteByte('$')
-	k.num = strconv.AppendInt(k.num[:0], int64(len(d)), 10)
-	k.bw.Write(k.num)
-	k.bw.WriteString("\r\n")
+	k.bulkLen(len(d))
 	k.bw.Write(d)
 	k.bw.WriteString("\r\n")
 }

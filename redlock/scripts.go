@@ -20,9 +20,16 @@ var (
 	//go:embed scripts/acquire_fenced.lua
 	acquireFencedSrc string
 	//go:embed scripts/writeback.lua
-	writebackSrc string
+	writebackBody string
 	//go:embed scripts/fenced_write.lua
-	fencedWriteSrc string
+	fencedWriteBody string
+	//go:embed scripts/decimal.lua
+	decimalLua string
+
+	// The two scripts that compare fences share decimal.lua's exact
+	// comparison of decimal strings.
+	writebackSrc   = decimalLua + writebackBody
+	fencedWriteSrc = decimalLua + fencedWriteBody
 )
 
 // script is a Lua script and its SHA1, as EVALSHA names it.
