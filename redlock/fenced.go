@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // ErrStaleFence is returned by WriteFenced when the resource has already
@@ -63,6 +65,11 @@ func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64
 		return fmt.Errorf("redlock: fenced write to %q: %w", key, err)
 	}
 	if n == 0 {
+		// Counted on the global meter provider: WriteFenced has no Locker.
+		if c, err := otel.GetMeterProvider().Meter(instrumentation).Int64Counter("redlock.fenced_writes.stale",
+			metric.WithUnit("{write}"), metric.WithDescription("Writes WriteFenced rejected as stale: a later holder had written.")); err == nil {
+			c.Add(ctx, 1)
+		}
 		return fmt.Errorf("%w (key %q, fence %d)", ErrStaleFence, key, fence)
 	}
 	return nil

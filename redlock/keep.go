@@ -27,10 +27,12 @@ import (
 // the lock, and lets the panic continue. Every goroutine Do starts has
 // ended when Do returns or panics. FromContext(ctx) inside fn gives the
 // Lock, e.g. for its Fence.
-func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Context) error) error {
+func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Context) error) (err error) {
 	if fn == nil {
 		return invalid("Do: fn is nil")
 	}
+	ctx, span := l.tel.start(ctx, "Do", resource)
+	defer func() { end(span, err) }()
 	lk, err := l.Lock(ctx, resource)
 	if err != nil {
 		return err
@@ -52,6 +54,7 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	uerr := lk.Unlock(context.WithoutCancel(ctx))
 	switch {
 	case lost:
+		l.tel.lostLease(ctx, resource, "deadline")
 		return errors.Join(fmt.Errorf("redlock: %q: %w while fn ran", resource, ErrLost), ferr)
 	case uerr != nil && ferr != nil:
 		return errors.Join(ferr, uerr)
@@ -111,7 +114,7 @@ func (lk *Lock) keep(ctx context.Context, cancel context.CancelCauseFunc) (stop 
 				next.Reset(lk.extendIn())
 				continue
 			}
-			l.log.Warn("redlock: extension failed; retrying while time remains", "resource", lk.resource, "err", err)
+			l.log.WarnContext(ctx, "redlock: extension failed; retrying while time remains", "resource", lk.resource, "err", err)
 			// Retry soon, but not in a tight loop against a stalled quorum.
 			next.Reset(max(l.opts.NodeTimeout, time.Until(lk.Deadline())/4))
 		}

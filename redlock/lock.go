@@ -78,10 +78,16 @@ func (lk *Lock) Acquisition() Acquisition { return lk.info }
 // extension leaves the current deadline in place, so it may be retried
 // while time remains. After the Locker's Close it returns an error
 // wrapping ErrClosed: the lock may still be held until its keys expire.
-func (lk *Lock) Extend(ctx context.Context) error {
+func (lk *Lock) Extend(ctx context.Context) (err error) {
+	l := lk.locker
+	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
+	outcome := "failed"
+	defer func() {
+		l.tel.extensions.Add(ctx, 1, l.tel.opts(attrOutcome, outcome, lk.resource).add...)
+		end(span, err)
+	}()
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	l := lk.locker
 	if lk.released {
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
 	}
@@ -91,6 +97,7 @@ func (lk *Lock) Extend(ctx context.Context) error {
 	defer l.ops.Done()
 	start := time.Now()
 	if !start.Before(lk.deadline) {
+		outcome = "expired"
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "deadline passed", kind: ErrLost}
 	}
 	ttl := uint64(l.opts.TTL.Milliseconds())
@@ -98,17 +105,21 @@ func (lk *Lock) Extend(ctx context.Context) error {
 		c.kind, c.key, c.token, c.n = cmdExtend, lk.key, lk.token, ttl
 		return true
 	})
+	l.tel.round(ctx, l, "extend", res)
 	fail := func(reason string, cause error) error {
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrLost, cause: cause}
 	}
 	switch {
 	case res.Err != nil:
+		outcome = "canceled"
 		return fail("", context.Cause(ctx))
 	case !res.Reached:
 		return fail("no majority still holds the token", nil)
 	case !time.Now().Before(lk.deadline):
+		outcome = "expired"
 		return fail("the majority answered after the deadline", nil)
 	}
+	outcome = "extended"
 	lk.deadline = l.budget.Deadline(start)
 	return nil
 }
@@ -128,10 +139,12 @@ func (lk *Lock) Extend(ctx context.Context) error {
 // as released: it cannot have expired yet, so it was ours. After the
 // Locker's Close it sends nothing and returns an error wrapping ErrClosed:
 // the keys stay until their TTL.
-func (lk *Lock) Unlock(ctx context.Context) error {
+func (lk *Lock) Unlock(ctx context.Context) (err error) {
+	l := lk.locker
+	ctx, span := l.tel.start(ctx, "Unlock", lk.resource)
+	defer func() { end(span, err) }()
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	l := lk.locker
 	if lk.released {
 		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
 	}
@@ -140,14 +153,17 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	}
 	defer l.ops.Done()
 	lk.released = true
+	l.tel.held.Add(ctx, -1, l.tel.opts("", "", lk.resource).add...)
 	expired := !time.Now().Before(lk.deadline)
-	res := l.release(lk.key, lk.token, lk.mayHold)
+	res := l.release(ctx, lk.key, lk.token, lk.mayHold)
 	reason := ""
 	switch {
 	case expired:
 		reason = "deadline had passed before unlock"
+		l.tel.lostLease(ctx, lk.resource, "expired_before_unlock")
 	case res.Count(quorum.Refused) > len(res.Replies)-l.need:
 		reason = "another owner's token is on too many masters for this lock to have held a majority"
+		l.tel.lostLease(ctx, lk.resource, "taken")
 	default:
 		return nil
 	}

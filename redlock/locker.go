@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 
 	"strings"
@@ -29,6 +30,7 @@ type Locker struct {
 	need    int
 	streams []*stream
 	log     *slog.Logger
+	tel     *telemetry
 
 	mu      sync.Mutex
 	closing bool
@@ -121,6 +123,14 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		}
 		l.streams[i] = newStream(l, i, dial, giveUp)
 	}
+	tel, err := newTelemetry(l)
+	if err != nil {
+		for _, s := range l.streams {
+			s.close()
+		}
+		return nil, fmt.Errorf("redlock: creating metrics: %w", err)
+	}
+	l.tel = tel
 	return l, nil
 }
 
@@ -211,6 +221,7 @@ func (l *Locker) Close() error {
 	for _, s := range l.streams {
 		s.close()
 	}
+	l.tel.close()
 	return nil
 }
 
@@ -224,19 +235,29 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lock, error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
-	return l.acquire(ctx, resource)
+	ctx, span := l.tel.start(ctx, "TryLock", resource)
+	lk, err := l.acquire(ctx, resource)
+	end(span, err)
+	return lk, err
 }
 
 // Lock acquires resource, retrying failed rounds with jittered exponential
 // backoff (Options.Retry) until it succeeds, ctx ends, or the policy's
 // MaxAttempts is spent. When ctx ends, the error satisfies
 // errors.Is(err, ctx.Err()).
-func (l *Locker) Lock(ctx context.Context, resource string) (*Lock, error) {
+func (l *Locker) Lock(ctx context.Context, resource string) (lk *Lock, err error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
+	ctx, span := l.tel.start(ctx, "Lock", resource)
+	attempts := 0
+	defer func() {
+		l.tel.attempts.Record(ctx, int64(attempts), l.tel.opts("", "", resource).rec...)
+		end(span, err)
+	}()
 	var timer *time.Timer
 	for attempt := 1; ; attempt++ {
+		attempts = attempt
 		lk, err := l.acquire(ctx, resource)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return lk, err
@@ -311,6 +332,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	for i, r := range res.Replies {
 		mayHold[i] = r.Outcome != quorum.Unavailable && r.Outcome != quorum.Refused
 	}
+	l.tel.round(ctx, l, "acquire", res)
 	info := Acquisition{
 		Start: start, TTL: l.opts.TTL, Drift: l.budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
 		Nodes: l.nodeResults(res),
@@ -324,19 +346,24 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		if reason == "" && inv == nil && res.Err == nil && res.Reached && info.Validity > 0 {
 			return nil
 		}
-		l.release(key, token, mayHold)
+		l.release(ctx, key, token, mayHold)
 		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
+		outcome := outNoQuorum
 		switch {
 		case inv != nil:
+			l.tel.acquired(ctx, resource, outNoQuorum, info, 0)
 			return inv
 		case reason == closedReason:
-			e.kind = ErrClosed
+			e.kind, outcome = ErrClosed, outClosed
 		case res.Err != nil:
-			e.cause = context.Cause(ctx)
+			e.cause, outcome = context.Cause(ctx), outCanceled
 		case res.Reached && reason == "":
-			e.Reason = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, l.budget.Window())
+			e.Reason, outcome = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, l.budget.Window()), outExpired
+		case res.Count(quorum.Refused) > 0:
+			outcome = outHeld
 		}
-		l.log.Debug("redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
+		l.tel.acquired(ctx, resource, outcome, info, 0)
+		l.log.DebugContext(ctx, "redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
 		return e
 	}
 	if err := settle("acquire", res, ""); err != nil {
@@ -369,13 +396,15 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 			c.kind, c.key, c.token, c.n = cmdWriteback, key, token, fence
 			return true
 		})
+		l.tel.round(ctx, l, "fence", wres)
 		info.Nodes = l.nodeResults(wres)
 		if err := settle("fence", wres, ""); err != nil {
 			return nil, err
 		}
 	}
 	lk := &Lock{locker: l, resource: resource, key: key, token: token, fence: fence, mayHold: mayHold, deadline: l.budget.Deadline(start), info: info}
-	l.log.Debug("redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
+	l.tel.acquired(ctx, resource, outAcquired, info, fence)
+	l.log.DebugContext(ctx, "redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
 }
 
@@ -433,19 +462,28 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 }
 
 // release deletes token's key on every master where it may be (mayHold),
-// and waits for each to answer or reach NodeTimeout, whatever the caller's
-// context says: a cancelled caller must still not leave keys behind. On
+// and waits for each to answer or reach NodeTimeout, whatever ctx says: a cancelled caller must still not leave keys behind. On
 // each master the release follows the SET it cleans up on the same ordered
 // stream, so it can never run first. A master counts as OK when the key is
 // gone afterwards (deleted now, or already absent) and as Refused when
 // another owner's token is there. A master that is not answering gets the
 // release when it answers again; one that does not answer in time gets it
 // from the stream all the same.
-func (l *Locker) release(key, token string, mayHold []bool) quorum.Result {
-	return l.round(context.Background(), time.Now(), true, func(c *cmd) bool {
+func (l *Locker) release(ctx context.Context, key, token string, mayHold []bool) quorum.Result {
+	res := l.round(context.WithoutCancel(ctx), time.Now(), true, func(c *cmd) bool {
 		c.kind, c.key, c.token = cmdRelease, key, token
 		return mayHold[c.node]
 	})
+	l.tel.round(ctx, l, "release", res)
+	outcome := "released"
+	switch {
+	case res.Count(quorum.Refused) > len(res.Replies)-l.need:
+		outcome = "not_ours"
+	case res.Count(quorum.TimedOut) > 0 || slices.ContainsFunc(res.Replies, func(r quorum.Reply) bool { return r.Err == errDeferred }):
+		outcome = "deferred"
+	}
+	l.tel.releases.Add(ctx, 1, l.tel.outcomeOpt[outcome].add...)
+	return res
 }
 
 var (

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/validity"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures a Locker. A nil *Options, and every zero field, means
@@ -66,8 +68,23 @@ type Options struct {
 	Retry RetryPolicy
 
 	// Logger receives debug records of rounds and warnings of failed
-	// releases. Tokens are logged shortened. Default: nil, which discards.
+	// releases, through the *Context methods so that records correlate with
+	// traces. Tokens are logged shortened. Default: nil, which discards.
 	Logger *slog.Logger
+
+	// MeterProvider and TracerProvider receive the Locker's metrics and
+	// spans (docs: README, "Observability"). Default: nil, the global
+	// providers (otel.GetMeterProvider, otel.GetTracerProvider), which do
+	// nothing until the application installs an SDK.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+
+	// ResourceLabel, when set, maps a resource name to a label that metrics
+	// and spans carry as redlock.resource.label (e.g. the resource's type,
+	// "invoice" for "invoice:42"). It must return few distinct values:
+	// every value is a time series. Default: nil, no resource attribute at
+	// all (names can be unbounded, and personal data).
+	ResourceLabel func(resource string) string
 }
 
 // RetryPolicy is how Lock spaces its rounds: after failed attempt n it

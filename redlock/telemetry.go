@@ -1,0 +1,288 @@
+package redlock
+
+import (
+	"context"
+
+	"github.com/quorumlab/redlock/quorum"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentation is the scope name of the Locker's meter and tracer.
+const instrumentation = "github.com/quorumlab/redlock/redlock"
+
+// Attribute keys. Metric and span attributes never carry a resource name
+// or a token unless Options.ResourceLabel maps resources to a label.
+const (
+	attrOutcome  = attribute.Key("redlock.outcome")
+	attrLabel    = attribute.Key("redlock.resource.label")
+	attrMaster   = attribute.Key("server.address")
+	attrOp       = attribute.Key("redlock.operation")
+	attrReason   = attribute.Key("redlock.reason")
+	attrElapsed  = attribute.Key("redlock.elapsed")
+	attrDrift    = attribute.Key("redlock.drift")
+	attrMargin   = attribute.Key("redlock.safety_margin")
+	attrValidity = attribute.Key("redlock.validity")
+	attrFence    = attribute.Key("redlock.fence")
+	attrLatency  = attribute.Key("redlock.latency")
+)
+
+// Acquisition outcomes, as the redlock.outcome attribute says them.
+const (
+	outAcquired = "acquired"
+	outHeld     = "held_by_another"
+	outNoQuorum = "no_quorum"
+	outExpired  = "expired_before_majority"
+	outCanceled = "canceled"
+	outClosed   = "closed"
+)
+
+// telemetry holds the Locker's instruments. With the default (global,
+// no-op until an SDK is installed) providers every call is a cheap no-op:
+// the option sets below are built once so that recording allocates
+// nothing.
+type telemetry struct {
+	tracer trace.Tracer
+	label  func(string) string
+
+	acquireDur metric.Float64Histogram
+	validity   metric.Float64Histogram
+	attempts   metric.Int64Histogram
+	extensions metric.Int64Counter
+	lost       metric.Int64Counter
+	held       metric.Int64UpDownCounter
+	releases   metric.Int64Counter
+	calls      metric.Int64Counter
+	callDur    metric.Float64Histogram
+
+	// Precomputed attribute options, used when there is no resource label,
+	// as slices so that passing them on allocates nothing.
+	outcomeOpt map[string]optSet
+	noAttrs    optSet
+
+	// per master i: master[i] for latency, callOut[i][outcome] for calls
+	master  [][]metric.RecordOption
+	callOut [][][]metric.AddOption
+	reg     metric.Registration
+
+	spanNames map[string]string
+}
+
+// optSet is one attribute set as options for Record and for Add.
+type optSet struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
+}
+
+func newOptSet(attrs ...attribute.KeyValue) optSet {
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	return optSet{rec: []metric.RecordOption{o}, add: []metric.AddOption{o}}
+}
+
+// spanOpts is the start option of every span.
+var spanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
+func newTelemetry(l *Locker) (*telemetry, error) {
+	mp, tp := l.opts.MeterProvider, l.opts.TracerProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	m := mp.Meter(instrumentation)
+	t := &telemetry{tracer: tp.Tracer(instrumentation), label: l.opts.ResourceLabel}
+	var errs []error
+	keep := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Buckets for lock latencies: 0.1 ms to 10 s.
+	secs := metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+	var err error
+	t.acquireDur, err = m.Float64Histogram("redlock.acquire.duration", metric.WithUnit("s"), secs,
+		metric.WithDescription("Time of one acquisition round (TryLock, or one attempt of Lock), by outcome."))
+	keep(err)
+	t.validity, err = m.Float64Histogram("redlock.acquire.validity", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+		metric.WithDescription("Validity left at a successful acquisition: TTL − elapsed − drift − SafetyMargin."))
+	keep(err)
+	t.attempts, err = m.Int64Histogram("redlock.lock.attempts", metric.WithUnit("{attempt}"),
+		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
+		metric.WithDescription("Rounds one Lock call made, whatever its outcome."))
+	keep(err)
+	t.extensions, err = m.Int64Counter("redlock.extensions", metric.WithUnit("{extension}"),
+		metric.WithDescription("Extensions, by outcome: extended, failed (no majority; retried while time remains), expired (deadline passed), canceled."))
+	keep(err)
+	t.lost, err = m.Int64Counter("redlock.leases.lost", metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases lost: Do's deadline passed without an extension, or Unlock found the lock expired or held by another owner."))
+	keep(err)
+	t.held, err = m.Int64UpDownCounter("redlock.leases.held", metric.WithUnit("{lease}"),
+		metric.WithDescription("Locks acquired and not yet unlocked (a lock never unlocked stays counted)."))
+	keep(err)
+	t.releases, err = m.Int64Counter("redlock.releases", metric.WithUnit("{release}"),
+		metric.WithDescription("Release rounds (Unlock, and cleanup after a failed acquisition), by outcome: released, deferred (a master not answering gets it later), not_ours."))
+	keep(err)
+	t.calls, err = m.Int64Counter("redlock.master.calls", metric.WithUnit("{call}"),
+		metric.WithDescription("Commands to each master, by outcome (ok, refused, failed, timed out, unavailable, canceled, pending)."))
+	keep(err)
+	t.callDur, err = m.Float64Histogram("redlock.master.duration", metric.WithUnit("s"), secs,
+		metric.WithDescription("Latency of each master's replies, from the start of the round."))
+	keep(err)
+	deferred, err := m.Int64ObservableGauge("redlock.releases.deferred", metric.WithUnit("{release}"),
+		metric.WithDescription("Releases waiting for their master to answer again."))
+	keep(err)
+	dropped, err := m.Int64ObservableCounter("redlock.releases.dropped", metric.WithUnit("{release}"),
+		metric.WithDescription("Deferred releases given up for room (their keys expire with their TTL)."))
+	keep(err)
+	skipped, err := m.Int64ObservableGauge("redlock.master.skipped", metric.WithUnit("1"),
+		metric.WithDescription("1 while a master is skipped as not answering (silent for NodeTimeout with commands unanswered), else 0."))
+	keep(err)
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	t.noAttrs = newOptSet()
+	t.outcomeOpt = map[string]optSet{}
+	for _, o := range []string{outAcquired, outHeld, outNoQuorum, outExpired, outCanceled, outClosed,
+		"extended", "failed", "expired", "released", "deferred", "not_ours"} {
+		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
+	}
+	t.spanNames = map[string]string{}
+	for _, op := range []string{"TryLock", "Lock", "Extend", "Unlock", "Do"} {
+		t.spanNames[op] = "redlock." + op
+	}
+	n := len(l.masters)
+	t.master = make([][]metric.RecordOption, n)
+	t.callOut = make([][][]metric.AddOption, n)
+	masterAttrs := make([]metric.ObserveOption, n)
+	for i := range n {
+		addr := attrMaster.String(l.addrs[i])
+		t.master[i] = newOptSet(addr).rec
+		masterAttrs[i] = metric.WithAttributeSet(attribute.NewSet(addr))
+		t.callOut[i] = make([][]metric.AddOption, quorum.Canceled+1)
+		for o := range t.callOut[i] {
+			t.callOut[i][o] = newOptSet(addr, attrOutcome.String(quorum.Outcome(o).String())).add
+		}
+	}
+	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for i, s := range l.streams {
+			st := s.stats()
+			o.ObserveInt64(deferred, int64(st.Deferred), masterAttrs[i])
+			o.ObserveInt64(dropped, int64(st.Dropped), masterAttrs[i])
+			v := int64(0)
+			if st.Skipped {
+				v = 1
+			}
+			o.ObserveInt64(skipped, v, masterAttrs[i])
+		}
+		return nil
+	}, deferred, dropped, skipped)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *telemetry) close() {
+	if t.reg != nil {
+		t.reg.Unregister()
+	}
+}
+
+// resourceAttrs is the bounded label for resource, if the user asked for
+// one.
+func (t *telemetry) resourceAttrs(resource string) []attribute.KeyValue {
+	if t.label == nil {
+		return nil
+	}
+	return []attribute.KeyValue{attrLabel.String(t.label(resource))}
+}
+
+// start opens the span of one public operation. With a no-op tracer it
+// costs next to nothing; attributes are only built for a recording span.
+func (t *telemetry) start(ctx context.Context, op, resource string) (context.Context, trace.Span) {
+	ctx, span := t.tracer.Start(ctx, t.spanNames[op], spanOpts...)
+	if span.IsRecording() {
+		span.SetAttributes(attrOp.String(op))
+		span.SetAttributes(t.resourceAttrs(resource)...)
+	}
+	return ctx, span
+}
+
+// end records err on span and ends it.
+func end(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// round records one round's per-master outcomes and latencies, and, on a
+// recording span, one event per master.
+func (t *telemetry) round(ctx context.Context, l *Locker, op string, res quorum.Result) {
+	for i, r := range res.Replies {
+		t.calls.Add(ctx, 1, t.callOut[i][min(int(r.Outcome), len(t.callOut[i])-1)]...)
+		if r.Outcome != quorum.Unavailable && r.Outcome != quorum.Pending {
+			t.callDur.Record(ctx, r.Latency.Seconds(), t.master[i]...)
+		}
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	for i, r := range res.Replies {
+		span.AddEvent("redlock.master", trace.WithAttributes(
+			attrOp.String(op), attrMaster.String(l.addrs[i]),
+			attrOutcome.String(r.Outcome.String()), attrLatency.Float64(r.Latency.Seconds())))
+	}
+}
+
+// opts returns the attribute options for key=value (none when key is
+// empty) and the resource's label, if the user maps resources to labels;
+// precomputed when there is no label.
+func (t *telemetry) opts(key attribute.Key, value, resource string) optSet {
+	var attrs []attribute.KeyValue
+	if t.label == nil {
+		if key == "" {
+			return t.noAttrs
+		}
+		if o, ok := t.outcomeOpt[value]; ok && key == attrOutcome {
+			return o
+		}
+	} else {
+		attrs = t.resourceAttrs(resource)
+	}
+	if key != "" {
+		attrs = append(attrs, key.String(value))
+	}
+	return newOptSet(attrs...)
+}
+
+// acquired records the outcome of one acquisition round.
+func (t *telemetry) acquired(ctx context.Context, resource, outcome string, info Acquisition, fence uint64) {
+	t.acquireDur.Record(ctx, info.Elapsed.Seconds(), t.opts(attrOutcome, outcome, resource).rec...)
+	if outcome == outAcquired {
+		none := t.opts("", "", resource)
+		t.validity.Record(ctx, info.Validity.Seconds(), none.rec...)
+		t.held.Add(ctx, 1, none.add...)
+	}
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(outcome), attrElapsed.Float64(info.Elapsed.Seconds()),
+			attrDrift.Float64(info.Drift.Seconds()), attrMargin.Float64(info.SafetyMargin.Seconds()),
+			attrValidity.Float64(info.Validity.Seconds()))
+		if fence > 0 {
+			span.SetAttributes(attrFence.Int64(int64(min(fence, 1<<63-1))))
+		}
+	}
+}
+
+// lostLease counts a lease lost for reason.
+func (t *telemetry) lostLease(ctx context.Context, resource, reason string) {
+	t.lost.Add(ctx, 1, t.opts(attrReason, reason, resource).add...)
+}
