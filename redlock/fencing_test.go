@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Acceptance 1: successive holders get strictly increasing fences.
+// Successive holders get strictly increasing fences.
 func TestFencesIncreaseAcrossHolders(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const lockers, each = 5, 40
@@ -63,7 +63,7 @@ func TestFencesIncreaseAcrossHolders(t *testing.T) {
 // per-master INCR-and-take-max that the scenario must break.
 type fenceSource func(t *testing.T, resource string) uint64
 
-// sharedMasterScenario runs DESIGN.md §5's hard case: successive quorums
+// sharedMasterScenario runs docs/design.md §5's hard case: successive quorums
 // that share only one master. It returns the fences in holding order.
 func sharedMasterScenario(t *testing.T, c *lab.Cluster, acquire fenceSource) []uint64 {
 	t.Helper()
@@ -96,7 +96,8 @@ func strictlyIncreasing(f []uint64) error {
 	return nil
 }
 
-// Acceptance 2.
+// Fences stay strictly increasing when successive majorities share only
+// one master.
 func TestFencesIncreaseWhenQuorumsShareOneMaster(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{Fencing: true})
@@ -152,7 +153,7 @@ func TestNaiveMaxOfCountersBreaksInSharedMasterScenario(t *testing.T) {
 	}
 }
 
-// Acceptance 3: a write-back that cannot reach a majority fails and releases.
+// A write-back that cannot reach a majority fails and releases.
 func TestWriteBackWithoutMajorityFails(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{Fencing: true})
@@ -179,7 +180,7 @@ func TestWriteBackWithoutMajorityFails(t *testing.T) {
 	waitGone(t, c, "wb", "the woken masters' keys to be released")
 }
 
-// Acceptance 6: the fenced resource rejects a stale holder.
+// The fenced resource rejects a stale holder.
 func TestFencedWriteRejectsStaleHolder(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	resource := lab.ForTest(t, 1, nil).Client(0) // never faulted
@@ -226,7 +227,7 @@ func TestFencedWriteRejectsStaleHolder(t *testing.T) {
 	b.Unlock(t.Context())
 }
 
-// Acceptance 8: bad input to the helper is an error, not a panic.
+// Bad input to the helper is an error, not a panic.
 func TestFencedWriteBadInput(t *testing.T) {
 	resource := lab.ForTest(t, 1, nil).Client(0)
 	var nilClient *redis.Client
@@ -256,7 +257,7 @@ func TestFencedWriteBadInput(t *testing.T) {
 	}
 }
 
-// Acceptance 7: the price of fencing, side by side on the same masters.
+// The price of fencing, side by side on the same masters.
 // go test -run '^$' -bench TryLockUnlock ./redlock
 func BenchmarkTryLockUnlock(b *testing.B) {
 	c := lab.ForTest(b, 5, nil)
@@ -330,7 +331,7 @@ func TestFencesSurviveCrashWithAppendFsyncAlways(t *testing.T) {
 	}
 }
 
-// Issue #9, defect 7: the resource must not learn the writer's lock token
+// The resource must not learn the writer's lock token
 // (whoever reads it could then extend or delete that holder's keys). It
 // stores the token's hex SHA-256 as the owner, and the equal-fence rule
 // still tells holders apart by it.
@@ -375,7 +376,7 @@ func TestFencedWriteDoesNotStoreTheToken(t *testing.T) {
 	}
 }
 
-// Issue #9, defect 9: fences are uint64s and must compare exactly over the
+// Fences are uint64s and must compare exactly over the
 // whole range. Lua numbers are doubles, exact only up to 2^53: there
 // tonumber makes 2^53 and 2^53+1 one number, and every fence near 2^64 the
 // same.

@@ -23,7 +23,7 @@ func majorityHolder(t *testing.T, c *lab.Cluster, resource string) string {
 	return ""
 }
 
-// Acceptance 4: Do keeps the lock for 5× its TTL.
+// Do keeps the lock for 5× its TTL.
 func TestDoKeepsTheLockAlive(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 300 * time.Millisecond

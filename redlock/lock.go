@@ -50,7 +50,7 @@ func (lk *Lock) Resource() string { return lk.resource }
 func (lk *Lock) Token() string { return lk.token }
 
 // Fence returns the lock's fencing token: larger than the fence of every
-// earlier holder of this resource (see the package doc for when), or 0 when
+// earlier holder of this resource (docs/design.md §5 says when), or 0 when
 // Options.Fencing is off. Pass it to the resource with every write, and let
 // the resource reject writes carrying a fence lower than one it has seen.
 func (lk *Lock) Fence() uint64 { return lk.fence }

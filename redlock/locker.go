@@ -373,7 +373,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	if l.opts.Fencing {
 		// The fence is one more than the largest counter the majority
 		// read, written back to a majority that still holds our token
-		// before the deadline (package doc, "Fencing tokens").
+		// before the deadline (docs/design.md §5).
 		reason := ""
 		for _, r := range res.Replies {
 			if r.Outcome == quorum.OK {

@@ -51,7 +51,7 @@ type Options struct {
 
 	// Fencing makes every acquisition also produce a fencing token
 	// (Lock.Fence), strictly larger than every earlier holder's, by a
-	// second round to the masters (DESIGN.md §5). It costs one more round
+	// second round to the masters (docs/design.md §5). It costs one more round
 	// trip per acquisition. Fences are monotonic only while no master loses
 	// its counter: run the masters with appendfsync always, or never
 	// restart one empty. Default: false.

@@ -146,7 +146,8 @@ func TestAcquireReleaseOnFiveMasters(t *testing.T) {
 	}
 }
 
-// Acceptance 3: two of five masters SIGSTOPped, default go-redis clients.
+// Two of five masters SIGSTOPped, default go-redis clients: TryLock and
+// Unlock still succeed, each within 10× NodeTimeout.
 func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
@@ -176,7 +177,8 @@ func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
 	}
 }
 
-// Acceptance 4: three of five SIGSTOPped.
+// Three of five SIGSTOPped: TryLock fails with the three timed out, leaves
+// no key on the two that answered, and none on the three once they wake.
 func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
@@ -208,7 +210,7 @@ func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 	waitGone(t, c, "minority", "late-landed keys to be released")
 }
 
-// Acceptance 5: a majority that arrives after the validity window.
+// A majority that arrives after the validity window is not a lock.
 func TestLateMajorityIsNotALock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{TTL: time.Second, SafetyMargin: 300 * time.Millisecond, NodeTimeout: 950 * time.Millisecond})
@@ -240,7 +242,7 @@ func TestLateMajorityIsNotALock(t *testing.T) {
 	}
 }
 
-// Acceptance 6: mutual exclusion under contention.
+// Mutual exclusion under contention.
 func TestMutualExclusion(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const lockers, perLocker = 8, 25
@@ -288,7 +290,8 @@ func TestMutualExclusion(t *testing.T) {
 	}
 }
 
-// Acceptance 7: Extend and Unlock after the lock moved on.
+// Extend moves the deadline and raises the key's TTL on a majority of
+// masters.
 func TestExtend(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{TTL: time.Second, NodeTimeout: 40 * time.Millisecond})
@@ -382,7 +385,9 @@ func TestUnlockWithCancelledContext(t *testing.T) {
 	}
 }
 
-// Acceptance 9.
+// Lock returns promptly when its context is cancelled while it waits for a
+// held lock, wrapping both context.Canceled and ErrNotAcquired, and leaves
+// neither the holder's keys disturbed nor its own behind.
 func TestLockReturnsPromptlyWhenCancelled(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, nil)
@@ -414,7 +419,7 @@ func TestLockReturnsPromptlyWhenCancelled(t *testing.T) {
 	}
 }
 
-// Acceptance 8: bad input is an error naming the rule, never a panic.
+// Bad input is an error naming the rule, never a panic.
 func TestBadInput(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	good := c.Clients()

@@ -6,7 +6,7 @@
 // clock. Callers take their readings from Go's monotonic clock (time.Now,
 // time.Since) before the first request is sent and at the quorum decision.
 //
-// The formulas (DESIGN.md §2):
+// The formulas, worked through in docs/design.md §2:
 //
 //	drift    = TTL × DriftFactor + DriftConstant
 //	validity = TTL − elapsed − drift − SafetyMargin

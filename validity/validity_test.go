@@ -23,7 +23,7 @@ func TestMajority(t *testing.T) {
 	}
 }
 
-// The worked numbers of DESIGN.md §2, to the nanosecond.
+// The worked numbers of docs/design.md §2, to the nanosecond.
 func TestWorkedNumbers(t *testing.T) {
 	for _, tc := range []struct {
 		name                   string
@@ -94,7 +94,10 @@ func TestValidateNamesTheRule(t *testing.T) {
 	}
 }
 
-// FuzzBudget checks the invariants of STYLE.md §7 over arbitrary budgets.
+// FuzzBudget checks, over arbitrary valid budgets, that validity never
+// exceeds the TTL or the window, is never positive at or past the window,
+// equals window − elapsed inside it, that drift is at least DriftConstant,
+// and that the deadline never moves back when start moves forward.
 func FuzzBudget(f *testing.F) {
 	f.Add(int64(10*time.Second), 0.01, int64(2*ms), int64(0), int64(120*ms), int64(5*ms))
 	f.Add(int64(time.Second), 0.5, int64(0), int64(400*ms), int64(time.Second), int64(-1))

@@ -1,4 +1,4 @@
--- Round 1 of a fenced acquisition (DESIGN.md §5): SET NX PX and, only if it
+-- Round 1 of a fenced acquisition (docs/design.md §5): SET NX PX and, only if it
 -- succeeded, read this master's fence counter, atomically.
 -- KEYS[1] lock key; KEYS[2] fence key (same hash slot; never expires).
 -- ARGV[1] token; ARGV[2] TTL in milliseconds.

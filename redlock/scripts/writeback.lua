@@ -1,4 +1,4 @@
--- Round 2 of a fenced acquisition (DESIGN.md §5): raise this master's
+-- Round 2 of a fenced acquisition (docs/design.md §5): raise this master's
 -- counter to the fence t, but only while the lock key still holds our token.
 -- Success means the stored counter is t under our token; the owner breaks
 -- ties, so a counter already at t counts only if it is ours.

@@ -168,8 +168,8 @@ func TestChaos(t *testing.T) {
 			r := c.run(t)
 			record(r)
 			checkAlways(t, r)
-			// Acceptance 2 and 3: outside the assumptions the checker must
-			// find the double grant.
+			// Outside the assumptions the checker must find the double
+			// grant.
 			if r.MutexOK != porcupine.Illegal || r.Overlaps < 1 {
 				t.Errorf("checker missed the violation: mutex model %s, %d overlaps", r.MutexOK, r.Overlaps)
 			}
@@ -312,7 +312,7 @@ func TestCheckerResourceLog(t *testing.T) {
 	}
 }
 
-// Acceptance 4: a seed reproduces the fault schedule.
+// A seed reproduces the fault schedule.
 func TestScheduleReplay(t *testing.T) {
 	for _, w := range workloads(true) {
 		a := NewSchedule(ScheduleRand(seed, w.Name), w.Plan)
