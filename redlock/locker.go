@@ -221,7 +221,7 @@ func (l *Locker) Close() error {
 // ctx's error if ctx ended first); errors.As gives an *Error with the
 // outcome on each master.
 func (l *Locker) TryLock(ctx context.Context, resource string) (*Lock, error) {
-	if err := checkResource(resource); err != nil {
+	if err := l.opts.checkName(resource); err != nil {
 		return nil, err
 	}
 	return l.acquire(ctx, resource)
@@ -232,7 +232,7 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lock, error) {
 // MaxAttempts is spent. When ctx ends, the error satisfies
 // errors.Is(err, ctx.Err()).
 func (l *Locker) Lock(ctx context.Context, resource string) (*Lock, error) {
-	if err := checkResource(resource); err != nil {
+	if err := l.opts.checkName(resource); err != nil {
 		return nil, err
 	}
 	var timer *time.Timer
@@ -295,7 +295,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := lockKey(l.opts.KeyPrefix, resource)
+	key := l.opts.keyFor(resource)
 	ttl := uint64(l.opts.TTL.Milliseconds())
 	kind := cmdSetNX
 	if l.opts.Fencing {
