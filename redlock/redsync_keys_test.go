@@ -55,19 +55,21 @@ func TestRedsyncKeysNaming(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := countValue(keyOn(t, c, tc.key), lk.Token()); n != c.N() {
-				t.Fatalf("key %q holds the token on %d masters, want %d", tc.key, n, c.N())
-			}
+			// TryLock returned at a majority: the other SETs may still be
+			// on their way.
+			waitFor(t, "the token on every master", func() bool { return countValue(keyOn(t, c, tc.key), lk.Token()) == c.N() })
 			if n := countValue(keyOn(t, c, "redlock:{"+tc.resource+"}"), ""); n != c.N() {
 				t.Fatalf("the default-naming key exists on %d masters", c.N()-n)
 			}
 			if tc.opts.Fencing {
-				for i := range c.N() {
-					f, err := c.Client(i).HGet(t.Context(), tc.key+":fence", "fence").Uint64()
-					if err != nil || f != lk.Fence() {
-						t.Fatalf("master %d: HGET %q fence = %d, %v; want %d", i, tc.key+":fence", f, err, lk.Fence())
+				waitFor(t, "the fence on every master", func() bool {
+					for i := range c.N() {
+						if f, err := c.Client(i).HGet(t.Context(), tc.key+":fence", "fence").Uint64(); err != nil || f != lk.Fence() {
+							return false
+						}
 					}
-				}
+					return true
+				})
 			}
 			if err := lk.Extend(t.Context()); err != nil {
 				t.Fatal(err)
