@@ -17,7 +17,12 @@ const MaxResourceLen = 512
 const tokenBytes = 16
 
 // checkResource returns an error naming the rule a resource name breaks.
-func checkResource(resource string) error {
+func checkResource(resource string) error { return checkNameRules(resource, false) }
+
+// checkNameRules is checkResource; verbatim (RedsyncKeys) drops the rule
+// against a leading '}', which only matters inside the braces that naming
+// does not add.
+func checkNameRules(resource string, verbatim bool) error {
 	switch {
 	case resource == "":
 		return invalid("resource name is empty")
@@ -25,7 +30,7 @@ func checkResource(resource string) error {
 		return invalid(fmt.Sprintf("resource name is %d bytes, over the %d-byte limit", len(resource), MaxResourceLen))
 	case !utf8.ValidString(resource):
 		return invalid("resource name is not valid UTF-8")
-	case strings.HasPrefix(resource, "}"):
+	case !verbatim && strings.HasPrefix(resource, "}"):
 		// "<prefix>{}..." would make Redis Cluster hash the whole key, and
 		// the lock and fence keys could land in different slots.
 		return invalid("resource name must not start with '}'")
@@ -34,6 +39,26 @@ func checkResource(resource string) error {
 		return invalid(fmt.Sprintf("resource name has a control character at byte %d", i))
 	}
 	return nil
+}
+
+// checkName returns an error naming the rule resource breaks under o's
+// key naming.
+func (o *Options) checkName(resource string) error {
+	if err := checkNameRules(resource, o.RedsyncKeys); err != nil || !o.RedsyncKeys {
+		return err
+	}
+	if strings.HasSuffix(o.KeyPrefix+resource, fenceSuffix) {
+		return invalid(fmt.Sprintf("key %q ends in %q, which RedsyncKeys keeps for fence counters", o.KeyPrefix+resource, fenceSuffix))
+	}
+	return nil
+}
+
+// keyFor returns resource's lock key under o's key naming.
+func (o *Options) keyFor(resource string) string {
+	if o.RedsyncKeys {
+		return o.KeyPrefix + resource // redsync's: the name is the key
+	}
+	return lockKey(o.KeyPrefix, resource)
 }
 
 // lockKey is "<prefix>{<resource>}": the braces make it a hash tag, so the

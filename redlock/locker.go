@@ -232,7 +232,7 @@ func (l *Locker) Close() error {
 // ctx's error if ctx ended first); errors.As gives an *Error with the
 // outcome on each master.
 func (l *Locker) TryLock(ctx context.Context, resource string) (*Lock, error) {
-	if err := checkResource(resource); err != nil {
+	if err := l.opts.checkName(resource); err != nil {
 		return nil, err
 	}
 	ctx, span := l.tel.start(ctx, "TryLock", resource)
@@ -246,7 +246,7 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lock, error) {
 // MaxAttempts is spent. When ctx ends, the error satisfies
 // errors.Is(err, ctx.Err()).
 func (l *Locker) Lock(ctx context.Context, resource string) (lk *Lock, err error) {
-	if err := checkResource(resource); err != nil {
+	if err := l.opts.checkName(resource); err != nil {
 		return nil, err
 	}
 	ctx, span := l.tel.start(ctx, "Lock", resource)
@@ -316,7 +316,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := lockKey(l.opts.KeyPrefix, resource)
+	key := l.opts.keyFor(resource)
 	ttl := uint64(l.opts.TTL.Milliseconds())
 	kind := cmdSetNX
 	if l.opts.Fencing {

@@ -46,8 +46,25 @@ type Options struct {
 
 	// KeyPrefix is prepended to every key; it must not contain '{' or '}'.
 	// Keys are "<KeyPrefix>{<resource>}" and "<KeyPrefix>{<resource>}:fence".
-	// Default: "redlock:".
+	// Default: "redlock:". RedsyncKeys changes all three (see there).
 	KeyPrefix string
+
+	// RedsyncKeys names keys as go-redsync/redsync names a Mutex, so that
+	// a fleet migrating from redsync can run both side by side on the same
+	// masters (docs/migrating-from-redsync.md): the lock key of resource R
+	// is "<KeyPrefix><R>", with no braces, and KeyPrefix defaults to "",
+	// so the key is R itself, the key of redsync's NewMutex(R). A redsync
+	// Mutex and a Locker then contend on one key and exclude each other
+	// (both SET NX PX a random token, and extend and delete only while the
+	// key holds their own token). In this mode KeyPrefix may contain
+	// braces and a resource may start with '}' (the key is taken as
+	// given, hash tags included, as redsync takes it), and a key must not
+	// end in ":fence": with Fencing the fence counter of R is
+	// "<KeyPrefix><R>:fence". Fences order this package's holders only
+	// (redsync has none). The two namings do not exclude each other:
+	// switch one way or the other only while nobody holds the lock.
+	// Default: false.
+	RedsyncKeys bool
 
 	// Fencing makes every acquisition also produce a fencing token
 	// (Lock.Fence), strictly larger than every earlier holder's, by a
@@ -123,7 +140,7 @@ func (o Options) withDefaults() Options {
 	if o.NodeTimeout == 0 && o.TTL > 0 {
 		o.NodeTimeout = min(max(o.TTL/200, 10*time.Millisecond), 50*time.Millisecond, o.TTL/4)
 	}
-	if o.KeyPrefix == "" {
+	if o.KeyPrefix == "" && !o.RedsyncKeys {
 		o.KeyPrefix = DefaultKeyPrefix
 	}
 	if o.Retry.MinDelay == 0 {
@@ -151,7 +168,7 @@ func (o Options) validate() error {
 		return invalid(fmt.Sprintf("NodeTimeout %v must be positive", o.NodeTimeout))
 	case o.NodeTimeout >= o.TTL:
 		return invalid(fmt.Sprintf("NodeTimeout %v must be shorter than TTL %v", o.NodeTimeout, o.TTL))
-	case strings.ContainsAny(o.KeyPrefix, "{}"):
+	case !o.RedsyncKeys && strings.ContainsAny(o.KeyPrefix, "{}"):
 		return invalid(fmt.Sprintf("KeyPrefix %q must not contain '{' or '}' (they would change the keys' hash slot)", o.KeyPrefix))
 	case o.Retry.MaxAttempts < 0:
 		return invalid(fmt.Sprintf("Retry.MaxAttempts %d must not be negative", o.Retry.MaxAttempts))
