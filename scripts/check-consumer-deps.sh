@@ -40,6 +40,16 @@ mod_allowed=(
   github.com/cespare/xxhash/v2   # go-redis
   go.uber.org/atomic             # go-redis
   golang.org/x/sys               # go-redis
+  # The OpenTelemetry API (metric and trace; never the SDK): the library
+  # instruments itself through it, a no-op until the application installs
+  # an SDK. These are the API modules and what they require.
+  go.opentelemetry.io/otel
+  go.opentelemetry.io/otel/metric
+  go.opentelemetry.io/otel/trace
+X
+  go.opentelemetry.io/auto/sdk   # otel/trace: auto-instrumentation hook
+  github.com/go-logr/logr        # otel: its internal error logger
+  github.com/go-logr/stdr        # otel: the same, on the standard log
 )
 # Allowed in go.sum ONLY: checksums of what the tests of those modules
 # import. go mod tidy records them so that `go test all` in the consumer
@@ -52,6 +62,7 @@ sum_allowed=(
   github.com/bsm/gomega          # go-redis's tests
   github.com/stretchr/testify    # go.uber.org/atomic's tests
   go.yaml.in/yaml/v3             # go.uber.org/atomic's tests, through testify
+  github.com/google/go-cmp       # the OpenTelemetry API's tests
   # The library's own test-only dependency, and the one module here that a
   # consumer of go-redis alone does not get: the tests of redlock, quorum
   # and validity check for leaked goroutines with goleak. Accepted because
