@@ -37,7 +37,7 @@ lab_net = net=$$(docker network ls -q --filter label=com.docker.compose.project=
 is_conn = [ -n "$$(docker inspect -f "{{if index .NetworkSettings.Networks \"$$netname\"}}yes{{end}}" $$cid)" ]
 
 .DEFAULT_GOAL := help
-.PHONY: help test check-deps fuzz image require-compose lab-up lab-down lab-status \
+.PHONY: help test check-deps check-rules fuzz image require-compose lab-up lab-down lab-status \
         lab-pause lab-unpause lab-cut lab-heal
 
 help: ## list the verbs
@@ -49,7 +49,7 @@ help: ## list the verbs
 # -p 1: one package at a time. The tests stall, slow and kill real masters
 # and measure rounds against node timeouts; packages racing each other for
 # two cores under -race turn healthy masters into "slow" ones.
-test: check-deps ## run every test with the race detector against real masters (installs redis-server if it can)
+test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test -race -count=1 -p 1 -timeout 15m ./..."; $(GO) test -race -count=1 -p 1 -timeout 15m ./...
 
@@ -57,6 +57,9 @@ test: check-deps ## run every test with the race detector against real masters (
 # does not use (in its go.mod and go.sum): part of make test.
 check-deps: ## check that a module importing only redlock gets go-redis and nothing else it does not use
 	@GO="$(GO)" scripts/check-consumer-deps.sh
+
+check-rules: ## check and unit-test the Prometheus rules in observability/ with promtool (installs Debian's prometheus if it can)
+	@scripts/check-rules.sh
 
 fuzz: ## run the validity fuzz target briefly (FUZZTIME=10s)
 	$(GO) test ./validity -run '^$$' -fuzz FuzzBudget -fuzztime $(FUZZTIME)

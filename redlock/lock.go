@@ -83,7 +83,7 @@ func (lk *Lock) Extend(ctx context.Context) (err error) {
 	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
 	outcome := "failed"
 	defer func() {
-		l.tel.extensions.Add(ctx, 1, l.tel.opts(attrOutcome, outcome, lk.resource).add...)
+		l.tel.count(ctx, extensionsOf, attrOutcome, outcome, lk.resource)
 		end(span, err)
 	}()
 	lk.mu.Lock()
@@ -153,9 +153,9 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	defer l.ops.Done()
 	lk.released = true
-	l.tel.held.Add(ctx, -1, l.tel.opts("", "", lk.resource).add...)
+	l.tel.unlocked(ctx, lk.resource)
 	expired := !time.Now().Before(lk.deadline)
-	res := l.release(ctx, lk.key, lk.token, lk.mayHold)
+	res := l.release(ctx, lk.resource, lk.key, lk.token, lk.mayHold)
 	reason := ""
 	switch {
 	case expired:

@@ -252,7 +252,7 @@ func (l *Locker) Lock(ctx context.Context, resource string) (lk *Lock, err error
 	ctx, span := l.tel.start(ctx, "Lock", resource)
 	attempts := 0
 	defer func() {
-		l.tel.attempts.Record(ctx, int64(attempts), l.tel.opts("", "", resource).rec...)
+		l.tel.lockAttempts(ctx, attempts, resource)
 		end(span, err)
 	}()
 	var timer *time.Timer
@@ -346,7 +346,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		if reason == "" && inv == nil && res.Err == nil && res.Reached && info.Validity > 0 {
 			return nil
 		}
-		l.release(ctx, key, token, mayHold)
+		l.release(ctx, resource, key, token, mayHold)
 		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
 		outcome := outNoQuorum
 		switch {
@@ -469,7 +469,7 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 // another owner's token is there. A master that is not answering gets the
 // release when it answers again; one that does not answer in time gets it
 // from the stream all the same.
-func (l *Locker) release(ctx context.Context, key, token string, mayHold []bool) quorum.Result {
+func (l *Locker) release(ctx context.Context, resource, key, token string, mayHold []bool) quorum.Result {
 	res := l.round(context.WithoutCancel(ctx), time.Now(), true, func(c *cmd) bool {
 		c.kind, c.key, c.token = cmdRelease, key, token
 		return mayHold[c.node]
@@ -482,7 +482,7 @@ func (l *Locker) release(ctx context.Context, key, token string, mayHold []bool)
 	case res.Count(quorum.TimedOut) > 0 || slices.ContainsFunc(res.Replies, func(r quorum.Reply) bool { return r.Err == errDeferred }):
 		outcome = "deferred"
 	}
-	l.tel.releases.Add(ctx, 1, l.tel.outcomeOpt[outcome].add...)
+	l.tel.count(ctx, releasesOf, attrOutcome, outcome, resource)
 	return res
 }
 

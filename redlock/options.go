@@ -90,9 +90,11 @@ type Options struct {
 	Logger *slog.Logger
 
 	// MeterProvider and TracerProvider receive the Locker's metrics and
-	// spans (docs: README, "Observability"). Default: nil, the global
-	// providers (otel.GetMeterProvider, otel.GetTracerProvider), which do
-	// nothing until the application installs an SDK.
+	// spans (README, "Observability"). Default: nil, the global providers
+	// (otel.GetMeterProvider, otel.GetTracerProvider), which do nothing
+	// until the application installs an SDK. Setting both to the
+	// OpenTelemetry no-op providers (metric/noop, trace/noop) turns the
+	// instrumentation off entirely.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
 

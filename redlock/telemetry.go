@@ -8,7 +8,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+	nooptrace "go.opentelemetry.io/otel/trace/noop"
 )
 
 // instrumentation is the scope name of the Locker's meter and tracer.
@@ -85,8 +87,16 @@ func newOptSet(attrs ...attribute.KeyValue) optSet {
 // spanOpts is the start option of every span.
 var spanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
+// newTelemetry returns the Locker's instruments, or nil (instrumentation
+// off, at no cost at all) when both providers are the OpenTelemetry no-op
+// ones (go.opentelemetry.io/otel/metric/noop and .../trace/noop).
 func newTelemetry(l *Locker) (*telemetry, error) {
 	mp, tp := l.opts.MeterProvider, l.opts.TracerProvider
+	_, mnoop := mp.(noopmetric.MeterProvider)
+	_, tnoop := tp.(nooptrace.TracerProvider)
+	if mnoop && tnoop {
+		return nil, nil
+	}
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
@@ -139,7 +149,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	dropped, err := m.Int64ObservableCounter("redlock.releases.dropped", metric.WithUnit("{release}"),
 		metric.WithDescription("Deferred releases given up for room (their keys expire with their TTL)."))
 	keep(err)
-	skipped, err := m.Int64ObservableGauge("redlock.master.skipped", metric.WithUnit("1"),
+	skipped, err := m.Int64ObservableGauge("redlock.master.skipped", metric.WithUnit("{master}"),
 		metric.WithDescription("1 while a master is skipped as not answering (silent for NodeTimeout with commands unanswered), else 0."))
 	keep(err)
 	if len(errs) > 0 {
@@ -188,7 +198,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 }
 
 func (t *telemetry) close() {
-	if t.reg != nil {
+	if t != nil && t.reg != nil {
 		t.reg.Unregister()
 	}
 }
@@ -205,6 +215,9 @@ func (t *telemetry) resourceAttrs(resource string) []attribute.KeyValue {
 // start opens the span of one public operation. With a no-op tracer it
 // costs next to nothing; attributes are only built for a recording span.
 func (t *telemetry) start(ctx context.Context, op, resource string) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, nil
+	}
 	ctx, span := t.tracer.Start(ctx, t.spanNames[op], spanOpts...)
 	if span.IsRecording() {
 		span.SetAttributes(attrOp.String(op))
@@ -215,6 +228,9 @@ func (t *telemetry) start(ctx context.Context, op, resource string) (context.Con
 
 // end records err on span and ends it.
 func end(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
 	if err != nil && span.IsRecording() {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
@@ -225,6 +241,9 @@ func end(span trace.Span, err error) {
 // round records one round's per-master outcomes and latencies, and, on a
 // recording span, one event per master.
 func (t *telemetry) round(ctx context.Context, l *Locker, op string, res quorum.Result) {
+	if t == nil {
+		return
+	}
 	for i, r := range res.Replies {
 		t.calls.Add(ctx, 1, t.callOut[i][min(int(r.Outcome), len(t.callOut[i])-1)]...)
 		if r.Outcome != quorum.Unavailable && r.Outcome != quorum.Pending {
@@ -265,6 +284,9 @@ func (t *telemetry) opts(key attribute.Key, value, resource string) optSet {
 
 // acquired records the outcome of one acquisition round.
 func (t *telemetry) acquired(ctx context.Context, resource, outcome string, info Acquisition, fence uint64) {
+	if t == nil {
+		return
+	}
 	t.acquireDur.Record(ctx, info.Elapsed.Seconds(), t.opts(attrOutcome, outcome, resource).rec...)
 	if outcome == outAcquired {
 		none := t.opts("", "", resource)
@@ -284,5 +306,31 @@ func (t *telemetry) acquired(ctx context.Context, resource, outcome string, info
 
 // lostLease counts a lease lost for reason.
 func (t *telemetry) lostLease(ctx context.Context, resource, reason string) {
+	if t == nil {
+		return
+	}
 	t.lost.Add(ctx, 1, t.opts(attrReason, reason, resource).add...)
 }
+
+// counted adds one to counter c with key=outcome (and the resource label).
+func (t *telemetry) count(ctx context.Context, c func(*telemetry) metric.Int64Counter, key attribute.Key, value, resource string) {
+	if t == nil {
+		return
+	}
+	c(t).Add(ctx, 1, t.opts(key, value, resource).add...)
+}
+
+func (t *telemetry) lockAttempts(ctx context.Context, n int, resource string) {
+	if t != nil {
+		t.attempts.Record(ctx, int64(n), t.opts("", "", resource).rec...)
+	}
+}
+
+func (t *telemetry) unlocked(ctx context.Context, resource string) {
+	if t != nil {
+		t.held.Add(ctx, -1, t.opts("", "", resource).add...)
+	}
+}
+
+func extensionsOf(t *telemetry) metric.Int64Counter { return t.extensions }
+func releasesOf(t *telemetry) metric.Int64Counter   { return t.releases }

@@ -46,7 +46,7 @@ mod_allowed=(
   go.opentelemetry.io/otel
   go.opentelemetry.io/otel/metric
   go.opentelemetry.io/otel/trace
-X
+  go.opentelemetry.io/otel/log   # imported by package otel (its global log provider)
   go.opentelemetry.io/auto/sdk   # otel/trace: auto-instrumentation hook
   github.com/go-logr/logr        # otel: its internal error logger
   github.com/go-logr/stdr        # otel: the same, on the standard log

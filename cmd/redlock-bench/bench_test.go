@@ -489,7 +489,7 @@ func smoke(t *testing.T, extra ...string) {
 	for _, r := range rep.Results {
 		cells[r.Scenario+"/"+r.Impl] = r
 	}
-	for _, sc := range scenarioNames() {
+	for _, sc := range defaultScenarios() {
 		names := implNames()
 		if s := scenarioByName(sc); s.impls != nil {
 			names = s.impls

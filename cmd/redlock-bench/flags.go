@@ -35,6 +35,7 @@ type config struct {
 	chartPath   string
 	quiet       bool
 	printSchema bool
+	metricsAddr string
 }
 
 // Defaults sized for "go run ./cmd/redlock-bench" to finish in well under
@@ -103,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.chartPath, "chart", "", "also write an SVG `FILE` with latency and validity-margin CDFs per implementation and scenario")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress line on stderr (it is off anyway when stderr is not a terminal)")
 	fs.BoolVar(&cfg.printSchema, "schema", false, "print the JSON Schema of -json output and exit")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve the redlock-otel cells' metrics in Prometheus format at http://`host:port`/metrics while the bench runs (-scenarios telemetry)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageHead, defaultMasters, defaultMasters, describeImpls(), describeScenarios())
 		fs.PrintDefaults()
@@ -150,6 +152,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var err error
 	if cfg.workers, err = parseWorkers(workers); err != nil {
 		return nil, err
+	}
+	if strings.TrimSpace(scenarios) == "" {
+		scenarios = strings.Join(defaultScenarios(), ",")
 	}
 	if cfg.scenarios, err = pickNames("-scenarios", scenarios, scenarioNames()); err != nil {
 		return nil, err

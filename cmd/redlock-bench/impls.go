@@ -42,7 +42,7 @@ type implSpec struct {
 	name   string
 	desc   string
 	source string // Validity.Source
-	open   func(addrs []string, ttl time.Duration) (impl, error)
+	open   func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error)
 	hidden bool // only run when a scenario names it
 }
 
@@ -53,35 +53,49 @@ var impls = []implSpec{
 	{
 		name: "redlock", source: "acquisition",
 		desc: "this module: redlock.New(clients, &Options{TTL: -ttl}), one Locker shared by all workers",
-		open: func(addrs []string, ttl time.Duration) (impl, error) {
+		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
 			return openOurs(addrs, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix})
 		},
 	},
 	{
 		name: "redsync", source: "until",
 		desc: "go-redsync/redsync/v4 defaults (goredis/v9 pools), WithExpiry(-ttl); a new Mutex per op",
-		open: func(addrs []string, ttl time.Duration) (impl, error) {
+		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
 			return openRedsync(addrs, ttl), nil
 		},
 	},
 	{
 		name: "redsync-failfast", source: "until",
 		desc: "redsync as above plus WithFailFast(true): returns once a quorum answered",
-		open: func(addrs []string, ttl time.Duration) (impl, error) {
+		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
 			return openRedsync(addrs, ttl, redsync.WithFailFast(true)), nil
 		},
 	},
 	{
 		name: "single", source: "computed",
 		desc: "SET NX PX on master 0 + compare-and-del: the no-quorum floor (retries like ours)",
-		open: func(addrs []string, ttl time.Duration) (impl, error) {
+		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
 			return &single{c: redis.NewClient(&redis.Options{Addr: addrs[0]}), ttl: ttl, del: redis.NewScript(compareAndDel)}, nil
+		},
+	},
+	{
+		name: "redlock-off", source: "acquisition", hidden: true,
+		desc: "this module with its instrumentation off (no-op providers passed; telemetry scenario only)",
+		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openOurs(addrs, tel.options("off", redlock.Options{TTL: ttl, KeyPrefix: keyPrefix}))
+		},
+	},
+	{
+		name: "redlock-otel", source: "acquisition", hidden: true,
+		desc: "this module reporting to the OpenTelemetry SDK: metrics to a Prometheus reader (-metrics-addr serves it), 1% of traces sampled (telemetry scenario only)",
+		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openOurs(addrs, tel.options("sdk", redlock.Options{TTL: ttl, KeyPrefix: keyPrefix}))
 		},
 	},
 	{
 		name: "redlock-fenced", source: "acquisition", hidden: true,
 		desc: "this module with Options.Fencing (fencing scenario only)",
-		open: func(addrs []string, ttl time.Duration) (impl, error) {
+		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
 			return openOurs(addrs, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, Fencing: true})
 		},
 	},

@@ -48,6 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	began := time.Now()
+	tel, err := newBenchTelemetry(cfg.metricsAddr, stderr)
+	if err != nil {
+		return err
+	}
+	defer tel.shutdown()
 	ms, err := openMasters(ctx, cfg, stderr)
 	if err != nil {
 		return err
@@ -61,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var runErr error
 	for i, c := range cells {
 		res, err := runCell(ctx, c, cellEnv{ms: ms, duration: cfg.duration, ttl: cfg.ttl,
-			run: runID, index: i, progress: prog})
+			run: runID, index: i, progress: prog, tel: tel})
 		if err != nil {
 			runErr = err
 			if ctx.Err() != nil {

@@ -27,6 +27,8 @@ type scenario struct {
 	// impls, when set, are the variants this scenario runs instead of the
 	// -impls selection (e.g. ours with and without fencing).
 	impls []string
+	// optIn scenarios run only when -scenarios names them.
+	optIn bool
 }
 
 // phaseList returns the phases, or the single implicit one.
@@ -70,12 +72,29 @@ var scenarios = []scenario{
 		desc:  "uncontended, ours without and with fencing tokens: the price of the second round",
 		impls: []string{"redlock", "redlock-fenced"},
 	},
+	{
+		name:  "telemetry",
+		desc:  "uncontended, ours with instrumentation off, with the default (no-op) providers, and reporting to the OpenTelemetry SDK: the price of observability (only when named)",
+		impls: []string{"redlock-off", "redlock", "redlock-otel"},
+		optIn: true,
+	},
 }
 
 func scenarioNames() []string {
 	out := make([]string, len(scenarios))
 	for i, s := range scenarios {
 		out[i] = s.name
+	}
+	return out
+}
+
+// defaultScenarios are the scenarios run when -scenarios is not given.
+func defaultScenarios() []string {
+	var out []string
+	for _, s := range scenarios {
+		if !s.optIn {
+			out = append(out, s.name)
+		}
 	}
 	return out
 }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// -metrics-addr serves the redlock-otel cells' metrics in Prometheus format
+// while the bench runs: a scrape in the middle of a run finds the
+// acquisition histogram and one series per master.
+func TestMetricsEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	args := []string{"-embedded", "-scenarios", "telemetry", "-workers", "2", "-duration", "3s", "-q", "-metrics-addr", addr}
+	done := make(chan error, 1)
+	var stdout, stderr bytes.Buffer
+	go func() { done <- run(t.Context(), args, &stdout, &stderr) }()
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(body, `redlock_master_calls_total{`) || !strings.Contains(body, "redlock_acquire_duration_seconds_bucket{") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no redlock series scraped from %s; last body:\n%.2000s", addr, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+	}
+	masters := map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "redlock_master_calls_total{") {
+			if _, rest, ok := strings.Cut(line, `server_address="`); ok {
+				a, _, _ := strings.Cut(rest, `"`)
+				masters[a] = true
+			}
+		}
+	}
+	if len(masters) != 5 {
+		t.Errorf("redlock_master_calls_total has series for %d masters, want 5: %v", len(masters), masters)
+	}
+	if !strings.Contains(body, `redlock_acquire_duration_seconds_bucket{`) || !strings.Contains(body, `redlock_outcome="acquired"`) {
+		t.Errorf("no acquired outcome in the acquisition histogram")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "redlock-otel") {
+		t.Fatalf("the telemetry scenario's table lacks redlock-otel:\n%s", stdout.String())
+	}
+}
