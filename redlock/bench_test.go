@@ -8,6 +8,8 @@ import (
 
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
+	nooptrace "go.opentelemetry.io/otel/trace/noop"
 )
 
 // BenchmarkUncontended is one uncontended TryLock+Unlock on five local
@@ -15,7 +17,15 @@ import (
 // Parallel form: go test -run ^$ -bench Uncontended -benchmem ./redlock/
 func BenchmarkUncontended(b *testing.B) {
 	c := lab.ForTest(b, 5, nil)
-	l, err := redlock.New(c.Clients(), nil)
+	b.Run("default", func(b *testing.B) { benchUncontended(b, c, nil) })
+	// Instrumentation off: the OpenTelemetry no-op providers.
+	b.Run("off", func(b *testing.B) {
+		benchUncontended(b, c, &redlock.Options{MeterProvider: noopmetric.NewMeterProvider(), TracerProvider: nooptrace.NewTracerProvider()})
+	})
+}
+
+func benchUncontended(b *testing.B, c *lab.Cluster, opts *redlock.Options) {
+	l, err := redlock.New(c.Clients(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}

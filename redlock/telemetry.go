@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"reflect"
 
 	"github.com/quorumlab/redlock/quorum"
 	"go.opentelemetry.io/otel"
@@ -49,6 +50,13 @@ const (
 type telemetry struct {
 	tracer trace.Tracer
 	label  func(string) string
+	// globalMP and globalTP are the types of OpenTelemetry's built-in
+	// global providers when the Locker uses them and no SDK was installed
+	// yet (nil otherwise): while the global provider is still of that
+	// type, nothing can record and the Locker skips the calls altogether.
+	// Once the application installs an SDK the instruments, created from
+	// the global providers, delegate to it.
+	globalMP, globalTP reflect.Type
 
 	acquireDur metric.Float64Histogram
 	validity   metric.Float64Histogram
@@ -105,6 +113,12 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	}
 	m := mp.Meter(instrumentation)
 	t := &telemetry{tracer: tp.Tracer(instrumentation), label: l.opts.ResourceLabel}
+	if l.opts.MeterProvider == nil {
+		t.globalMP = builtinGlobal(mp)
+	}
+	if l.opts.TracerProvider == nil {
+		t.globalTP = builtinGlobal(tp)
+	}
 	var errs []error
 	keep := func(err error) {
 		if err != nil {
@@ -197,6 +211,26 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	return t, nil
 }
 
+// builtinGlobal returns p's type if p is OpenTelemetry's built-in global
+// (delegating, until an SDK is installed) provider, else nil.
+func builtinGlobal(p any) reflect.Type {
+	rt := reflect.TypeOf(p)
+	if rt != nil && rt.Kind() == reflect.Pointer && rt.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
+		return rt
+	}
+	return nil
+}
+
+// metering reports whether metrics can be recorded now.
+func (t *telemetry) metering() bool {
+	return t != nil && (t.globalMP == nil || reflect.TypeOf(otel.GetMeterProvider()) != t.globalMP)
+}
+
+// tracing reports whether spans can be recorded now.
+func (t *telemetry) tracing() bool {
+	return t != nil && (t.globalTP == nil || reflect.TypeOf(otel.GetTracerProvider()) != t.globalTP)
+}
+
 func (t *telemetry) close() {
 	if t != nil && t.reg != nil {
 		t.reg.Unregister()
@@ -215,7 +249,7 @@ func (t *telemetry) resourceAttrs(resource string) []attribute.KeyValue {
 // start opens the span of one public operation. With a no-op tracer it
 // costs next to nothing; attributes are only built for a recording span.
 func (t *telemetry) start(ctx context.Context, op, resource string) (context.Context, trace.Span) {
-	if t == nil {
+	if !t.tracing() {
 		return ctx, nil
 	}
 	ctx, span := t.tracer.Start(ctx, t.spanNames[op], spanOpts...)
@@ -244,10 +278,12 @@ func (t *telemetry) round(ctx context.Context, l *Locker, op string, res quorum.
 	if t == nil {
 		return
 	}
-	for i, r := range res.Replies {
-		t.calls.Add(ctx, 1, t.callOut[i][min(int(r.Outcome), len(t.callOut[i])-1)]...)
-		if r.Outcome != quorum.Unavailable && r.Outcome != quorum.Pending {
-			t.callDur.Record(ctx, r.Latency.Seconds(), t.master[i]...)
+	if t.metering() {
+		for i, r := range res.Replies {
+			t.calls.Add(ctx, 1, t.callOut[i][min(int(r.Outcome), len(t.callOut[i])-1)]...)
+			if r.Outcome != quorum.Unavailable && r.Outcome != quorum.Pending {
+				t.callDur.Record(ctx, r.Latency.Seconds(), t.master[i]...)
+			}
 		}
 	}
 	span := trace.SpanFromContext(ctx)
@@ -287,11 +323,13 @@ func (t *telemetry) acquired(ctx context.Context, resource, outcome string, info
 	if t == nil {
 		return
 	}
-	t.acquireDur.Record(ctx, info.Elapsed.Seconds(), t.opts(attrOutcome, outcome, resource).rec...)
-	if outcome == outAcquired {
-		none := t.opts("", "", resource)
-		t.validity.Record(ctx, info.Validity.Seconds(), none.rec...)
-		t.held.Add(ctx, 1, none.add...)
+	if t.metering() {
+		t.acquireDur.Record(ctx, info.Elapsed.Seconds(), t.opts(attrOutcome, outcome, resource).rec...)
+		if outcome == outAcquired {
+			none := t.opts("", "", resource)
+			t.validity.Record(ctx, info.Validity.Seconds(), none.rec...)
+			t.held.Add(ctx, 1, none.add...)
+		}
 	}
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
@@ -306,7 +344,7 @@ func (t *telemetry) acquired(ctx context.Context, resource, outcome string, info
 
 // lostLease counts a lease lost for reason.
 func (t *telemetry) lostLease(ctx context.Context, resource, reason string) {
-	if t == nil {
+	if !t.metering() {
 		return
 	}
 	t.lost.Add(ctx, 1, t.opts(attrReason, reason, resource).add...)
@@ -314,20 +352,20 @@ func (t *telemetry) lostLease(ctx context.Context, resource, reason string) {
 
 // counted adds one to counter c with key=outcome (and the resource label).
 func (t *telemetry) count(ctx context.Context, c func(*telemetry) metric.Int64Counter, key attribute.Key, value, resource string) {
-	if t == nil {
+	if !t.metering() {
 		return
 	}
 	c(t).Add(ctx, 1, t.opts(key, value, resource).add...)
 }
 
 func (t *telemetry) lockAttempts(ctx context.Context, n int, resource string) {
-	if t != nil {
+	if t.metering() {
 		t.attempts.Record(ctx, int64(n), t.opts("", "", resource).rec...)
 	}
 }
 
 func (t *telemetry) unlocked(ctx context.Context, resource string) {
-	if t != nil {
+	if t.metering() {
 		t.held.Add(ctx, -1, t.opts("", "", resource).add...)
 	}
 }

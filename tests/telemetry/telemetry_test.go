@@ -359,14 +359,52 @@ func TestLostLease(t *testing.T) {
 	c.ResumeAll()
 }
 
-// WriteFenced has no Locker: it counts on the global meter provider.
-func TestStaleFencedWrite(t *testing.T) {
-	c := lab.ForTest(t, 1, nil)
+// A Locker on the default (global) providers records nothing until the
+// application installs an SDK, and everything after, even when the SDK is
+// installed after New. WriteFenced, which has no Locker, counts stale
+// writes on the global meter provider. (This test sets the process-wide
+// providers: the other tests here pass their own.)
+func TestGlobalProviders(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l, err := redlock.New(c.Clients(), &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	lk, err := l.TryLock(t.Context(), "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.Unlock(t.Context())
+
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	prev := otel.GetMeterProvider()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
 	otel.SetMeterProvider(mp)
-	t.Cleanup(func() { otel.SetMeterProvider(prev); mp.Shutdown(context.Background()) })
+	otel.SetTracerProvider(tp)
+
+	lk, err = l.TryLock(t.Context(), "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.Unlock(t.Context())
+	ms := collect(t, reader)
+	if n := count(t, ms, "redlock.acquire.duration", outcome.String("acquired")); n != 1 {
+		t.Fatalf("acquire.duration{acquired} = %d, want 1 (the acquisition after the SDK was installed)", n)
+	}
+	if n := sum(t, ms, "redlock.releases", outcome.String("released")); n != 1 {
+		t.Fatalf("releases{released} = %d, want 1", n)
+	}
+	names := map[string]int{}
+	for _, s := range rec.Ended() {
+		names[s.Name()]++
+	}
+	if names["redlock.TryLock"] != 1 || names["redlock.Unlock"] != 1 {
+		t.Fatalf("spans %v, want one TryLock and one Unlock", names)
+	}
+
 	var db redis.Scripter = c.Client(0)
 	if err := redlock.WriteFenced(t.Context(), db, "acct", 2, "new-owner-token", "v2"); err != nil {
 		t.Fatal(err)
