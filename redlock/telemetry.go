@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"reflect"
+	"sync/atomic"
 
 	"github.com/quorumlab/redlock/quorum"
 	"go.opentelemetry.io/otel"
@@ -65,8 +66,11 @@ type telemetry struct {
 	lost       metric.Int64Counter
 	held       metric.Int64UpDownCounter
 	releases   metric.Int64Counter
-	calls      metric.Int64Counter
 	callDur    metric.Float64Histogram
+	// callCount[i][outcome] counts commands to master i by outcome; the
+	// redlock.master.calls counter is observed from it at collection, so
+	// the hot path pays an atomic add, not a measurement.
+	callCount [][quorum.Canceled + 1]atomic.Int64
 
 	// Precomputed attribute options, used when there is no resource label,
 	// as slices so that passing them on allocates nothing.
@@ -75,7 +79,7 @@ type telemetry struct {
 
 	// per master i: master[i] for latency, callOut[i][outcome] for calls
 	master  [][]metric.RecordOption
-	callOut [][][]metric.AddOption
+	callOut [][]metric.ObserveOption
 	reg     metric.Registration
 
 	spanNames map[string]string
@@ -151,11 +155,11 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	t.releases, err = m.Int64Counter("redlock.releases", metric.WithUnit("{release}"),
 		metric.WithDescription("Release rounds (Unlock, and cleanup after a failed acquisition), by outcome: released, deferred (a master not answering gets it later), not_ours."))
 	keep(err)
-	t.calls, err = m.Int64Counter("redlock.master.calls", metric.WithUnit("{call}"),
+	calls, err := m.Int64ObservableCounter("redlock.master.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Commands to each master, by outcome (ok, refused, failed, timed out, unavailable, canceled, pending)."))
 	keep(err)
 	t.callDur, err = m.Float64Histogram("redlock.master.duration", metric.WithUnit("s"), secs,
-		metric.WithDescription("Latency of each master's replies, from the start of the round."))
+		metric.WithDescription("Latency of each master's replies in acquire and extend rounds, from the start of the round."))
 	keep(err)
 	deferred, err := m.Int64ObservableGauge("redlock.releases.deferred", metric.WithUnit("{release}"),
 		metric.WithDescription("Releases waiting for their master to answer again."))
@@ -181,15 +185,16 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	}
 	n := len(l.masters)
 	t.master = make([][]metric.RecordOption, n)
-	t.callOut = make([][][]metric.AddOption, n)
+	t.callOut = make([][]metric.ObserveOption, n)
+	t.callCount = make([][quorum.Canceled + 1]atomic.Int64, n)
 	masterAttrs := make([]metric.ObserveOption, n)
 	for i := range n {
 		addr := attrMaster.String(l.addrs[i])
 		t.master[i] = newOptSet(addr).rec
 		masterAttrs[i] = metric.WithAttributeSet(attribute.NewSet(addr))
-		t.callOut[i] = make([][]metric.AddOption, quorum.Canceled+1)
+		t.callOut[i] = make([]metric.ObserveOption, quorum.Canceled+1)
 		for o := range t.callOut[i] {
-			t.callOut[i][o] = newOptSet(addr, attrOutcome.String(quorum.Outcome(o).String())).add
+			t.callOut[i][o] = metric.WithAttributeSet(attribute.NewSet(addr, attrOutcome.String(quorum.Outcome(o).String())))
 		}
 	}
 	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -202,9 +207,14 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 				v = 1
 			}
 			o.ObserveInt64(skipped, v, masterAttrs[i])
+			for out := range t.callCount[i] {
+				if c := t.callCount[i][out].Load(); c > 0 {
+					o.ObserveInt64(calls, c, t.callOut[i][out])
+				}
+			}
 		}
 		return nil
-	}, deferred, dropped, skipped)
+	}, deferred, dropped, skipped, calls)
 	if err != nil {
 		return nil, err
 	}
@@ -280,9 +290,11 @@ func (t *telemetry) round(ctx context.Context, l *Locker, op string, res quorum.
 	}
 	if t.metering() {
 		for i, r := range res.Replies {
-			t.calls.Add(ctx, 1, t.callOut[i][min(int(r.Outcome), len(t.callOut[i])-1)]...)
-			if r.Outcome != quorum.Unavailable && r.Outcome != quorum.Pending {
-				t.callDur.Record(ctx, r.Latency.Seconds(), t.master[i]...)
+			t.callCount[i][min(int(r.Outcome), len(t.callCount[i])-1)].Add(1)
+			// Latencies of the rounds that take a lock or keep it (not of
+			// releases, which would double the cost for little more news).
+			if op != "release" && r.Outcome != quorum.Unavailable && r.Outcome != quorum.Pending {
+				t.callDur.Record(context.Background(), r.Latency.Seconds(), t.master[i]...)
 			}
 		}
 	}
