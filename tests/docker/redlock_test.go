@@ -327,12 +327,15 @@ func TestNetworkCut(t *testing.T) {
 		t.Fatalf("TryLock with 3 of 5 cut: %v, want ErrNotAcquired", err)
 	}
 	e := errAs[*redlock.Error](t, err)
-	if e.Count(quorum.OK) != 2 {
-		t.Fatalf("%d ok with 3 of 5 cut, want 2 (%v)", e.Count(quorum.OK), err)
-	}
+	// The round is decided as soon as a majority is impossible: the three
+	// cut masters fail at once, so the two live ones may not have answered
+	// yet (pending) when it is.
 	for i, nd := range e.Nodes {
-		if cut := i < 3; cut == (nd.Outcome == quorum.OK) {
-			t.Errorf("master %d (cut: %v): %v", i, cut, nd.Outcome)
+		switch cut := i < 3; {
+		case cut && nd.Outcome == quorum.OK:
+			t.Errorf("cut master %d answered ok", i)
+		case !cut && nd.Outcome != quorum.OK && nd.Outcome != quorum.Pending:
+			t.Errorf("live master %d: %v, want ok or pending", i, nd.Outcome)
 		}
 	}
 	t.Logf("TryLock with 3 cut failed in %v: %v", took.Round(time.Microsecond), err)
