@@ -84,9 +84,10 @@ type Options struct {
 	// Retry is how Lock retries. TryLock makes one round regardless.
 	Retry RetryPolicy
 
-	// Logger receives debug records of rounds and warnings of failed
-	// releases, through the *Context methods so that records correlate with
-	// traces. Tokens are logged shortened. Default: nil, which discards.
+	// Logger receives debug records of acquisitions and warnings of failed
+	// extensions in Do, through the *Context methods so that records
+	// correlate with traces. Tokens are logged shortened. Default: nil,
+	// which discards.
 	Logger *slog.Logger
 
 	// MeterProvider and TracerProvider receive the Locker's metrics and
