@@ -83,7 +83,7 @@ func (lk *Lock) Extend(ctx context.Context) (err error) {
 	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
 	outcome := "failed"
 	defer func() {
-		l.tel.count(ctx, extensionsOf, attrOutcome, outcome, lk.resource)
+		l.tel.extension(ctx, outcome, lk.resource)
 		end(span, err)
 	}()
 	lk.mu.Lock()

@@ -8,10 +8,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
-	"slices"
 	"sync"
 
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlab/redlock/quorum"
@@ -37,6 +37,7 @@ type Locker struct {
 	ops     sync.WaitGroup // operations in progress; Close waits for them
 	runIDs  map[string]int // server run_id → master index
 	invalid error          // two masters turned out to be one server
+	tried   atomic.Int32   // streams whose first dial has ended
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition.
@@ -250,15 +251,14 @@ func (l *Locker) Lock(ctx context.Context, resource string) (lk *Lock, err error
 		return nil, err
 	}
 	ctx, span := l.tel.start(ctx, "Lock", resource)
-	attempts := 0
+	attempt := 0
 	defer func() {
-		l.tel.lockAttempts(ctx, attempts, resource)
+		l.tel.lockAttempts(ctx, attempt, resource)
 		end(span, err)
 	}()
 	var timer *time.Timer
-	for attempt := 1; ; attempt++ {
-		attempts = attempt
-		lk, err := l.acquire(ctx, resource)
+	for attempt = 1; ; attempt++ {
+		lk, err = l.acquire(ctx, resource)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return lk, err
 		}
@@ -420,9 +420,13 @@ func closedError(op, resource string) error {
 // the master) and waits for the decision: a majority, or with waitAll
 // every master, each within NodeTimeout of start. A master that is not
 // answering is not sent anything (Unavailable); a release for it is
-// deferred until it answers again.
+// deferred until it answers again. Until every master has been dialled
+// once, a round waits for all of them, so that two masters that turn out
+// to be one server (run_id, on first contact) fail it with ErrInvalid
+// rather than after it.
 func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill func(c *cmd) bool) quorum.Result {
 	n := len(l.streams)
+	waitAll = waitAll || int(l.tried.Load()) < n
 	r, _ := quorum.NewRound(n, l.need, waitAll, start)
 	cmds := make([]cmd, n)
 	for i, s := range l.streams {
@@ -462,9 +466,10 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 }
 
 // release deletes token's key on every master where it may be (mayHold),
-// and waits for each to answer or reach NodeTimeout, whatever ctx says: a cancelled caller must still not leave keys behind. On
-// each master the release follows the SET it cleans up on the same ordered
-// stream, so it can never run first. A master counts as OK when the key is
+// and waits for each to answer or reach NodeTimeout, whatever ctx says: a
+// cancelled caller must still not leave keys behind. On each master the
+// release follows the SET it cleans up on the same ordered stream, so it
+// can never run first. A master counts as OK when the key is
 // gone afterwards (deleted now, or already absent) and as Refused when
 // another owner's token is there. A master that is not answering gets the
 // release when it answers again; one that does not answer in time gets it
@@ -475,14 +480,7 @@ func (l *Locker) release(ctx context.Context, resource, key, token string, mayHo
 		return mayHold[c.node]
 	})
 	l.tel.round(ctx, l, "release", res)
-	outcome := "released"
-	switch {
-	case res.Count(quorum.Refused) > len(res.Replies)-l.need:
-		outcome = "not_ours"
-	case res.Count(quorum.TimedOut) > 0 || slices.ContainsFunc(res.Replies, func(r quorum.Reply) bool { return r.Err == errDeferred }):
-		outcome = "deferred"
-	}
-	l.tel.count(ctx, releasesOf, attrOutcome, outcome, resource)
+	l.tel.released(ctx, resource, res, l.need)
 	return res
 }
 

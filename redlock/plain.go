@@ -53,12 +53,7 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.l.addrs[s.i], err)
 		}
 	}
-	runID := ""
-	for _, line := range strings.Split(info.Val(), "\n") {
-		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-			runID = strings.TrimSpace(v)
-		}
-	}
+	runID := runIDOf(info.Val())
 	if _, ok := c.(*redis.Ring); ok {
 		runID = "" // INFO went to one shard of several
 	}

@@ -3,7 +3,6 @@ package redlock
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -71,24 +70,13 @@ func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
 	if network == "" {
 		network = "tcp"
 	}
-	var conn net.Conn
-	var err error
-	if o.Dialer != nil {
-		conn, err = o.Dialer(ctx, network, o.Addr)
-	} else {
-		conn, err = (&net.Dialer{}).DialContext(ctx, network, o.Addr)
-		if err == nil && o.TLSConfig != nil {
-			cfg := o.TLSConfig.Clone()
-			if cfg.ServerName == "" {
-				cfg.ServerName, _, _ = net.SplitHostPort(o.Addr)
-			}
-			tc := tls.Client(conn, cfg)
-			if err = tc.HandshakeContext(ctx); err != nil {
-				conn.Close()
-			}
-			conn = tc
-		}
+	// go-redis fills in Options.Dialer (its own dialer does TLS and TCP
+	// keep-alives); NewDialer is the same for options that lack one.
+	dial := o.Dialer
+	if dial == nil {
+		dial = redis.NewDialer(o)
 	}
+	conn, err := dial(ctx, network, o.Addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("redlock: connecting to %s: %w", o.Addr, err)
 	}
@@ -142,11 +130,7 @@ func (k *respLink) handshake(br *bufio.Reader, o *redis.Options, deadline time.T
 			return "", fmt.Errorf("%s: %w", name, serverError(r.text))
 		}
 		if last {
-			for _, line := range strings.Split(r.text, "\n") {
-				if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-					runID = strings.TrimSpace(v)
-				}
-			}
+			runID = runIDOf(r.text)
 		}
 	}
 	return runID, nil
@@ -253,6 +237,16 @@ func (k *respLink) bulkUint(n uint64) {
 	k.bulkLen(len(d))
 	k.bw.Write(d)
 	k.bw.WriteString("\r\n")
+}
+
+// runIDOf returns the run_id field of an INFO server reply ("" if none).
+func runIDOf(info string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // read hands each reply to the stream until the connection fails.

@@ -54,6 +54,7 @@ type stream struct {
 	failedAt time.Time // last failed dial
 	needLoad bool      // a NOSCRIPT reply: load the scripts before the next batch
 	invalid  error     // the master is another master's duplicate
+	tried    bool      // the first dial has ended (either way)
 	closed   bool
 
 	wake chan struct{} // capacity 1: the flusher has work
@@ -162,14 +163,21 @@ func (s *stream) submit(c *cmd, now time.Time) submitted {
 	return sent
 }
 
+// parkLocked holds release c back until the master answers; its round no
+// longer waits for it.
 func (s *stream) parkLocked(c *cmd) {
-	c.round = nil // its round does not wait for it
-	if len(s.parked) >= maxDeferred {
+	c.round = nil
+	s.parked = append(s.parked, c)
+	s.trimParkedLocked()
+}
+
+// trimParkedLocked drops the oldest parked releases beyond maxDeferred.
+func (s *stream) trimParkedLocked() {
+	for len(s.parked) > maxDeferred {
 		s.parked[0] = nil
 		s.parked = s.parked[1:]
 		s.dropped++
 	}
-	s.parked = append(s.parked, c)
 }
 
 // takeLocked moves the queue to inflight and returns it as the batch to
@@ -228,8 +236,7 @@ func (s *stream) flush() {
 			s.mu.Unlock()
 			return
 		}
-		s.writing = true
-		ln := s.link
+		ln := s.link // the flusher owns the write side (writing) here
 		if ln == nil {
 			s.mu.Unlock()
 			var runID string
@@ -241,6 +248,10 @@ func (s *stream) flush() {
 				}
 			}
 			s.mu.Lock()
+			if !s.tried {
+				s.tried = true
+				s.l.tried.Add(1)
+			}
 			if err == nil && s.closed {
 				s.mu.Unlock()
 				ln.close()
@@ -330,17 +341,16 @@ func (s *stream) broken(ln link, err error) {
 	lost := append([]*cmd(nil), s.inflight[s.head:]...)
 	clear(s.inflight)
 	s.inflight, s.head = s.inflight[:0], 0
+	// They were submitted before anything parked now: they go first.
 	var again []*cmd
 	for _, c := range lost {
 		if c.kind == cmdRelease {
+			c.round = nil
 			again = append(again, c)
 		}
 	}
 	s.parked = append(again, s.parked...)
-	for len(s.parked) > maxDeferred {
-		s.parked = s.parked[1:]
-		s.dropped++
-	}
+	s.trimParkedLocked()
 	if len(s.queue) > 0 && !s.writing {
 		s.writing = true
 		s.kick()

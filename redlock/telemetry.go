@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync/atomic"
 
 	"github.com/quorumlab/redlock/quorum"
@@ -44,10 +45,10 @@ const (
 	outClosed   = "closed"
 )
 
-// telemetry holds the Locker's instruments. With the default (global,
-// no-op until an SDK is installed) providers every call is a cheap no-op:
-// the option sets below are built once so that recording allocates
-// nothing.
+// telemetry holds the Locker's instruments; nil when instrumentation is
+// off. With the default (global) providers nothing is recorded, only
+// checked, until the application installs an SDK. The attribute options
+// are built once so that recording allocates nothing.
 type telemetry struct {
 	tracer trace.Tracer
 	label  func(string) string
@@ -362,12 +363,28 @@ func (t *telemetry) lostLease(ctx context.Context, resource, reason string) {
 	t.lost.Add(ctx, 1, t.opts(attrReason, reason, resource).add...)
 }
 
-// counted adds one to counter c with key=outcome (and the resource label).
-func (t *telemetry) count(ctx context.Context, c func(*telemetry) metric.Int64Counter, key attribute.Key, value, resource string) {
+// extension counts one extension with its outcome.
+func (t *telemetry) extension(ctx context.Context, outcome, resource string) {
+	if t.metering() {
+		t.extensions.Add(ctx, 1, t.opts(attrOutcome, outcome, resource).add...)
+	}
+}
+
+// released counts one release round: not_ours when too many masters hold
+// another owner's token for the lock to have held a majority, deferred
+// when a master has yet to get it, else released.
+func (t *telemetry) released(ctx context.Context, resource string, res quorum.Result, need int) {
 	if !t.metering() {
 		return
 	}
-	c(t).Add(ctx, 1, t.opts(key, value, resource).add...)
+	outcome := "released"
+	switch {
+	case res.Count(quorum.Refused) > len(res.Replies)-need:
+		outcome = "not_ours"
+	case res.Count(quorum.TimedOut) > 0 || slices.ContainsFunc(res.Replies, func(r quorum.Reply) bool { return r.Err == errDeferred }):
+		outcome = "deferred"
+	}
+	t.releases.Add(ctx, 1, t.opts(attrOutcome, outcome, resource).add...)
 }
 
 func (t *telemetry) lockAttempts(ctx context.Context, n int, resource string) {
@@ -381,6 +398,3 @@ func (t *telemetry) unlocked(ctx context.Context, resource string) {
 		t.held.Add(ctx, -1, t.opts("", "", resource).add...)
 	}
 }
-
-func extensionsOf(t *telemetry) metric.Int64Counter { return t.extensions }
-func releasesOf(t *telemetry) metric.Int64Counter   { return t.releases }

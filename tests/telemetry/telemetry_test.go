@@ -246,8 +246,6 @@ func TestAcquisitionContentionExtensionRelease(t *testing.T) {
 		t.Errorf("TryLock span has %d events, want one per master", n)
 	}
 	noSecrets(t, reader, rec, resource, "secret-customer", lk.Token())
-	// The contender's Locker recorded the refusal.
-	_ = other
 }
 
 func TestContendedFailureIsHeldByAnother(t *testing.T) {
