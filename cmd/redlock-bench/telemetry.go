@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,7 @@ type benchTelemetry struct {
 	tp  *sdktrace.TracerProvider
 	srv *http.Server
 	ln  net.Listener
+	wg  sync.WaitGroup // the server's goroutine
 }
 
 func newBenchTelemetry(addr string, stderr io.Writer) (*benchTelemetry, error) {
@@ -56,7 +58,7 @@ func newBenchTelemetry(addr string, stderr io.Writer) (*benchTelemetry, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go t.srv.Serve(t.ln)
+	t.wg.Go(func() { t.srv.Serve(t.ln) })
 	fmt.Fprintf(stderr, "redlock-bench: metrics (Prometheus format) at http://%s/metrics while the bench runs (redlock-otel cells)\n", t.ln.Addr())
 	return t, nil
 }
@@ -78,6 +80,7 @@ func (t *benchTelemetry) shutdown() error {
 	var errs []error
 	if t.srv != nil {
 		errs = append(errs, t.srv.Shutdown(ctx))
+		t.wg.Wait()
 	}
 	errs = append(errs, t.mp.Shutdown(ctx), t.tp.Shutdown(ctx))
 	return errors.Join(errs...)
