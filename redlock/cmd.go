@@ -20,12 +20,24 @@ const (
 	cmdExtend                       // extend.lua: compare-and-PEXPIRE
 	cmdRelease                      // release.lua: compare-and-DEL
 	cmdLoad                         // SCRIPT LOAD, after a NOSCRIPT
+	// The same for a lock on several resources (keys): all of them or
+	// none on each master.
+	cmdAcquireMulti   // acquire_multi.lua: SET NX PX every key, and read their fence counters if fenced
+	cmdWritebackMulti // writeback_multi.lua
+	cmdExtendMulti    // extend_multi.lua
+	cmdReleaseMulti   // release_multi.lua
 )
+
+// isRelease reports whether c is a release: the one kind of command that is
+// parked for a master that is not answering, and sent when it answers.
+func (c *cmd) isRelease() bool { return c.kind == cmdRelease || c.kind == cmdReleaseMulti }
 
 // cmd is one command to one master, and where its reply goes.
 type cmd struct {
 	kind   cmdKind
-	key    string // the lock key; the fence key is key + ":fence"
+	key    string   // the lock key (the first of keys); the fence key is key + ":fence"
+	keys   []string // every lock key, for the Multi kinds
+	fenced bool     // cmdAcquireMulti: read the fence counters too
 	token  string
 	n      uint64  // TTL in ms, or the fence
 	script *script // for cmdLoad
@@ -75,7 +87,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		case '_':
 			return no
 		}
-	case cmdAcquireFenced:
+	case cmdAcquireFenced, cmdAcquireMulti:
 		switch r.typ {
 		case '$':
 			v, err := strconv.ParseUint(r.text, 10, 64)
@@ -87,14 +99,14 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		case '_':
 			return no
 		}
-	case cmdWriteback, cmdExtend:
+	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti:
 		if r.typ == ':' {
 			if r.n == 1 {
 				return ok
 			}
 			return no
 		}
-	case cmdRelease:
+	case cmdRelease, cmdReleaseMulti:
 		// 1 deleted, 0 already gone (both: the key is not ours any more),
 		// −1 another owner's token is there.
 		if r.typ == ':' {

@@ -8,3 +8,18 @@ func SetBetweenRounds(l *Locker, f func()) { l.betweenRounds = f }
 
 // Backoff is Lock's wait after failed attempt n.
 func Backoff(l *Locker, attempt int) time.Duration { return l.backoff(attempt) }
+
+// DropWakes makes l ignore every release announcement, as if each were
+// lost on the way: waiters are left to their backoff.
+func DropWakes(l *Locker) { l.wake.drop.Store(true) }
+
+// Wakes is how many waiters l has woken on a release.
+func Wakes(l *Locker) int64 { return l.wake.woken.Load() }
+
+// LostAt is when h's timer declared it lost (zero if it has not).
+func LostAt(h *Held) time.Time {
+	if t := h.lostAt.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}

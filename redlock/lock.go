@@ -2,10 +2,13 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/validity"
 )
 
 // Acquisition is the breakdown of one acquisition round, for logs and the
@@ -30,21 +33,49 @@ type Acquisition struct {
 // yours only before Deadline(); after that, treat the resource as someone
 // else's whatever the masters say.
 type Lock struct {
-	locker   *Locker
-	resource string
-	key      string
-	token    string
-	fence    uint64
-	mayHold  []bool // masters where the acquisition's SET may have landed
-	info     Acquisition
+	locker *Locker
+	target
+	token   string
+	fence   uint64
+	mayHold []bool // masters where the acquisition's SET may have landed
+	info    Acquisition
 
-	mu       sync.Mutex // serialises Extend and Unlock; guards deadline and released
+	mu       sync.Mutex // serialises Extend and Unlock; guards the fields below
+	ttl      time.Duration
+	budget   validity.Budget // for ttl
 	deadline time.Time
 	released bool
+	keepOnce sync.Once
+	lostAt   atomic.Pointer[time.Time] // when the keeper's timer declared the lock lost
+	held     *Held // set by keepOnce
 }
 
-// Resource returns the resource name.
+func (lk *Lock) isReleased() bool {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.released
+}
+
+// Resource returns the resource name; for a lock on several resources
+// (TryLockAll, LockAll), the first of them in sorted order.
 func (lk *Lock) Resource() string { return lk.resource }
+
+// Resources returns every resource the lock holds, sorted (one for
+// TryLock and Lock).
+func (lk *Lock) Resources() []string {
+	if lk.resources == nil {
+		return []string{lk.resource}
+	}
+	return slices.Clone(lk.resources)
+}
+
+// TTL returns the lock's TTL: Options.TTL, or the one set by WithTTL when
+// it was acquired or last extended.
+func (lk *Lock) TTL() time.Duration {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.ttl
+}
 
 // Token returns the random value stored on the masters for this lock.
 func (lk *Lock) Token() string { return lk.token }
@@ -71,14 +102,16 @@ func (lk *Lock) Valid() bool { return time.Now().Before(lk.Deadline()) }
 func (lk *Lock) Acquisition() Acquisition { return lk.info }
 
 // Extend resets the TTL on every master that still holds this lock's
-// token. It succeeds only when a majority did so and the round finished
+// token (for a lock on several resources: every key of the set). It succeeds only when a majority did so and the round finished
 // before the current deadline; the new deadline counts from the extension's
 // own start. After the deadline it sends nothing and returns an error
 // wrapping ErrLost: a lapsed lock is never silently re-acquired. A failed
 // extension leaves the current deadline in place, so it may be retried
 // while time remains. After the Locker's Close it returns an error
 // wrapping ErrClosed: the lock may still be held until its keys expire.
-func (lk *Lock) Extend(ctx context.Context) (err error) {
+// WithTTL sets the TTL of this extension and of later ones; an invalid one
+// fails with ErrInvalid and sends nothing.
+func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
 	outcome := "failed"
@@ -95,14 +128,23 @@ func (lk *Lock) Extend(ctx context.Context) (err error) {
 		return closedError("extend", lk.resource)
 	}
 	defer l.ops.Done()
+	ttl, budget, err := l.ttlBudget(lk.ttl, opts)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if !start.Before(lk.deadline) {
 		outcome = "expired"
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "deadline passed", kind: ErrLost}
 	}
-	ttl := uint64(l.opts.TTL.Milliseconds())
+	kind := cmdExtend
+	if lk.multi() {
+		kind = cmdExtendMulti
+	}
+	ms := uint64(ttl.Milliseconds())
 	res := l.round(ctx, start, false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n = cmdExtend, lk.key, lk.token, ttl
+		lk.set(c)
+		c.kind, c.token, c.n = kind, lk.token, ms
 		return true
 	})
 	l.tel.round(ctx, l, "extend", res)
@@ -120,7 +162,8 @@ func (lk *Lock) Extend(ctx context.Context) (err error) {
 		return fail("the majority answered after the deadline", nil)
 	}
 	outcome = "extended"
-	lk.deadline = l.budget.Deadline(start)
+	lk.ttl, lk.budget = ttl, budget
+	lk.deadline = budget.Deadline(start)
 	return nil
 }
 
@@ -155,7 +198,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	lk.released = true
 	l.tel.unlocked(ctx, lk.resource)
 	expired := !time.Now().Before(lk.deadline)
-	res := l.release(ctx, lk.resource, lk.key, lk.token, lk.mayHold)
+	res := l.release(ctx, lk.target, lk.token, lk.mayHold)
 	reason := ""
 	switch {
 	case expired:

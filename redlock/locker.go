@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 
 	"strings"
@@ -31,6 +32,7 @@ type Locker struct {
 	streams []*stream
 	log     *slog.Logger
 	tel     *telemetry
+	wake    *waker
 
 	mu      sync.Mutex
 	closing bool
@@ -106,6 +108,7 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		log:     log,
 		runIDs:  map[string]int{},
 	}
+	l.wake = newWaker(l)
 	l.streams = make([]*stream, len(masters))
 	for i, m := range l.masters {
 		var dial func() (link, string, error)
@@ -219,6 +222,7 @@ func (l *Locker) Close() error {
 	l.closing = true
 	l.mu.Unlock()
 	l.ops.Wait()
+	l.wake.close()
 	for _, s := range l.streams {
 		s.close()
 	}
@@ -231,60 +235,198 @@ func (l *Locker) Close() error {
 // left, or as soon as that became impossible. On failure every master is
 // released before TryLock returns, and the error wraps ErrNotAcquired (and
 // ctx's error if ctx ended first); errors.As gives an *Error with the
-// outcome on each master.
-func (l *Locker) TryLock(ctx context.Context, resource string) (*Lock, error) {
-	if err := l.opts.checkName(resource); err != nil {
+// outcome on each master. WithTTL sets this lock's TTL.
+func (l *Locker) TryLock(ctx context.Context, resource string, opts ...LockOption) (*Lock, error) {
+	t, err := l.target(resource)
+	if err != nil {
 		return nil, err
 	}
-	ctx, span := l.tel.start(ctx, "TryLock", resource)
-	lk, err := l.acquire(ctx, resource)
+	return l.tryLock(ctx, "TryLock", t, opts)
+}
+
+// TryLockAll is TryLock for several resources at once: all of them or none.
+// Each master grants the whole set or nothing, atomically (one script per
+// master), and the lock is acquired when a majority granted it, with one
+// validity for the set. Its Fence, with Options.Fencing, is larger than
+// every earlier fence of every resource in the set. Extend and Unlock act
+// on the whole set. The order of resources does not matter (they are
+// sorted), and a resource may not be listed twice.
+//
+// Since no caller ever holds part of a set while waiting for the rest,
+// callers asking for overlapping sets in different orders cannot
+// deadlock. The resources' keys must be able to share a script: on a
+// master that is itself a Redis Cluster, keys in different hash slots
+// cannot, and that master answers CROSSSLOT (counted as Failed, named in
+// the error); name such resources so that they share a hash tag, or lock
+// them one by one in a fixed order.
+func (l *Locker) TryLockAll(ctx context.Context, resources []string, opts ...LockOption) (*Lock, error) {
+	t, err := l.targetAll(resources)
+	if err != nil {
+		return nil, err
+	}
+	return l.tryLock(ctx, "TryLockAll", t, opts)
+}
+
+func (l *Locker) tryLock(ctx context.Context, op string, t target, opts []LockOption) (*Lock, error) {
+	ttl, budget, err := l.ttlBudget(l.opts.TTL, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, span := l.tel.start(ctx, op, t.resource)
+	lk, err := l.acquire(ctx, t, ttl, budget)
 	end(span, err)
 	return lk, err
 }
 
-// Lock acquires resource, retrying failed rounds with jittered exponential
-// backoff (Options.Retry) until it succeeds, ctx ends, or the policy's
-// MaxAttempts is spent. When ctx ends, the error satisfies
-// errors.Is(err, ctx.Err()).
-func (l *Locker) Lock(ctx context.Context, resource string) (lk *Lock, err error) {
-	if err := l.opts.checkName(resource); err != nil {
+// Lock acquires resource, retrying failed rounds until it succeeds, ctx
+// ends, or the policy's MaxAttempts is spent. A round that found the lock
+// held waits for the holder's release: the release publishes on the
+// masters, and Lock retries as soon as a majority of them say the key is
+// free. Jittered exponential backoff (Options.Retry) bounds every wait, so
+// a release message that is lost (or never sent: a holder whose lock
+// expired) delays the retry by at most the backoff. When ctx ends, the
+// error satisfies errors.Is(err, ctx.Err()). WithTTL sets this lock's TTL.
+func (l *Locker) Lock(ctx context.Context, resource string, opts ...LockOption) (*Lock, error) {
+	t, err := l.target(resource)
+	if err != nil {
 		return nil, err
 	}
-	ctx, span := l.tel.start(ctx, "Lock", resource)
+	return l.lock(ctx, "Lock", t, opts)
+}
+
+// LockAll is Lock for several resources at once, all or none (see
+// TryLockAll): it retries TryLockAll's round, waking on the release of any
+// of the resources.
+func (l *Locker) LockAll(ctx context.Context, resources []string, opts ...LockOption) (*Lock, error) {
+	t, err := l.targetAll(resources)
+	if err != nil {
+		return nil, err
+	}
+	return l.lock(ctx, "LockAll", t, opts)
+}
+
+func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOption) (lk *Lock, err error) {
+	ttl, budget, err := l.ttlBudget(l.opts.TTL, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, span := l.tel.start(ctx, op, t.resource)
 	attempt := 0
 	defer func() {
-		l.tel.lockAttempts(ctx, attempt, resource)
+		l.tel.lockAttempts(ctx, attempt, t.resource)
 		end(span, err)
 	}()
 	var timer *time.Timer
+	var w *waiter
 	for attempt = 1; ; attempt++ {
-		lk, err = l.acquire(ctx, resource)
+		lk, err = l.acquire(ctx, t, ttl, budget)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
-			return lk, err
+			break
 		}
 		if ctx.Err() != nil {
-			if errors.Is(err, ctx.Err()) {
-				return nil, err
+			if !errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("redlock: lock %q: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
 			}
-			return nil, fmt.Errorf("redlock: lock %q: %w (last attempt: %w)", resource, context.Cause(ctx), err)
+			break
 		}
 		if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
-			return nil, fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
+			err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
+			break
+		}
+		if w == nil && heldElsewhere(err) {
+			// From now on a release of the key wakes this caller.
+			w = l.wake.wait(t)
 		}
 		d := l.backoff(attempt)
 		if timer == nil {
 			timer = time.NewTimer(d)
-			defer timer.Stop()
 		} else {
 			timer.Reset(d)
 		}
+		var woken <-chan struct{}
+		if w != nil {
+			woken = w.ch
+		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("redlock: lock %q: waiting to retry: %w (last attempt: %w)", resource, context.Cause(ctx), err)
+			err = fmt.Errorf("redlock: lock %q: waiting to retry: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
 		case <-timer.C:
+			continue
+		case <-woken:
+			timer.Stop()
+			continue
+		}
+		break
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	if w != nil {
+		l.wake.done(w)
+	}
+	return lk, err
+}
+
+// heldElsewhere reports whether a failed round found the lock held by
+// another owner on some master: worth waiting for its release.
+func heldElsewhere(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Count(quorum.Refused) > 0
+}
+
+// target is what one acquisition locks: one resource, or several.
+type target struct {
+	resource string // the resource, or the first of several (sorted)
+	key      string // its lock key
+	// For several resources: all of them, sorted, and their keys; nil for
+	// one.
+	resources, keys []string
+}
+
+// MaxResources is the most resources one TryLockAll or LockAll takes.
+const MaxResources = 256
+
+func (l *Locker) target(resource string) (target, error) {
+	if err := l.opts.checkName(resource); err != nil {
+		return target{}, err
+	}
+	return target{resource: resource, key: l.opts.keyFor(resource)}, nil
+}
+
+func (l *Locker) targetAll(resources []string) (target, error) {
+	switch {
+	case len(resources) == 0:
+		return target{}, invalid("no resources to lock")
+	case len(resources) > MaxResources:
+		return target{}, invalid(fmt.Sprintf("%d resources, over the limit of %d per lock", len(resources), MaxResources))
+	}
+	rs := slices.Clone(resources)
+	slices.Sort(rs)
+	for i, r := range rs {
+		if err := l.opts.checkName(r); err != nil {
+			return target{}, err
+		}
+		if i > 0 && rs[i-1] == r {
+			return target{}, invalid(fmt.Sprintf("resource %q is listed twice", r))
 		}
 	}
+	if len(rs) == 1 {
+		return l.target(rs[0])
+	}
+	keys := make([]string, len(rs))
+	for i, r := range rs {
+		keys[i] = l.opts.keyFor(r)
+	}
+	return target{resource: rs[0], key: keys[0], resources: rs, keys: keys}, nil
 }
+
+// set fills c's keys for t.
+func (t *target) set(c *cmd) {
+	c.key, c.keys = t.key, t.keys
+}
+
+// multi reports whether t is several resources.
+func (t *target) multi() bool { return t.keys != nil }
 
 func (l *Locker) backoff(attempt int) time.Duration {
 	p := l.opts.Retry
@@ -301,7 +443,8 @@ func (l *Locker) backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
+func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budget validity.Budget) (*Lock, error) {
+	resource := t.resource
 	if !l.enter() {
 		return nil, closedError("acquire", resource)
 	}
@@ -316,15 +459,18 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := l.opts.keyFor(resource)
-	ttl := uint64(l.opts.TTL.Milliseconds())
+	ms := uint64(ttl.Milliseconds())
 	kind := cmdSetNX
-	if l.opts.Fencing {
+	switch {
+	case t.multi():
+		kind = cmdAcquireMulti
+	case l.opts.Fencing:
 		kind = cmdAcquireFenced
 	}
 	start := time.Now()
 	res := l.round(ctx, start, false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n = kind, key, token, ttl
+		t.set(c)
+		c.kind, c.token, c.n, c.fenced = kind, token, ms, l.opts.Fencing
 		return true
 	})
 	// The masters where our SET may be: asked, and not refused.
@@ -334,19 +480,19 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	}
 	l.tel.round(ctx, l, "acquire", res)
 	info := Acquisition{
-		Start: start, TTL: l.opts.TTL, Drift: l.budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
+		Start: start, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
 		Nodes: l.nodeResults(res),
 	}
 	// settle decides a round: nil to go on, or the error after releasing
 	// every master that may hold the key.
 	settle := func(op string, res quorum.Result, reason string) error {
 		info.Elapsed = time.Since(start)
-		info.Validity = l.budget.Validity(info.Elapsed)
+		info.Validity = budget.Validity(info.Elapsed)
 		inv := l.invalidErr()
 		if reason == "" && inv == nil && res.Err == nil && res.Reached && info.Validity > 0 {
 			return nil
 		}
-		l.release(ctx, resource, key, token, mayHold)
+		l.release(ctx, t, token, mayHold)
 		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
 		outcome := outNoQuorum
 		switch {
@@ -358,7 +504,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		case res.Err != nil:
 			e.cause, outcome = context.Cause(ctx), outCanceled
 		case res.Reached && reason == "":
-			e.Reason, outcome = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, l.budget.Window()), outExpired
+			e.Reason, outcome = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, budget.Window()), outExpired
 		case res.Count(quorum.Refused) > 0:
 			outcome = outHeld
 		}
@@ -392,8 +538,13 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		if reason != "" {
 			return nil, settle("fence", res, reason)
 		}
+		wb := cmdWriteback
+		if t.multi() {
+			wb = cmdWritebackMulti
+		}
 		wres := l.round(ctx, time.Now(), false, func(c *cmd) bool {
-			c.kind, c.key, c.token, c.n = cmdWriteback, key, token, fence
+			t.set(c)
+			c.kind, c.token, c.n = wb, token, fence
 			return true
 		})
 		l.tel.round(ctx, l, "fence", wres)
@@ -402,7 +553,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 			return nil, err
 		}
 	}
-	lk := &Lock{locker: l, resource: resource, key: key, token: token, fence: fence, mayHold: mayHold, deadline: l.budget.Deadline(start), info: info}
+	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
 	l.log.DebugContext(ctx, "redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
@@ -474,13 +625,18 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 // another owner's token is there. A master that is not answering gets the
 // release when it answers again; one that does not answer in time gets it
 // from the stream all the same.
-func (l *Locker) release(ctx context.Context, resource, key, token string, mayHold []bool) quorum.Result {
+func (l *Locker) release(ctx context.Context, t target, token string, mayHold []bool) quorum.Result {
+	kind := cmdRelease
+	if t.multi() {
+		kind = cmdReleaseMulti
+	}
 	res := l.round(context.WithoutCancel(ctx), time.Now(), true, func(c *cmd) bool {
-		c.kind, c.key, c.token = cmdRelease, key, token
+		t.set(c)
+		c.kind, c.token = kind, token
 		return mayHold[c.node]
 	})
 	l.tel.round(ctx, l, "release", res)
-	l.tel.released(ctx, resource, res, l.need)
+	l.tel.released(ctx, t.resource, res, l.need)
 	return res
 }
 

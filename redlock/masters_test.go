@@ -30,7 +30,7 @@ func TestCloseIsNotLoss(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for name, f := range map[string]func(context.Context) error{"Extend": lk.Extend, "Unlock": lk.Unlock} {
+	for name, f := range map[string]func(context.Context) error{"Extend": func(ctx context.Context) error { return lk.Extend(ctx) }, "Unlock": lk.Unlock} {
 		err := f(t.Context())
 		if !errors.Is(err, redlock.ErrClosed) || errors.Is(err, redlock.ErrLost) {
 			t.Errorf("%s after Close: %v, want ErrClosed and not ErrLost", name, err)

@@ -103,9 +103,31 @@ func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) redis.Cmder {
 		return p.EvalSha(ctx, extendScript.sha, []string{c.key}, c.token, c.n)
 	case cmdRelease:
 		return p.EvalSha(ctx, releaseScript.sha, []string{c.key}, c.token)
+	case cmdAcquireMulti:
+		keys, flag := c.keys, "0"
+		if c.fenced {
+			keys, flag = withFenceKeys(c.keys), "1"
+		}
+		return p.EvalSha(ctx, acquireMultiScript.sha, keys, c.token, c.n, len(c.keys), flag)
+	case cmdWritebackMulti:
+		return p.EvalSha(ctx, writebackMultiScript.sha, withFenceKeys(c.keys), c.token, c.n, len(c.keys))
+	case cmdExtendMulti:
+		return p.EvalSha(ctx, extendMultiScript.sha, c.keys, c.token, c.n)
+	case cmdReleaseMulti:
+		return p.EvalSha(ctx, releaseMultiScript.sha, c.keys, c.token)
 	default:
 		return p.ScriptLoad(ctx, c.script.src)
 	}
+}
+
+// withFenceKeys returns keys followed by their fence counters' keys.
+func withFenceKeys(keys []string) []string {
+	out := make([]string, 0, 2*len(keys))
+	out = append(out, keys...)
+	for _, k := range keys {
+		out = append(out, fenceKey(k))
+	}
+	return out
 }
 
 // plainRaw turns a go-redis command's result into the reply it was.

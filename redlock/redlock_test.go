@@ -465,7 +465,13 @@ func TestBadInput(t *testing.T) {
 		{"leading brace", "}x", "must not start with '}'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for name, f := range map[string]func(context.Context, string) (*redlock.Lock, error){"TryLock": l.TryLock, "Lock": l.Lock} {
+			for name, f := range map[string]func(context.Context, string) (*redlock.Lock, error){
+				"TryLock": func(ctx context.Context, r string) (*redlock.Lock, error) { return l.TryLock(ctx, r) },
+				"Lock":    func(ctx context.Context, r string) (*redlock.Lock, error) { return l.Lock(ctx, r) },
+				"TryLockAll": func(ctx context.Context, r string) (*redlock.Lock, error) {
+					return l.TryLockAll(ctx, []string{"ok", r})
+				},
+			} {
 				if _, err := f(t.Context(), tc.resource); !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), tc.rule) {
 					t.Fatalf("%s: %v, want ErrInvalid naming %q", name, err, tc.rule)
 				}

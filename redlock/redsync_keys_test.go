@@ -104,7 +104,10 @@ func TestRedsyncKeysBadInput(t *testing.T) {
 		{"a fence counter's name with the prefix", lp, ":fence", `key "jobs:fence" ends in ":fence"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for name, f := range map[string]func(context.Context, string) (*redlock.Lock, error){"TryLock": tc.l.TryLock, "Lock": tc.l.Lock} {
+			for name, f := range map[string]func(context.Context, string) (*redlock.Lock, error){
+				"TryLock": func(ctx context.Context, r string) (*redlock.Lock, error) { return tc.l.TryLock(ctx, r) },
+				"Lock":    func(ctx context.Context, r string) (*redlock.Lock, error) { return tc.l.Lock(ctx, r) },
+			} {
 				if lk, err := f(t.Context(), tc.resource); !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), tc.rule) {
 					t.Fatalf("%s: %v, %v; want ErrInvalid naming %q", name, lk, err, tc.rule)
 				}

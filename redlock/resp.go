@@ -190,6 +190,56 @@ func (k *respLink) encode(c *cmd) {
 		k.bulk("1")
 		k.bulk(c.key)
 		k.bulk(c.token)
+	case cmdAcquireMulti, cmdWritebackMulti:
+		fences := c.kind == cmdWritebackMulti || c.fenced
+		nk := len(c.keys)
+		if fences {
+			nk *= 2
+		}
+		sc, flag := acquireMultiScript, "0"
+		if c.kind == cmdWritebackMulti {
+			sc = writebackMultiScript
+		} else if c.fenced {
+			flag = "1"
+		}
+		nargs := 3
+		if c.kind == cmdAcquireMulti {
+			nargs = 4
+		}
+		k.head(3 + nk + nargs)
+		k.bulk("EVALSHA")
+		k.bulk(sc.sha)
+		k.bulkUint(uint64(nk))
+		for _, key := range c.keys {
+			k.bulk(key)
+		}
+		if fences {
+			for _, key := range c.keys {
+				k.bulkFence(key)
+			}
+		}
+		k.bulk(c.token)
+		k.bulkUint(c.n)
+		k.bulkUint(uint64(len(c.keys)))
+		if c.kind == cmdAcquireMulti {
+			k.bulk(flag)
+		}
+	case cmdExtendMulti, cmdReleaseMulti:
+		sc, nargs := extendMultiScript, 2
+		if c.kind == cmdReleaseMulti {
+			sc, nargs = releaseMultiScript, 1
+		}
+		k.head(3 + len(c.keys) + nargs)
+		k.bulk("EVALSHA")
+		k.bulk(sc.sha)
+		k.bulkUint(uint64(len(c.keys)))
+		for _, key := range c.keys {
+			k.bulk(key)
+		}
+		k.bulk(c.token)
+		if c.kind == cmdExtendMulti {
+			k.bulkUint(c.n)
+		}
 	case cmdLoad:
 		k.array("SCRIPT", "LOAD", c.script.src)
 	}

@@ -25,11 +25,21 @@ var (
 	fencedWriteBody string
 	//go:embed scripts/decimal.lua
 	decimalLua string
+	//go:embed scripts/acquire_multi.lua
+	acquireMultiBody string
+	//go:embed scripts/writeback_multi.lua
+	writebackMultiBody string
+	//go:embed scripts/extend_multi.lua
+	extendMultiSrc string
+	//go:embed scripts/release_multi.lua
+	releaseMultiSrc string
 
-	// The two scripts that compare fences share decimal.lua's exact
+	// The scripts that compare fences share decimal.lua's exact
 	// comparison of decimal strings.
-	writebackSrc   = decimalLua + writebackBody
-	fencedWriteSrc = decimalLua + fencedWriteBody
+	writebackSrc      = decimalLua + writebackBody
+	fencedWriteSrc    = decimalLua + fencedWriteBody
+	acquireMultiSrc   = decimalLua + acquireMultiBody
+	writebackMultiSrc = decimalLua + writebackMultiBody
 )
 
 // script is a Lua script and its SHA1, as EVALSHA names it.
@@ -42,9 +52,14 @@ func newScript(src string) *script {
 
 // Immutable once built.
 var (
-	extendScript        = newScript(extendSrc)
-	releaseScript       = newScript(releaseSrc)
-	acquireFencedScript = newScript(acquireFencedSrc)
-	writebackScript     = newScript(writebackSrc)
-	scriptList          = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript}
+	extendScript         = newScript(extendSrc)
+	releaseScript        = newScript(releaseSrc)
+	acquireFencedScript  = newScript(acquireFencedSrc)
+	writebackScript      = newScript(writebackSrc)
+	acquireMultiScript   = newScript(acquireMultiSrc)
+	writebackMultiScript = newScript(writebackMultiSrc)
+	extendMultiScript    = newScript(extendMultiSrc)
+	releaseMultiScript   = newScript(releaseMultiSrc)
+	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
+		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript}
 )

@@ -120,7 +120,7 @@ func (s *stream) submit(c *cmd, now time.Time) submitted {
 		if ln := s.link; ln != nil && s.giveUpAfter > 0 && now.Sub(s.progress) > s.giveUpAfter {
 			ln.close() // its reader fails and calls broken; the next submit dials
 		}
-		if c.kind == cmdRelease {
+		if c.isRelease() {
 			s.parkLocked(c)
 			s.mu.Unlock()
 			return parked
@@ -267,7 +267,7 @@ func (s *stream) flush() {
 				s.queue = nil
 				s.writing = false
 				for _, c := range failed {
-					if c.kind == cmdRelease && s.invalid == nil {
+					if c.isRelease() && s.invalid == nil {
 						s.parkLocked(c)
 					}
 				}
@@ -344,7 +344,7 @@ func (s *stream) broken(ln link, err error) {
 	// They were submitted before anything parked now: they go first.
 	var again []*cmd
 	for _, c := range lost {
-		if c.kind == cmdRelease {
+		if c.isRelease() {
 			c.round = nil
 			again = append(again, c)
 		}
@@ -360,7 +360,7 @@ func (s *stream) broken(ln link, err error) {
 	rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
 	now := time.Now()
 	for _, c := range lost {
-		if c.kind != cmdRelease {
+		if !c.isRelease() {
 			c.done(rep, now)
 		}
 	}

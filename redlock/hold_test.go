@@ -1,0 +1,204 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// pttls returns, per master, the lock key's PTTL (negative when absent).
+func pttls(t *testing.T, c *lab.Cluster, resource string) []time.Duration {
+	t.Helper()
+	out := make([]time.Duration, c.N())
+	for i := range c.N() {
+		d, err := c.Client(i).PTTL(t.Context(), "redlock:{"+resource+"}").Result()
+		if err != nil {
+			t.Fatalf("PTTL on master %d: %v", i, err)
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// Two TTLs on one Locker: each lock's Deadline and keys follow its own.
+func TestPerLockTTL(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{TTL: 10 * time.Second})
+	ctx := t.Context()
+
+	short, err := l.TryLock(ctx, "short", redlock.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := l.Lock(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// deadline = start + TTL − (TTL×0.01 + 2ms) − SafetyMargin, exactly.
+	for _, tc := range []struct {
+		lk     *redlock.Lock
+		ttl    time.Duration
+		window time.Duration
+	}{{short, 2 * time.Second, 1978 * time.Millisecond}, {long, 10 * time.Second, 9898 * time.Millisecond}} {
+		a := tc.lk.Acquisition()
+		if a.TTL != tc.ttl || tc.lk.TTL() != tc.ttl {
+			t.Errorf("%s: Acquisition().TTL %v, TTL() %v; want %v", tc.lk.Resource(), a.TTL, tc.lk.TTL(), tc.ttl)
+		}
+		if got := tc.lk.Deadline().Sub(a.Start); got != tc.window {
+			t.Errorf("%s: Deadline − Start = %v, want %v", tc.lk.Resource(), got, tc.window)
+		}
+	}
+	for i, d := range pttls(t, c, "short") {
+		if d <= time.Second || d > 2*time.Second {
+			t.Errorf("short: PTTL on master %d = %v, want in (1s, 2s]", i, d)
+		}
+	}
+	for i, d := range pttls(t, c, "long") {
+		if d <= 9*time.Second || d > 10*time.Second {
+			t.Errorf("long: PTTL on master %d = %v, want in (9s, 10s]", i, d)
+		}
+	}
+
+	// An extension with its own TTL sets it from then on.
+	if err := short.Extend(ctx, redlock.WithTTL(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if short.TTL() != 5*time.Second {
+		t.Errorf("TTL after Extend(WithTTL(5s)) = %v", short.TTL())
+	}
+	for i, d := range pttls(t, c, "short") {
+		if d <= 4*time.Second || d > 5*time.Second {
+			t.Errorf("short after extend: PTTL on master %d = %v, want in (4s, 5s]", i, d)
+		}
+	}
+	if err := short.Extend(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range pttls(t, c, "short") {
+		if d <= 4*time.Second {
+			t.Errorf("short after a plain extend: PTTL on master %d = %v, want the 5s TTL kept", i, d)
+		}
+	}
+
+	// Invalid TTLs: ErrInvalid naming the rule, nothing written.
+	for _, tc := range []struct {
+		ttl  time.Duration
+		rule string
+	}{
+		{1500*time.Millisecond + 500*time.Microsecond, "whole number of milliseconds"},
+		{100 * time.Millisecond, "longer than NodeTimeout"},
+		{0, "TTL"},
+		{-time.Second, "TTL"},
+	} {
+		if lk, err := l.TryLock(ctx, "bad", redlock.WithTTL(tc.ttl)); !errors.Is(err, redlock.ErrInvalid) || lk != nil || !strings.Contains(fmt.Sprint(err), tc.rule) {
+			t.Errorf("WithTTL(%v): %v, %v; want ErrInvalid naming %q", tc.ttl, lk, err, tc.rule)
+		}
+		if err := short.Extend(ctx, redlock.WithTTL(tc.ttl)); !errors.Is(err, redlock.ErrInvalid) {
+			t.Errorf("Extend(WithTTL(%v)): %v, want ErrInvalid", tc.ttl, err)
+		}
+	}
+	noKeyOn(t, c, "bad", 0, 1, 2, 3, 4)
+	if short.TTL() != 5*time.Second {
+		t.Errorf("an invalid extension changed the TTL to %v", short.TTL())
+	}
+	for _, lk := range []*redlock.Lock{short, long} {
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A held lock stays on a majority for 5× its TTL; with 3 of 5 masters
+// stalled its Done fires by its Deadline, with ErrLost; Unlock after that
+// says so; no goroutine is left (TestMain's goleak).
+func TestHoldKeepsAndSignalsLoss(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const ttl = 400 * time.Millisecond
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 50 * time.Millisecond})
+	h, err := l.Hold(t.Context(), "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h.Lock {
+		t.Fatalf("FromContext(h.Context()) = %v, %v", lk, ok)
+	}
+	if h.Lock.Keep() != h {
+		t.Fatal("Keep on a held lock must return the same Held")
+	}
+	start := time.Now()
+	for time.Since(start) < 5*ttl {
+		if err := h.Err(); err != nil {
+			t.Fatalf("lost after %v: %v", time.Since(start), err)
+		}
+		if got := majorityHolder(t, c, "leader"); got != h.Token() {
+			t.Fatalf("after %v the majority does not hold the token: %q", time.Since(start), keyState(t, c, "leader"))
+		}
+		time.Sleep(5 * time.Millisecond) // pacing the observation
+	}
+
+	for _, i := range []int{0, 1, 2} {
+		if err := c.Pause(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stalled := time.Now()
+	select {
+	case <-h.Done():
+	case <-time.After(10 * ttl):
+		t.Fatalf("Done not closed %v after 3 of 5 masters stalled", 10*ttl)
+	}
+	seen := time.Now()
+	deadline := h.Deadline()
+	// The instant the lock was declared lost (Done closed) is before the
+	// deadline; this goroutine may see it a little later, when it runs.
+	if at := redlock.LostAt(h); at.IsZero() || at.After(deadline) {
+		t.Errorf("declared lost at %v, %v after the deadline", at, at.Sub(deadline))
+	}
+	if seen.Sub(deadline) > 100*time.Millisecond {
+		t.Errorf("Done seen %v after the deadline", seen.Sub(deadline))
+	}
+	if deadline.Before(stalled) {
+		t.Errorf("the deadline %v passed before the stall", stalled.Sub(deadline))
+	}
+	if err := h.Err(); !errors.Is(err, redlock.ErrLost) || !errors.Is(context.Cause(h.Context()), redlock.ErrLost) {
+		t.Errorf("Err() = %v, Cause = %v; want ErrLost", err, context.Cause(h.Context()))
+	}
+	if err := h.Unlock(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("Unlock after loss: %v, want ErrLost", err)
+	}
+	c.ResumeAll()
+	waitGone(t, c, "leader", "the lost lock's keys to go")
+}
+
+// Unlock ends a held lock: Done closes with context.Canceled, the keys go,
+// and a second Unlock reports it.
+func TestHoldUnlock(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, nil)
+	lk, err := l.TryLock(t.Context(), "held", redlock.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lk.Keep()
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Done():
+	default:
+		t.Fatal("Done not closed by Unlock")
+	}
+	if !errors.Is(h.Err(), context.Canceled) {
+		t.Errorf("Err after Unlock = %v, want context.Canceled", h.Err())
+	}
+	noKeyOn(t, c, "held", 0, 1, 2)
+	if err := h.Unlock(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("second Unlock: %v, want ErrLost (already unlocked)", err)
+	}
+}

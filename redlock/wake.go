@@ -1,0 +1,305 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Wake on release (docs/design.md §13).
+//
+// A release deletes the key and PUBLISHes, on a channel named like the key,
+// the SHA-1 of the released token. A Lock caller whose round found the key
+// held registers as a waiter; the Locker subscribes to the key's channel on
+// every master (one subscription connection per master, shared by all its
+// waiters) and, when the release of one token has been announced by a
+// majority of masters, wakes the longest-waiting of its waiters for that
+// key, which retries at once. One wake per release, not one per waiter:
+// the others would only find the key taken again. Counting a majority of
+// announcements, not the first, means the key is free on enough masters
+// for the retry to succeed, and ignores the clean-up of failed rounds
+// (released on the few masters they reached). Nothing here is needed for
+// safety: a message that is lost, or a subscription that is down, only
+// leaves the waiter on its backoff timer.
+
+// lingerFor is how long a key stays subscribed after its last waiter left,
+// so that a key contended now and then is not subscribed and unsubscribed
+// around every wait.
+const lingerFor = time.Second
+
+type waker struct {
+	l *Locker
+
+	mu     sync.Mutex
+	queues map[string]*waitQueue // by key: subscribed, or about to be
+	subs   []*subscriber         // by master; nil until the first wait
+	closed bool
+	quit   chan struct{}
+	wg     sync.WaitGroup
+
+	drop  atomic.Bool  // tests: ignore every announcement
+	woken atomic.Int64 // waiters woken, for tests
+}
+
+// waitQueue is the waiters of one key, in arrival order, and the tally of
+// release announcements since the last wake.
+type waitQueue struct {
+	waiters   []*waiter
+	tally     map[string]int // digest of a released token → masters that announced it
+	idleSince time.Time      // when the last waiter left (zero while there are waiters)
+}
+
+// waiter is one Lock call waiting for any of its keys to be released.
+type waiter struct {
+	ch   chan struct{} // one buffered wake
+	keys []string
+}
+
+// subscriber owns one master's subscription connection.
+type subscriber struct {
+	i      int
+	ps     *redis.PubSub
+	notify chan struct{} // the wanted channels changed
+	have   map[string]bool
+}
+
+func newWaker(l *Locker) *waker {
+	return &waker{l: l, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
+}
+
+// wait registers a waiter for t's keys, subscribing to those not yet
+// subscribed. It never blocks on a master: subscriptions are made by each
+// master's subscriber goroutine.
+func (w *waker) wait(t target) *waiter {
+	keys := t.keys
+	if keys == nil {
+		keys = []string{t.key}
+	}
+	wt := &waiter{ch: make(chan struct{}, 1), keys: keys}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return wt // never woken: the backoff and ErrClosed end the wait
+	}
+	changed := false
+	for _, k := range keys {
+		q := w.queues[k]
+		if q == nil {
+			q = &waitQueue{}
+			w.queues[k] = q
+			changed = true
+		}
+		q.waiters = append(q.waiters, wt)
+		q.idleSince = time.Time{}
+	}
+	if w.subs == nil {
+		w.startLocked()
+	}
+	if changed {
+		w.notifyLocked()
+	}
+	return wt
+}
+
+// done unregisters wt. A wake it received but did not use goes to the
+// next waiter.
+func (w *waker) done(wt *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	unused := len(wt.ch) > 0
+	now := time.Now()
+	for _, k := range wt.keys {
+		q := w.queues[k]
+		if q == nil {
+			continue
+		}
+		for j, x := range q.waiters {
+			if x == wt {
+				q.waiters = append(q.waiters[:j], q.waiters[j+1:]...)
+				break
+			}
+		}
+		if len(q.waiters) == 0 {
+			q.idleSince = now
+		} else if unused {
+			unused = !q.wakeOne()
+		}
+	}
+}
+
+// released counts master i's announcement that the token with digest
+// dig was released from key, and wakes one waiter once a majority of
+// masters have announced it.
+func (w *waker) released(i int, key, dig string) {
+	if w.drop.Load() {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	if q == nil || len(q.waiters) == 0 {
+		return
+	}
+	if q.tally == nil {
+		q.tally = map[string]int{}
+	}
+	q.tally[dig]++
+	if q.tally[dig] < w.l.need {
+		if len(q.tally) > 64 { // releases that never reach a majority: forget them
+			clear(q.tally)
+		}
+		return
+	}
+	delete(q.tally, dig)
+	if q.wakeOne() {
+		w.woken.Add(1)
+	}
+}
+
+// wakeOne wakes the longest-waiting waiter that has no wake pending, and
+// reports whether there was one.
+func (q *waitQueue) wakeOne() bool {
+	for _, x := range q.waiters {
+		if len(x.ch) == 0 {
+			x.ch <- struct{}{}
+			return true
+		}
+	}
+	return false
+}
+
+// startLocked starts one subscriber goroutine per master, and the sweeper
+// that unsubscribes keys nobody has waited for in lingerFor.
+func (w *waker) startLocked() {
+	w.subs = make([]*subscriber, len(w.l.masters))
+	for i, m := range w.l.masters {
+		s := &subscriber{i: i, ps: m.Subscribe(context.Background()), notify: make(chan struct{}, 1), have: map[string]bool{}}
+		w.subs[i] = s
+		w.wg.Go(func() { w.run(s) })
+	}
+	w.wg.Go(w.sweep)
+}
+
+func (w *waker) notifyLocked() {
+	for _, s := range w.subs {
+		s.poke()
+	}
+}
+
+// run is master s.i's subscriber: it keeps the subscriptions in line with
+// the keys waited for, and hands every announcement to released. go-redis
+// reconnects a dropped subscription and subscribes it again; what was
+// published meanwhile is lost, and the waiters' backoff covers it.
+func (w *waker) run(s *subscriber) {
+	msgs := s.ps.Channel()
+	for {
+		select {
+		case <-w.quit:
+			return
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			w.released(s.i, m.Channel, m.Payload)
+		case <-s.notify:
+			w.reconcile(s)
+		}
+	}
+}
+
+// reconcile subscribes s to the keys waited for and unsubscribes it from
+// the others. A master that does not answer holds up only its own
+// subscriber.
+func (w *waker) reconcile(s *subscriber) {
+	w.mu.Lock()
+	var sub, unsub []string
+	for k := range w.queues {
+		if !s.have[k] {
+			sub = append(sub, k)
+		}
+	}
+	for k := range s.have {
+		if w.queues[k] == nil {
+			unsub = append(unsub, k)
+		}
+	}
+	w.mu.Unlock()
+	ctx := context.Background()
+	failed := false
+	if len(sub) > 0 {
+		if err := s.ps.Subscribe(ctx, sub...); err != nil {
+			failed = true
+		} else {
+			for _, k := range sub {
+				s.have[k] = true
+			}
+		}
+	}
+	if len(unsub) > 0 {
+		if err := s.ps.Unsubscribe(ctx, unsub...); err != nil {
+			failed = true
+		} else {
+			for _, k := range unsub {
+				delete(s.have, k)
+			}
+		}
+	}
+	if failed {
+		// The master is not answering: try again a little later (go-redis
+		// redials), not in a tight loop.
+		time.AfterFunc(lingerFor/2, func() { s.poke() })
+	}
+}
+
+// poke asks s to reconcile, without blocking.
+func (s *subscriber) poke() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// sweep forgets keys that nobody has waited for in lingerFor.
+func (w *waker) sweep() {
+	t := time.NewTicker(lingerFor / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.quit:
+			return
+		case now := <-t.C:
+			w.mu.Lock()
+			changed := false
+			for k, q := range w.queues {
+				if len(q.waiters) == 0 && now.Sub(q.idleSince) >= lingerFor {
+					delete(w.queues, k)
+					changed = true
+				}
+			}
+			if changed {
+				w.notifyLocked()
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// close stops the subscribers and joins their goroutines.
+func (w *waker) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	close(w.quit)
+	subs := w.subs
+	w.mu.Unlock()
+	for _, s := range subs {
+		s.ps.Close()
+	}
+	w.wg.Wait()
+}
