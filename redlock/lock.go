@@ -47,7 +47,7 @@ type Lock struct {
 	released bool
 	keepOnce sync.Once
 	lostAt   atomic.Pointer[time.Time] // when the keeper's timer declared the lock lost
-	held     *Held // set by keepOnce
+	held     *Held                     // set by keepOnce
 }
 
 func (lk *Lock) isReleased() bool {

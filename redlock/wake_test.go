@@ -1,0 +1,193 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// subscribed waits until key's channel has a subscriber on every master.
+func subscribed(t *testing.T, c *lab.Cluster, key string) {
+	t.Helper()
+	waitFor(t, "the waiter's subscriptions", func() bool {
+		for i := range c.N() {
+			n, err := c.Client(i).PubSubNumSub(t.Context(), key).Result()
+			if err != nil || n[key] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// slowRetry is a policy whose first retry comes after at least 2.5s: a
+// waiter that acquires sooner was woken by the release.
+var slowRetry = redlock.RetryPolicy{MinDelay: 5 * time.Second, MaxDelay: 5 * time.Second}
+
+// A waiting Lock retries as soon as the holder releases, not at its
+// backoff; and one release wakes one waiter of a Locker, not all of them.
+func TestReleaseWakesOneWaiter(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	holder := newLocker(t, c, nil)
+	waiters := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	lk, err := holder.TryLock(ctx, "baton")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		lk *redlock.Lock
+		at time.Time
+	}
+	acquired := make(chan got, 2)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if lk, err := waiters.Lock(wctx, "baton"); err == nil {
+				acquired <- got{lk, time.Now()}
+			}
+		})
+	}
+	defer wg.Wait()
+	defer cancel()
+	subscribed(t, c, "redlock:{baton}")
+	time.Sleep(50 * time.Millisecond) // both waiters past their first round
+	released := time.Now()
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var first got
+	select {
+	case first = <-acquired:
+	case <-time.After(2 * time.Second):
+		t.Fatalf("no waiter acquired within 2s of the release (its backoff is ≥ 2.5s): not woken (wakes: %d)", redlock.Wakes(waiters))
+	}
+	t.Logf("woken waiter acquired %v after the release", first.at.Sub(released))
+	if n := redlock.Wakes(waiters); n != 1 {
+		t.Errorf("%d waiters woken by one release, want 1", n)
+	}
+	// The second waiter gets the next release.
+	if err := first.lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case second := <-acquired:
+		second.lk.Unlock(ctx)
+	case <-time.After(2 * time.Second):
+		t.Fatal("the second waiter was not woken by the next release")
+	}
+}
+
+// A waiter whose release announcements are all lost still acquires, at
+// its backoff.
+func TestWaiterAcquiresWhenTheReleaseMessageIsLost(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	holder := newLocker(t, c, nil)
+	waiter := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 200 * time.Millisecond, MaxDelay: 400 * time.Millisecond}})
+	redlock.DropWakes(waiter)
+	ctx := t.Context()
+	lk, err := holder.TryLock(ctx, "lost-message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lk, err := waiter.Lock(ctx, "lost-message")
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	subscribed(t, c, "redlock:{lost-message}")
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never acquired")
+	}
+	if n := redlock.Wakes(waiter); n != 0 {
+		t.Fatalf("%d wakes with every message dropped", n)
+	}
+}
+
+// The subscriptions are dropped by the masters (CLIENT KILL): the waiter
+// is subscribed again, and the next release still wakes it.
+func TestSubscriptionDroppedAndRestored(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	holder := newLocker(t, c, nil)
+	waiter := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	lk, err := holder.TryLock(ctx, "dropped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lk, err := waiter.Lock(ctx, "dropped")
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	subscribed(t, c, "redlock:{dropped}")
+	for i := range c.N() {
+		if err := c.Client(i).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subscribed(t, c, "redlock:{dropped}") // go-redis reconnects and subscribes again
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never acquired")
+	}
+	if n := redlock.Wakes(waiter); n != 1 {
+		t.Fatalf("%d wakes, want 1: the restored subscription carried the release", n)
+	}
+}
+
+// Close ends the subscriptions (goleak in TestMain checks their
+// goroutines) and a waiting Lock returns ErrClosed.
+func TestCloseWhileWaiting(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	holder := newLocker(t, c, nil)
+	waiter := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 50 * time.Millisecond, MaxDelay: 50 * time.Millisecond}})
+	lk, err := holder.TryLock(t.Context(), "closing-waiter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(t.Context())
+	got := make(chan error, 1)
+	go func() {
+		_, err := waiter.Lock(t.Context(), "closing-waiter")
+		got <- err
+	}()
+	subscribed(t, c, "redlock:{closing-waiter}")
+	waiter.Close()
+	select {
+	case err := <-got:
+		if !errors.Is(err, redlock.ErrClosed) {
+			t.Fatalf("Lock after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lock still waiting 10s after Close")
+	}
+}
