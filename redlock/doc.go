@@ -33,13 +33,21 @@
 //
 // # Using it
 //
-// TryLock makes one round; Lock retries with jittered backoff until its
-// context ends. Extend renews a held lock; Unlock releases it and reports
-// ErrLost only on evidence that the lock was not ours. Do runs a function
-// under the lock, extends the lock while it runs, and cancels the
-// function's context (cause ErrLost) no later than the lock's Deadline
-// unless an extension succeeded first. Close waits for operations in
-// progress; locks handed out before it stay on the masters until their TTL.
+// TryLock makes one round; Lock retries until its context ends, waking as
+// soon as the holder releases (the release publishes on the masters) with
+// jittered backoff as the fallback. WithTTL gives one lock its own TTL.
+// TryLockAll and LockAll lock several resources, all or none, without
+// deadlock between callers asking for overlapping sets. Extend renews a
+// lock; Unlock releases it and reports ErrLost only on evidence that the
+// lock was not ours.
+//
+// Hold (or Lock.Keep) returns a Held: a lock that extends itself in the
+// background until Unlock, with a Done channel and a Context that end,
+// with cause ErrLost, no later than the lock's Deadline when it can no
+// longer be extended (leader election, long-running consumers). Do runs a
+// function under a Held lock and releases it when the function returns.
+// Close waits for operations in progress; locks handed out before it stay
+// on the masters until their TTL.
 //
 // Each master has one ordered, pipelined stream, so a release never
 // overtakes the SET it cleans up. A master that has left a command
@@ -53,7 +61,7 @@
 // that ended stays visible: errors.Is(err, context.Canceled).
 //
 // The arithmetic with worked numbers, the assumptions and what breaks each,
-// the exact rules of each operation, the argument for fencing tokens and
-// the per-master streams are in docs/design.md (§2 to §10) in this module's
-// repository.
+// the exact rules of each operation, the argument for fencing tokens, the
+// per-master streams, locks on several resources and wake on release are
+// in docs/design.md (§2 to §14) in this module's repository.
 package redlock

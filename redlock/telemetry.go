@@ -134,7 +134,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	secs := metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 	var err error
 	t.acquireDur, err = m.Float64Histogram("redlock.acquire.duration", metric.WithUnit("s"), secs,
-		metric.WithDescription("Time of one acquisition round (TryLock, or one attempt of Lock), by outcome."))
+		metric.WithDescription("Time of one acquisition round (TryLock, or one attempt of Lock; and their All forms), by outcome."))
 	keep(err)
 	t.validity, err = m.Float64Histogram("redlock.acquire.validity", metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
@@ -181,7 +181,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
 	}
 	t.spanNames = map[string]string{}
-	for _, op := range []string{"TryLock", "Lock", "Extend", "Unlock", "Do"} {
+	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do"} {
 		t.spanNames[op] = "redlock." + op
 	}
 	n := len(l.masters)

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Wake on release (docs/design.md §13).
+// Wake on release (docs/design.md §14).
 //
 // A release deletes the key and PUBLISHes, on a channel named like the key,
 // the SHA-1 of the released token. A Lock caller whose round found the key

@@ -1,0 +1,62 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// Leader election: a candidate leads for as long as it holds "leader". The
+// held lock extends itself in the background and closes Done, with Err
+// ErrLost, by its deadline once it cannot be extended. Here five local
+// redis-server masters (package lab) stand in for real ones, so that the
+// example can stall them: leadership survives two of five stalled, and is
+// given up by the deadline when a third stalls.
+func ExampleLocker_Hold() {
+	ctx := context.Background()
+	masters, err := lab.Start(ctx, 5, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer masters.Close()
+	locker, err := redlock.New(masters.Clients(), &redlock.Options{TTL: time.Second, NodeTimeout: 100 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	leader, err := locker.Hold(ctx, "leader") // waits while another candidate leads
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leading")
+	lead := func(d time.Duration) {
+		select {
+		case <-leader.Done(): // stop acting as the leader at once
+			fmt.Println("stepped down:", leader.Err())
+		case <-time.After(d): // leader's work, with leader.Context()
+			fmt.Println("still leading")
+		}
+	}
+
+	masters.Pause(0)
+	masters.Pause(1)
+	lead(3 * time.Second) // 3 TTLs with 2 of 5 masters stalled
+
+	masters.Pause(2)
+	lead(time.Minute) // a majority stalled: no extension can succeed
+
+	masters.ResumeAll()
+	err = leader.Unlock(ctx)
+	fmt.Println("unlock after the loss reports it:", errors.Is(err, redlock.ErrLost))
+	// Output:
+	// leading
+	// still leading
+	// stepped down: redlock: lock lost
+	// unlock after the loss reports it: true
+}
