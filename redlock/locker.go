@@ -312,7 +312,7 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
-	token, err := newToken()
+	token, err := newToken(l.opts.OwnerLabel)
 	if err != nil {
 		return nil, err
 	}
