@@ -1,13 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -26,7 +26,7 @@ type listMaster struct {
 	Addr      string `json:"addr"`
 	Answered  bool   `json:"answered"`
 	Error     string `json:"error,omitempty"`
-	Keys      int    `json:"keys"`
+	Keys      int    `json:"keys"` // of the listed resources, held here
 	Truncated bool   `json:"truncated,omitempty"`
 }
 
@@ -76,16 +76,17 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 	match := globEscape(opts.KeyPrefix) + "*"
 	n := len(s.clients)
 	res := listResult{Prefix: opts.KeyPrefix, Match: match, Limit: limit, Majority: validity.Majority(n), Locks: []listLock{}}
-	found := make([][]keyValue, n)
+
+	// Round 1: each master's lock keys, by SCAN. SCAN's order differs from
+	// master to master, so a bounded scan finds different keys on each.
+	scanned := make([][]string, n)
 	truncated := make([]bool, n)
-	var mu sync.Mutex
-	errs := s.each(ctx, "list", func(ctx context.Context, i int, c *redis.Client) error {
-		var keys []string
+	errs := s.each(ctx, "list: scanning "+match, func(ctx context.Context, i int, c *redis.Client) error {
 		var cursor uint64
 		for calls := 0; ; calls++ {
-			if calls == maxScanCalls || len(keys) >= limit {
+			if calls == maxScanCalls || len(scanned[i]) >= limit {
 				truncated[i] = true
-				break
+				return nil
 			}
 			rctx, cancel := s.req(ctx)
 			batch, next, err := c.ScanType(rctx, cursor, match, scanCount, "string").Result()
@@ -95,42 +96,67 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 			}
 			for _, k := range batch {
 				r, ok := redlock.ResourceFor(opts, k)
-				if ok && k != s.r.audit && strings.HasPrefix(r, resPrefix) && len(keys) < limit {
-					keys = append(keys, k)
+				if ok && k != s.r.audit && strings.HasPrefix(r, resPrefix) && len(scanned[i]) < limit {
+					scanned[i] = append(scanned[i], k)
 				}
 			}
 			if cursor = next; cursor == 0 {
-				break
-			}
-		}
-		var kvs []keyValue
-		for start := 0; start < len(keys); start += getBatch {
-			part := keys[start:min(start+getBatch, len(keys))]
-			rctx, cancel := s.req(ctx)
-			cmds, err := c.Pipelined(rctx, func(p redis.Pipeliner) error {
-				for _, k := range part {
-					p.Get(rctx, k)
-					p.PTTL(rctx, k)
-				}
 				return nil
-			})
-			cancel()
-			if err != nil && !errors.Is(err, redis.Nil) && !isReplyError(err) {
-				return err
-			}
-			for j, k := range part {
-				v, err := cmds[2*j].(*redis.StringCmd).Result()
-				if err != nil {
-					continue // expired meanwhile, or no longer a string
-				}
-				kvs = append(kvs, keyValue{key: k, token: v, pttl: cmds[2*j+1].(*redis.DurationCmd).Val()})
 			}
 		}
-		mu.Lock()
-		found[i] = kvs
-		mu.Unlock()
-		return nil
 	})
+	// The first -limit resources of the union, by name.
+	union := map[string]string{} // resource → key
+	for i := range n {
+		res.Truncated = res.Truncated || truncated[i]
+		for _, k := range scanned[i] {
+			r, _ := redlock.ResourceFor(opts, k)
+			union[r] = k
+		}
+	}
+	names := make([]string, 0, len(union))
+	for r := range union {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	if len(names) > limit {
+		names, res.Truncated = names[:limit], true
+	}
+
+	// Round 2: those keys on every master, so that each resource is
+	// counted on all of them.
+	found := make([][]keyValue, n)
+	errs2 := make([]error, n)
+	if len(names) > 0 {
+		errs2 = s.each(ctx, fmt.Sprintf("list: reading %d keys", len(names)), func(ctx context.Context, i int, c *redis.Client) error {
+			if errs[i] != nil {
+				return errs[i] // not asked twice
+			}
+			for start := 0; start < len(names); start += getBatch {
+				part := names[start:min(start+getBatch, len(names))]
+				rctx, cancel := s.req(ctx)
+				cmds, err := c.Pipelined(rctx, func(p redis.Pipeliner) error {
+					for _, r := range part {
+						p.Get(rctx, union[r])
+						p.PTTL(rctx, union[r])
+					}
+					return nil
+				})
+				cancel()
+				if err != nil && !errors.Is(err, redis.Nil) && !isReplyError(err) {
+					return err
+				}
+				for j, r := range part {
+					v, err := cmds[2*j].(*redis.StringCmd).Result()
+					if err != nil {
+						continue // absent here, expired meanwhile, or not a string
+					}
+					found[i] = append(found[i], keyValue{key: union[r], token: v, pttl: cmds[2*j+1].(*redis.DurationCmd).Val()})
+				}
+			}
+			return nil
+		})
+	}
 	answered := 0
 	type agg struct {
 		key    string
@@ -139,13 +165,13 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 	}
 	byRes := map[string]*agg{}
 	for i := range n {
-		lm := listMaster{Addr: s.r.masters[i].name, Answered: errs[i] == nil, Keys: len(found[i]), Truncated: truncated[i]}
-		if errs[i] != nil {
-			lm.Error = describe(errs[i], s.r.timeout)
+		err := cmp.Or(errs[i], errs2[i])
+		lm := listMaster{Addr: s.r.masters[i].name, Answered: err == nil, Keys: len(found[i]), Truncated: truncated[i]}
+		if err != nil {
+			lm.Error = describe(err, s.r.timeout)
 		} else {
 			answered++
 		}
-		res.Truncated = res.Truncated || truncated[i]
 		res.Masters = append(res.Masters, lm)
 		for _, kv := range found[i] {
 			r, _ := redlock.ResourceFor(opts, kv.key)
@@ -180,9 +206,6 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 		})
 	}
 	sort.Slice(res.Locks, func(i, j int) bool { return res.Locks[i].Resource < res.Locks[j].Resource })
-	if len(res.Locks) > limit {
-		res.Locks, res.Truncated = res.Locks[:limit], true
-	}
 	if asJSON {
 		writeJSON(stdout, res)
 	} else {
@@ -202,7 +225,7 @@ func printList(w io.Writer, res listResult, n int) {
 		}
 	}
 	if len(res.Locks) == 0 {
-		fmt.Fprintf(w, "no lock keys matching %s\n", printable(res.Match))
+		fmt.Fprintf(w, "no lock keys matching %s right now\n", printable(res.Match))
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "RESOURCE\tHELD\tON\tHOLDER\tMAX PTTL\t")
@@ -223,6 +246,6 @@ func printList(w io.Writer, res listResult, n int) {
 		tw.Flush()
 	}
 	if res.Truncated {
-		fmt.Fprintf(w, "(truncated at -limit %d keys per master, or %d SCAN calls: there may be more)\n", res.Limit, maxScanCalls)
+		fmt.Fprintf(w, "(truncated at -limit %d resources, or %d SCAN calls per master: there may be more)\n", res.Limit, maxScanCalls)
 	}
 }

@@ -300,7 +300,7 @@ func TestList(t *testing.T) {
 	}
 	code, out, _ = cli(t, "list", "job:", "-limit", "1", "-json", "-q", "-masters", masters)
 	res = decode[listResult](t, out)
-	if code != exitOK || len(res.Locks) != 1 || !res.Truncated {
+	if code != exitOK || len(res.Locks) != 1 || !res.Truncated || res.Locks[0].On != 5 || !res.Locks[0].Held {
 		t.Errorf("-limit 1: exit %d, %+v, truncated %v", code, res.Locks, res.Truncated)
 	}
 	code, text, errOut := cli(t, "list", "-masters", masters)

@@ -21,7 +21,7 @@ usage:
   redlock [flags] list [PREFIX] [-limit N]
       lock keys (SCAN, never KEYS) of resources starting with PREFIX, merged
       across masters: on how many each is held, the holder, the largest PTTL.
-      At most -limit keys per master (default 1000).
+      At most -limit resources (default 1000), read on every master.
   redlock [flags] release RESOURCE --force --reason TEXT [--token T] [--who NAME]
       compare-and-delete, on every master, of the token that is on a majority
       (never a blind DEL; the fence counter is never deleted). Refused when no
@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // registerCommandFlags defines the flags of list and release on fs; run
 // refuses them on the other commands.
 func registerCommandFlags(fs *flag.FlagSet, rf *releaseFlags, limit *int) {
-	fs.IntVar(limit, "limit", *limit, "list: at most this many lock keys per master")
+	fs.IntVar(limit, "limit", *limit, "list: at most this many resources (and keys kept per master while scanning)")
 	fs.BoolVar(&rf.force, "force", false, "release: required; the release deletes another process's lock")
 	fs.StringVar(&rf.reason, "reason", "", "release: required; why, for the audit record")
 	fs.StringVar(&rf.token, "token", "", "release: the token to delete when no token is on a majority (whole, or as inspect shows it)")
