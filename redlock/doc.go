@@ -54,6 +54,16 @@
 // unanswered and sent nothing for NodeTimeout is skipped until it replies;
 // releases for it wait (at most 4096 per master, counted in Locker.Stats).
 //
+// # Owner labels
+//
+// Options.OwnerLabel puts a label such as "host-1:4242" in front of every
+// token ("<label>/<random>"), so that an operator reading the masters
+// (cmd/redlock inspect, list) can tell which process holds a lock. It costs
+// nothing per acquisition beyond the label's bytes in the SET already sent.
+// The label is readable by anyone who can read the masters: put nothing
+// secret in it. KeyFor and ResourceFor map resources to keys and back for
+// such tools.
+//
 // # Errors
 //
 // ErrNotAcquired, ErrLost, ErrClosed and ErrInvalid are sentinels for

@@ -71,19 +71,102 @@ func fenceKey(lock string) string { return lock + fenceSuffix }
 
 const fenceSuffix = ":fence"
 
-// newToken returns a fresh random token: one per acquisition.
-func newToken() (string, error) {
+// KeyFor returns the keys a Locker made with opts (nil: the defaults) uses
+// for resource: the lock key, and the fence counter's key (used only with
+// Options.Fencing). With the default naming they are "<KeyPrefix>{<resource>}"
+// and "<KeyPrefix>{<resource>}:fence"; with RedsyncKeys, "<KeyPrefix><resource>"
+// and "<KeyPrefix><resource>:fence". It is for tools that read the masters
+// (cmd/redlock); the error wraps ErrInvalid when New would reject opts or
+// the Locker would reject the resource name.
+func KeyFor(opts *Options, resource string) (lock, fence string, err error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return "", "", err
+	}
+	if err := o.checkName(resource); err != nil {
+		return "", "", err
+	}
+	lock = o.keyFor(resource)
+	return lock, fenceKey(lock), nil
+}
+
+// ResourceFor is KeyFor's inverse for lock keys: the resource whose lock
+// key under opts (nil: the defaults) is key, and false when key is not a
+// lock key under that naming (another key, or a fence counter).
+func ResourceFor(opts *Options, key string) (string, bool) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	rest, ok := strings.CutPrefix(key, o.KeyPrefix)
+	if !ok || strings.HasSuffix(key, fenceSuffix) {
+		return "", false
+	}
+	if !o.RedsyncKeys {
+		inner, ok := strings.CutPrefix(rest, "{")
+		if !ok {
+			return "", false
+		}
+		if rest, ok = strings.CutSuffix(inner, "}"); !ok {
+			return "", false
+		}
+	}
+	if o.checkName(rest) != nil {
+		return "", false
+	}
+	return rest, true
+}
+
+// MaxOwnerLabelLen is the longest Options.OwnerLabel accepted, in bytes.
+const MaxOwnerLabelLen = 64
+
+// checkOwnerLabel returns an error naming the rule an owner label breaks
+// ("" is no label, and fine).
+func checkOwnerLabel(label string) error {
+	switch {
+	case len(label) > MaxOwnerLabelLen:
+		return invalid(fmt.Sprintf("OwnerLabel is %d bytes, over the %d-byte limit", len(label), MaxOwnerLabelLen))
+	case !utf8.ValidString(label):
+		return invalid("OwnerLabel is not valid UTF-8")
+	case strings.Contains(label, "/"):
+		return invalid("OwnerLabel must not contain '/' (it separates the label from the token's random part)")
+	}
+	if i := strings.IndexFunc(label, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		return invalid(fmt.Sprintf("OwnerLabel has a whitespace or control character at byte %d", i))
+	}
+	return nil
+}
+
+// newToken returns a fresh token, one per acquisition: 128 random bits in
+// base64url, after "<label>/" when the Locker has an owner label.
+func newToken(label string) (string, error) {
 	b := make([]byte, tokenBytes)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("redlock: reading a random token: %w", err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	t := base64.RawURLEncoding.EncodeToString(b)
+	if label != "" {
+		return label + "/" + t, nil
+	}
+	return t, nil
 }
 
 // shortToken is what logs show: enough to correlate, too little to forge.
+// An owner label is shown whole, the random part shortened.
 func shortToken(t string) string {
-	if len(t) > 6 {
-		return t[:6] + "…"
+	label, t, ok := strings.Cut(t, "/")
+	if !ok {
+		t, label = label, ""
+	} else {
+		label += "/"
 	}
-	return t
+	if len(t) > 6 {
+		return label + t[:6] + "…"
+	}
+	return label + t
 }

@@ -455,7 +455,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
-	token, err := newToken()
+	token, err := newToken(l.opts.OwnerLabel)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/quorumlab/redlock/validity"
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	scanCount    = 1000 // SCAN's COUNT hint
+	maxScanCalls = 1000 // per master: SCAN examines at most ~maxScanCalls×scanCount keys
+	getBatch     = 500  // keys per pipelined GET/PTTL batch
+)
+
+type listMaster struct {
+	Addr      string `json:"addr"`
+	Answered  bool   `json:"answered"`
+	Error     string `json:"error,omitempty"`
+	Keys      int    `json:"keys"` // of the listed resources, held here
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+type listLock struct {
+	Resource string `json:"resource"`
+	Key      string `json:"key"`
+	// Held: one token is on a majority; Decided: the masters that did not
+	// answer cannot change that.
+	Held    bool   `json:"held"`
+	Decided bool   `json:"decided"`
+	On      int    `json:"on"` // masters with the most common token
+	Tokens  int    `json:"tokens"`
+	Holder  string `json:"holder"`
+	Label   string `json:"label,omitempty"`
+	MaxPTTL int64  `json:"max_pttl_ms"` // among the masters with that token; -1: no expiry
+}
+
+type listResult struct {
+	Prefix    string       `json:"prefix"`
+	Match     string       `json:"match"`
+	Limit     int          `json:"limit"`
+	Masters   []listMaster `json:"masters"`
+	Majority  int          `json:"majority"`
+	Locks     []listLock   `json:"locks"`
+	Truncated bool         `json:"truncated"`
+}
+
+type keyValue struct {
+	key, token string
+	pttl       time.Duration
+}
+
+// globEscape escapes SCAN MATCH's special characters.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSON bool, stdout io.Writer) int {
+	opts := s.r.keyOpts
+	match := globEscape(opts.KeyPrefix) + "*"
+	n := len(s.clients)
+	res := listResult{Prefix: opts.KeyPrefix, Match: match, Limit: limit, Majority: validity.Majority(n), Locks: []listLock{}}
+
+	// Round 1: each master's lock keys, by SCAN. SCAN's order differs from
+	// master to master, so a bounded scan finds different keys on each.
+	scanned := make([][]string, n)
+	truncated := make([]bool, n)
+	errs := s.each(ctx, "list: scanning "+match, func(ctx context.Context, i int, c *redis.Client) error {
+		var cursor uint64
+		for calls := 0; ; calls++ {
+			if calls == maxScanCalls || len(scanned[i]) >= limit {
+				truncated[i] = true
+				return nil
+			}
+			rctx, cancel := s.req(ctx)
+			batch, next, err := c.ScanType(rctx, cursor, match, scanCount, "string").Result()
+			cancel()
+			if err != nil {
+				return err
+			}
+			for _, k := range batch {
+				r, ok := redlock.ResourceFor(opts, k)
+				if ok && k != s.r.audit && strings.HasPrefix(r, resPrefix) && len(scanned[i]) < limit {
+					scanned[i] = append(scanned[i], k)
+				}
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	})
+	// The first -limit resources of the union, by name.
+	union := map[string]string{} // resource → key
+	for i := range n {
+		res.Truncated = res.Truncated || truncated[i]
+		for _, k := range scanned[i] {
+			r, _ := redlock.ResourceFor(opts, k)
+			union[r] = k
+		}
+	}
+	names := make([]string, 0, len(union))
+	for r := range union {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	if len(names) > limit {
+		names, res.Truncated = names[:limit], true
+	}
+
+	// Round 2: those keys on every master, so that each resource is
+	// counted on all of them.
+	found := make([][]keyValue, n)
+	errs2 := make([]error, n)
+	if len(names) > 0 {
+		errs2 = s.each(ctx, fmt.Sprintf("list: reading %d keys", len(names)), func(ctx context.Context, i int, c *redis.Client) error {
+			if errs[i] != nil {
+				return errs[i] // not asked twice
+			}
+			for start := 0; start < len(names); start += getBatch {
+				part := names[start:min(start+getBatch, len(names))]
+				rctx, cancel := s.req(ctx)
+				cmds, err := c.Pipelined(rctx, func(p redis.Pipeliner) error {
+					for _, r := range part {
+						p.Get(rctx, union[r])
+						p.PTTL(rctx, union[r])
+					}
+					return nil
+				})
+				cancel()
+				if err != nil && !errors.Is(err, redis.Nil) && !isReplyError(err) {
+					return err
+				}
+				for j, r := range part {
+					v, err := cmds[2*j].(*redis.StringCmd).Result()
+					if err != nil {
+						continue // absent here, expired meanwhile, or not a string
+					}
+					found[i] = append(found[i], keyValue{key: union[r], token: v, pttl: cmds[2*j+1].(*redis.DurationCmd).Val()})
+				}
+			}
+			return nil
+		})
+	}
+	answered := 0
+	type agg struct {
+		key    string
+		count  map[string]int
+		maxTTL map[string]time.Duration
+	}
+	byRes := map[string]*agg{}
+	for i := range n {
+		err := cmp.Or(errs[i], errs2[i])
+		lm := listMaster{Addr: s.r.masters[i].name, Answered: err == nil, Keys: len(found[i]), Truncated: truncated[i]}
+		if err != nil {
+			lm.Error = describe(err, s.r.timeout)
+		} else {
+			answered++
+		}
+		res.Masters = append(res.Masters, lm)
+		for _, kv := range found[i] {
+			r, _ := redlock.ResourceFor(opts, kv.key)
+			a := byRes[r]
+			if a == nil {
+				a = &agg{key: kv.key, count: map[string]int{}, maxTTL: map[string]time.Duration{}}
+				byRes[r] = a
+			}
+			a.count[kv.token]++
+			if d, ok := a.maxTTL[kv.token]; !ok || kv.pttl < 0 || (d >= 0 && kv.pttl > d) {
+				a.maxTTL[kv.token] = kv.pttl
+			}
+		}
+	}
+	unanswered := n - answered
+	for r, a := range byRes {
+		top, on := "", 0
+		for t, c := range a.count {
+			if c > on || (c == on && t < top) {
+				top, on = t, c
+			}
+		}
+		label, _ := splitToken(top)
+		ms := int64(-1)
+		if d := a.maxTTL[top]; d >= 0 {
+			ms = d.Milliseconds()
+		}
+		held := on >= res.Majority
+		res.Locks = append(res.Locks, listLock{
+			Resource: r, Key: a.key, Held: held, Decided: held || on+unanswered < res.Majority,
+			On: on, Tokens: len(a.count), Holder: shortToken(top), Label: printable(label), MaxPTTL: ms,
+		})
+	}
+	sort.Slice(res.Locks, func(i, j int) bool { return res.Locks[i].Resource < res.Locks[j].Resource })
+	if asJSON {
+		writeJSON(stdout, res)
+	} else {
+		printList(stdout, res, n)
+	}
+	if answered < res.Majority {
+		fmt.Fprintf(s.stderr, "redlock: only %d of %d masters answered: cannot tell which locks are held (exit %d)\n", answered, n, exitQuorum)
+		return exitQuorum
+	}
+	return exitOK
+}
+
+func printList(w io.Writer, res listResult, n int) {
+	for _, m := range res.Masters {
+		if !m.Answered {
+			fmt.Fprintf(w, "master %s: %s\n", m.Addr, m.Error)
+		}
+	}
+	if len(res.Locks) == 0 {
+		fmt.Fprintf(w, "no lock keys matching %s right now\n", printable(res.Match))
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RESOURCE\tHELD\tON\tHOLDER\tMAX PTTL\t")
+		for _, l := range res.Locks {
+			held := "no"
+			switch {
+			case l.Held:
+				held = "yes"
+			case !l.Decided:
+				held = "?"
+			}
+			holder := l.Holder
+			if l.Tokens > 1 {
+				holder += fmt.Sprintf(" (+%d other tokens)", l.Tokens-1)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t\n", printable(l.Resource), held, l.On, n, holder, fmtPTTL(l.MaxPTTL))
+		}
+		tw.Flush()
+	}
+	if res.Truncated {
+		fmt.Fprintf(w, "(truncated at -limit %d resources, or %d SCAN calls per master: there may be more)\n", res.Limit, maxScanCalls)
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// session is one command's connections to the masters.
+type session struct {
+	r       *resolved
+	clients []*redis.Client
+	stderr  io.Writer
+	quiet   bool
+	mu      sync.Mutex // serializes writes to stderr
+}
+
+func newSession(r *resolved, stderr io.Writer, quiet bool) *session {
+	s := &session{r: r, stderr: stderr, quiet: quiet}
+	for _, m := range r.masters {
+		s.clients = append(s.clients, redis.NewClient(m.opts))
+	}
+	return s
+}
+
+func (s *session) close() {
+	for _, c := range s.clients {
+		c.Close()
+	}
+}
+
+// progressf writes a progress line to stderr unless -q.
+func (s *session) progressf(format string, a ...any) {
+	if s.quiet {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.stderr, format+"\n", a...)
+}
+
+// each runs f for every master at once and returns once all have
+// returned, with each master's error; it reports progress as masters
+// answer.
+func (s *session) each(ctx context.Context, what string, f func(ctx context.Context, i int, c *redis.Client) error) []error {
+	n := len(s.clients)
+	s.progressf("%s: asking %d masters (timeout %v each)…", what, n, s.r.timeout)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, c := range s.clients {
+		wg.Go(func() {
+			start := time.Now()
+			errs[i] = f(ctx, i, c)
+			if errs[i] != nil {
+				s.progressf("  %s: %s", s.r.masters[i].name, describe(errs[i], s.r.timeout))
+			} else {
+				s.progressf("  %s: ok (%v)", s.r.masters[i].name, time.Since(start).Round(100*time.Microsecond))
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// req bounds one request to a master.
+func (s *session) req(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.r.timeout)
+}
+
+// quietLogger silences go-redis's own log lines (failed dials): the
+// commands report every master's error themselves.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// describe says what went wrong with a master in an operator's words.
+func describe(err error, timeout time.Duration) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "interrupted"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("unreachable: no answer within %v (stopped, overloaded or cut off?)", timeout)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "unreachable: connection refused (down, or the wrong port?)"
+	case errors.As(err, &ne):
+		return "unreachable: " + err.Error()
+	}
+	return "error: " + err.Error()
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// compareAndDelete is redlock/scripts/release.lua's rule: delete the key
+// only while it holds the token. 1 deleted, 0 absent, -1 another token.
+var compareAndDelete = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+if v then
+  return -1
+end
+return 0`)
+
+// auditMaxLen bounds the audit stream (XADD MAXLEN ~).
+const auditMaxLen = 10000
+
+type releaseFlags struct {
+	force  bool
+	reason string
+	token  string
+	who    string
+}
+
+// who is the operator behind a forced release.
+type who struct {
+	Name   string `json:"name"` // --who, else the OS user
+	OSUser string `json:"os_user"`
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+}
+
+// auditMaster is what the release did on one master.
+type auditMaster struct {
+	Addr    string `json:"addr"`
+	Deleted bool   `json:"deleted"`
+	// Found is what the compare-and-delete found: "token" (deleted),
+	// "absent", "other" (another token, left alone), or "" on error.
+	Found string `json:"found,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// auditRecord is written to stderr and to the audit stream on the masters.
+type auditRecord struct {
+	Event    string        `json:"event"` // "force-release"
+	Time     string        `json:"time"`  // RFC 3339, UTC
+	Who      who           `json:"who"`
+	Reason   string        `json:"reason"`
+	Resource string        `json:"resource"`
+	Key      string        `json:"key"`
+	Token    string        `json:"token"` // shortened
+	Chosen   string        `json:"chosen"`
+	Masters  []auditMaster `json:"masters"`
+}
+
+type releaseResult struct {
+	auditRecord
+	Released     bool     `json:"released"`
+	Deleted      int      `json:"deleted"`
+	MayStillHold int      `json:"may_still_hold"`
+	AuditStream  string   `json:"audit_stream"`
+	AuditWritten []string `json:"audit_written"`
+	AuditErrors  []string `json:"audit_errors,omitempty"`
+}
+
+func whoAmI(override string) who {
+	w := who{PID: os.Getpid()}
+	if u, err := user.Current(); err == nil {
+		w.OSUser = u.Username
+	} else {
+		w.OSUser = os.Getenv("USER")
+	}
+	w.Host, _ = os.Hostname()
+	w.Name = w.OSUser
+	if override != "" {
+		w.Name = override
+	}
+	return w
+}
+
+// checkRelease refuses a release called without --force or a reason,
+// before any master is contacted.
+func checkRelease(f releaseFlags) error {
+	if !f.force {
+		return usagef("release deletes another process's lock: it needs --force, and --reason TEXT")
+	}
+	if strings.TrimSpace(f.reason) == "" {
+		return usagef("release --force needs --reason TEXT (it goes into the audit record)")
+	}
+	return nil
+}
+
+func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags, asJSON bool, stdout io.Writer) int {
+	key, fenceKey, err := redlock.KeyFor(s.r.keyOpts, resource)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "redlock: resource %q: %v\n", printable(resource), err)
+		return exitUsage
+	}
+	states := s.readState(ctx, "release: reading the holder", key, fenceKey)
+	q := view(states)
+	n := len(states)
+	refuse := func(code int, format string, a ...any) int {
+		fmt.Fprintf(s.stderr, "redlock: release refused: "+format+" (exit %d)\n", append(a, code)...)
+		return code
+	}
+	if q.Answered < q.Majority {
+		return refuse(exitQuorum, "only %d of %d masters answered; a forced release needs a majority (%d) to see who holds the lock", q.Answered, n, q.Majority)
+	}
+	var target, chosen string
+	switch {
+	case f.token != "":
+		var matches []holderCount
+		for _, h := range q.Holders {
+			if matchToken(f.token, h.token) {
+				matches = append(matches, h)
+			}
+		}
+		switch len(matches) {
+		case 0:
+			return refuse(exitRefused, "the token given with --token is on none of the %d masters that answered", q.Answered)
+		case 1:
+			target, chosen = matches[0].token, "--token"
+		default:
+			return refuse(exitRefused, "--token matches %d different tokens; give more of it", len(matches))
+		}
+	case !q.Decided:
+		return refuse(exitQuorum, "only %d of %d masters answered and the answers do not settle who holds the lock; retry when more answer, or name the token with --token", q.Answered, n)
+	case q.Held:
+		target, chosen = q.top, "majority"
+	case len(q.Holders) == 0:
+		return refuse(exitRefused, "%q is not held on any master that answered: nothing to release", printable(resource))
+	default:
+		var seen []string
+		for _, h := range q.Holders {
+			seen = append(seen, fmt.Sprintf("%s on %d", h.Holder, h.Masters))
+		}
+		return refuse(exitRefused, "no token is on a majority (%d of %d): the masters disagree (%s). Nothing was deleted. "+
+			"If you are sure, name one with --token (as shown, e.g. --token %s)", q.Majority, n, strings.Join(seen, ", "), q.Holders[0].Holder)
+	}
+
+	rec := auditRecord{
+		Event: "force-release", Who: whoAmI(f.who), Reason: f.reason,
+		Resource: resource, Key: key, Token: shortToken(target), Chosen: chosen,
+		Masters: make([]auditMaster, n),
+	}
+	errs := s.each(ctx, "release: compare-and-delete of "+shortToken(target), func(ctx context.Context, i int, c *redis.Client) error {
+		ctx, cancel := s.req(ctx)
+		defer cancel()
+		r, err := compareAndDelete.Run(ctx, c, []string{key}, target).Int64()
+		if err != nil {
+			return err
+		}
+		m := &rec.Masters[i]
+		switch r {
+		case 1:
+			m.Deleted, m.Found = true, "token"
+		case 0:
+			m.Found = "absent"
+		default:
+			m.Found = "other"
+		}
+		return nil
+	})
+	rec.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	res := releaseResult{AuditStream: s.r.audit, AuditWritten: []string{}}
+	for i := range rec.Masters {
+		rec.Masters[i].Addr = s.r.masters[i].name
+		if errs[i] != nil {
+			rec.Masters[i].Error = describe(errs[i], s.r.timeout)
+			res.MayStillHold++
+		}
+		if rec.Masters[i].Deleted {
+			res.Deleted++
+		}
+	}
+	res.auditRecord = rec
+	// Released: the token can now be on fewer masters than a majority.
+	res.Released = res.MayStillHold < q.Majority
+
+	line, err := json.Marshal(rec)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "redlock: encoding the audit record: %v\n", err)
+		return exitRefused
+	}
+	s.mu.Lock()
+	fmt.Fprintf(s.stderr, "%s\n", line)
+	s.mu.Unlock()
+	aerrs := s.each(ctx, "release: writing the audit record to "+s.r.audit, func(ctx context.Context, i int, c *redis.Client) error {
+		ctx, cancel := s.req(ctx)
+		defer cancel()
+		return c.XAdd(ctx, &redis.XAddArgs{
+			Stream: s.r.audit, MaxLen: auditMaxLen, Approx: true,
+			Values: []any{"event", rec.Event, "resource", resource, "reason", rec.Reason, "who", rec.Who.Name, "record", string(line)},
+		}).Err()
+	})
+	for i, err := range aerrs {
+		if err != nil {
+			res.AuditErrors = append(res.AuditErrors, s.r.masters[i].name+": "+describe(err, s.r.timeout))
+		} else {
+			res.AuditWritten = append(res.AuditWritten, s.r.masters[i].name)
+		}
+	}
+	if len(res.AuditWritten) == 0 {
+		fmt.Fprintf(s.stderr, "redlock: WARNING: the audit record reached no master; keep the JSON line above\n")
+	}
+
+	if asJSON {
+		writeJSON(stdout, res)
+	} else {
+		fmt.Fprintf(stdout, "%s: deleted %s on %d of %d masters\n", printable(resource), res.Token, res.Deleted, n)
+		for _, m := range rec.Masters {
+			what := m.Found
+			switch {
+			case m.Error != "":
+				what = m.Error
+			case m.Deleted:
+				what = "deleted"
+			case m.Found == "other":
+				what = "holds another token: left alone"
+			}
+			fmt.Fprintf(stdout, "  %s: %s\n", m.Addr, what)
+		}
+		fmt.Fprintf(stdout, "fence counter %s left as it is (fences must stay monotonic)\n", printable(fenceKey))
+		fmt.Fprintf(stdout, "audit record in %s on %d of %d masters\n", s.r.audit, len(res.AuditWritten), n)
+	}
+	if !res.Released {
+		fmt.Fprintf(s.stderr, "redlock: %d masters did not answer the delete: the token may still be on a majority (exit %d)\n", res.MayStillHold, exitRefused)
+		return exitRefused
+	}
+	return exitOK
+}

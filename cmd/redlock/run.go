@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+const usageText = `redlock: inspect, list and force-release the locks of github.com/quorumlab/redlock
+
+usage:
+  redlock [flags] inspect RESOURCE
+      per master: is the key there, its holder (owner label whole, random part
+      shortened), remaining PTTL, fence counter; then the quorum view: held or
+      not, by which holder on how many masters, and the latest time the lock
+      can still be valid (an upper bound of the holder's own deadline).
+  redlock [flags] list [PREFIX] [-limit N]
+      lock keys (SCAN, never KEYS) of resources starting with PREFIX, merged
+      across masters: on how many each is held, the holder, the largest PTTL.
+      At most -limit resources (default 1000), read on every master.
+  redlock [flags] release RESOURCE --force --reason TEXT [--token T] [--who NAME]
+      compare-and-delete, on every master, of the token that is on a majority
+      (never a blind DEL; the fence counter is never deleted). Refused when no
+      token is on a majority unless --token names one (the whole token, or as
+      inspect shows it). Writes an audit record (JSON) to stderr and to the
+      stream <prefix>audit on every master that answers.
+
+The common flags may come before or after the command and its arguments;
+-limit and the release flags after the command.
+
+masters (first found): -masters LIST, the "masters" of -config FILE, $REDLOCK_MASTERS
+  LIST is comma-separated: redis://[user:pass@]host:port[/db], rediss://... (TLS),
+  or host:port. Compose lab: -masters 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005
+
+exit codes:
+  0  done (inspect, list: the masters that answered settle the view)
+  1  refused or failed: nothing held on a majority to release, masters disagree,
+     --token matches nothing, or the delete did not reach enough masters
+  2  usage: bad flags or arguments, missing --force or --reason, bad address or config
+  3  too few masters answered to decide (the output still shows what they said)
+
+flags:
+`
+
+// run is the whole command: it parses args, writes results to stdout and
+// progress, errors and audit records to stderr, and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &config{timeout: 2 * time.Second, set: map[string]bool{}}
+	var rf releaseFlags
+	limit := 1000
+
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, usageText)
+		fs := flag.NewFlagSet("redlock", flag.ContinueOnError)
+		c.register(fs)
+		var rf releaseFlags
+		l := 1000
+		registerCommandFlags(fs, &rf, &l)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	fail := func(err error) int {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, errHelp) {
+			usage(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "redlock: %v\nrun 'redlock -h' for usage (exit %d)\n", err, exitUsage)
+		return exitUsage
+	}
+
+	// Flags before the command, then the command's own set (which may
+	// also take the common flags, after the command or its arguments).
+	global := flag.NewFlagSet("redlock", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	c.register(global)
+	if err := global.Parse(args); err != nil {
+		return fail(err)
+	}
+	global.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	if global.NArg() == 0 {
+		return fail(usagef("no command: give inspect, list or release"))
+	}
+	cmd, rest := global.Arg(0), global.Args()[1:]
+	if cmd == "help" {
+		return fail(errHelp)
+	}
+	fs := flag.NewFlagSet("redlock "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.register(fs)
+	switch cmd {
+	case "inspect", "list", "release":
+		registerCommandFlags(fs, &rf, &limit)
+	default:
+		return fail(usagef("unknown command %q: give inspect, list or release", cmd))
+	}
+	pos, err := parseArgs(fs, rest)
+	if err != nil {
+		return fail(usagef("%s: %v", cmd, err))
+	}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	for _, name := range []string{"force", "reason", "token", "who"} {
+		if c.set[name] && cmd != "release" {
+			return fail(usagef("%s does not take -%s (release does)", cmd, name))
+		}
+	}
+	if c.set["limit"] && cmd != "list" {
+		return fail(usagef("%s does not take -limit (list does)", cmd))
+	}
+
+	var resource string
+	switch cmd {
+	case "inspect", "release":
+		if len(pos) != 1 {
+			return fail(usagef("%s takes one RESOURCE, got %d arguments", cmd, len(pos)))
+		}
+		resource = pos[0]
+	case "list":
+		if len(pos) > 1 {
+			return fail(usagef("list takes at most one PREFIX, got %d arguments", len(pos)))
+		}
+		if len(pos) == 1 {
+			resource = pos[0]
+		}
+		if limit <= 0 {
+			return fail(usagef("-limit %d must be positive", limit))
+		}
+	}
+	if cmd == "release" {
+		if err := checkRelease(rf); err != nil {
+			return fail(err)
+		}
+	}
+	r, err := c.resolve()
+	if err != nil {
+		return fail(err)
+	}
+	s := newSession(r, stderr, c.quiet)
+	defer s.close()
+	switch cmd {
+	case "inspect":
+		return cmdInspect(ctx, s, resource, c.json, stdout)
+	case "list":
+		return cmdList(ctx, s, resource, limit, c.json, stdout)
+	default:
+		return cmdRelease(ctx, s, resource, rf, c.json, stdout)
+	}
+}
+
+// registerCommandFlags defines the flags of list and release on fs; run
+// refuses them on the other commands.
+func registerCommandFlags(fs *flag.FlagSet, rf *releaseFlags, limit *int) {
+	fs.IntVar(limit, "limit", *limit, "list: at most this many resources (and keys kept per master while scanning)")
+	fs.BoolVar(&rf.force, "force", false, "release: required; the release deletes another process's lock")
+	fs.StringVar(&rf.reason, "reason", "", "release: required; why, for the audit record")
+	fs.StringVar(&rf.token, "token", "", "release: the token to delete when no token is on a majority (whole, or as inspect shows it)")
+	fs.StringVar(&rf.who, "who", "", "release: who is releasing, for the audit record (default: the OS user)")
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
