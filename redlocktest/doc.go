@@ -13,7 +13,7 @@
 //		if err != nil {
 //			t.Fatal(err)
 //		}
-//		if err := runNightlyJob(ctx, locker); err != nil { // your code
+//		if err := runNightlyJob(t.Context(), locker); err != nil { // your code
 //			t.Fatal(err)
 //		}
 //
@@ -37,6 +37,12 @@
 // on the network path only: Servers gives the miniredis servers themselves,
 // and Tokens, Holding and Fences read each master's keys in-process, so
 // they work on a stalled or refused master too.
+//
+// A Locker's first round waits for every master (it identifies each on
+// first contact), so a master stalled before then makes that round last the
+// whole NodeTimeout and shows in it as timed out; from then on it is
+// skipped (unavailable) like any master that stopped answering. Take one
+// lock before stalling to see the usual pending outcome instead.
 //
 // # Time
 //

@@ -36,9 +36,9 @@ func newLocker(t *testing.T, m *redlocktest.Masters, o redlock.Options) *redlock
 }
 
 // warm takes and releases a lock once, so that every master has been
-// dialled: until then a round waits for every master (redlock.Locker
-// identifies each on first contact), and a stalled one shows TimedOut
-// rather than Pending.
+// dialled: the first round waits for every master (redlock.Locker
+// identifies each on first contact), and a master stalled before it shows
+// TimedOut rather than Pending.
 func warm(t *testing.T, m *redlocktest.Masters, l *redlock.Locker) {
 	t.Helper()
 	ctx := context.Background()
@@ -46,9 +46,7 @@ func warm(t *testing.T, m *redlocktest.Masters, l *redlock.Locker) {
 	if err != nil {
 		t.Fatalf("warm-up: %v", err)
 	}
-	if n := m.Holding(l, lk); n != m.N() {
-		t.Fatalf("warm-up lock on %d masters, want all %d", n, m.N())
-	}
+	eventually(t, "the warm-up lock did not reach every master", func() bool { return m.Holding(l, lk) == m.N() })
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatalf("warm-up unlock: %v", err)
 	}
@@ -117,9 +115,11 @@ func TestLockUnlock(t *testing.T) {
 			}
 			lk2, err := other.TryLock(ctx, "invoice:42")
 			must(t, err)
-			if n := m.Holding(other, lk2); n != 5 {
-				t.Fatalf("after the release, the other Locker holds %d masters, want 5", n)
+			// TryLock returns at a majority; the last SETs land just after.
+			if n := m.Holding(other, lk2); n < 3 {
+				t.Fatalf("after the release, the other Locker holds %d masters, want a majority", n)
 			}
+			eventually(t, "the other Locker's lock did not reach all 5 masters", func() bool { return m.Holding(other, lk2) == 5 })
 		})
 	}
 }
@@ -327,8 +327,8 @@ func TestDo(t *testing.T) {
 		if !ok {
 			return errors.New("no lock in fn's context")
 		}
-		if n := m.Holding(l, lk); n != 5 {
-			return fmt.Errorf("held on %d masters, want 5", n)
+		if n := m.Holding(l, lk); n < 3 {
+			return fmt.Errorf("held on %d masters, want a majority", n)
 		}
 		select {
 		case <-ctx.Done():
@@ -385,8 +385,8 @@ func TestExpiry(t *testing.T) {
 	b := newLocker(t, m, redlock.Options{})
 	lk2, err := b.TryLock(ctx, "long")
 	must(t, err)
-	if n := m.Holding(b, lk2); n != 3 {
-		t.Fatalf("the second holder is on %d masters, want 3", n)
+	if n := m.Holding(b, lk2); n < 2 {
+		t.Fatalf("the second holder is on %d masters, want a majority of 3", n)
 	}
 	if err := lk.Extend(ctx); !errors.Is(err, redlock.ErrLost) {
 		t.Fatalf("Extend of the fast-forwarded lock: %v, want ErrLost", err)
