@@ -69,6 +69,27 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// resumeAndDrain resumes the stalled masters idx, each of which was sent
+// an acquisition's SET and then its release while stalled, waits until each
+// has run both (two more commands), and checks that no key is left.
+func resumeAndDrain(t *testing.T, m *redlocktest.Masters, l *redlock.Locker, resource string, idx ...int) {
+	t.Helper()
+	before := make([]int, len(idx))
+	for k, i := range idx {
+		before[k] = m.Servers()[i].CommandCount()
+	}
+	must(t, m.Resume(idx...))
+	eventually(t, "the resumed masters did not run the SET and its release", func() bool {
+		for k, i := range idx {
+			if m.Servers()[i].CommandCount() < before[k]+2 {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, "a resumed master kept the key", func() bool { return allEmpty(m.Tokens(l, resource)) })
+}
+
 func allEmpty(tokens []string) bool {
 	return !slices.ContainsFunc(tokens, func(s string) bool { return s != "" })
 }
@@ -101,6 +122,13 @@ func TestLockUnlock(t *testing.T) {
 				if n.Outcome != quorum.OK {
 					t.Fatalf("master %d: %v, want ok", i, n.Outcome)
 				}
+			}
+			// extend.lua on miniredis: the deadline moves on.
+			before := lk.Deadline()
+			time.Sleep(5 * time.Millisecond)
+			must(t, lk.Extend(ctx))
+			if !lk.Deadline().After(before) {
+				t.Fatalf("Extend: deadline %v, not after %v", lk.Deadline(), before)
 			}
 			// Held: a second Locker is refused by every master.
 			other := newLocker(t, m, redlock.Options{ViaClient: via})
@@ -171,11 +199,9 @@ func TestTwoOfFiveStalled(t *testing.T) {
 	if got := m.Tokens(l, "invoice:42"); !allEmpty(got) {
 		t.Fatalf("after Unlock, while stalled: tokens %q, want none (the stalled two never got the SET)", got)
 	}
-	must(t, m.Resume(3, 4))
 	// On resume the stalled masters run what they were sent, in order: the
 	// SET, then the release; the key must not be left behind.
-	time.Sleep(100 * time.Millisecond)
-	eventually(t, "the resumed masters still hold the key", func() bool { return allEmpty(m.Tokens(l, "invoice:42")) })
+	resumeAndDrain(t, m, l, "invoice:42", 3, 4)
 	lk2, err := l.TryLock(ctx, "invoice:42")
 	must(t, err)
 	if n := m.Holding(l, lk2); n < 3 {
@@ -213,9 +239,7 @@ func TestThreeOfFiveStalled(t *testing.T) {
 	if !errors.As(err, &e) || e.Count(quorum.Unavailable) != 3 {
 		t.Fatalf("second TryLock: %v, want 3 unavailable", err)
 	}
-	must(t, m.Resume(0, 1, 2))
-	time.Sleep(100 * time.Millisecond)
-	eventually(t, "keys left behind after Resume", func() bool { return allEmpty(m.Tokens(l, "invoice:42")) })
+	resumeAndDrain(t, m, l, "invoice:42", 0, 1, 2)
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	lk, err := l.Lock(lctx, "invoice:42")
