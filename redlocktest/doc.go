@@ -1,0 +1,67 @@
+// Package redlocktest runs Redis masters in-process, for testing code that
+// takes locks with package redlock using go test alone: no redis-server,
+// no Docker.
+//
+// New starts N independent masters (five by default), each a miniredis
+// server behind a small TCP front door of its own, and closes everything
+// when the test ends. Masters.Locker returns a ready Locker over them;
+// Masters.Clients gives the go-redis clients if you build your own:
+//
+//	func TestNightlyJob(t *testing.T) {
+//		masters := redlocktest.New(t, nil)
+//		locker, err := masters.Locker(nil)
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		if err := runNightlyJob(t.Context(), locker); err != nil { // your code
+//			t.Fatal(err)
+//		}
+//
+//		// Two of five masters stop answering: a majority is still there.
+//		if err := masters.Stall(3, 4); err != nil {
+//			t.Fatal(err)
+//		}
+//		...
+//	}
+//
+// For a TestMain, or anything without a testing.TB, Start returns the
+// masters and Close stops them.
+//
+// # Faults
+//
+// Stall makes a master stop answering while its connections stay open, as
+// a frozen (SIGSTOPped) server does: the Locker gives up on it after its
+// NodeTimeout and skips it until it answers again. Resume hands on what
+// was sent meanwhile, in order. Refuse makes a master reset every
+// connection, as a server that is down does; Accept serves again. Both act
+// on the network path only: Servers gives the miniredis servers themselves,
+// and Tokens, Holding and Fences read each master's keys in-process, so
+// they work on a stalled or refused master too.
+//
+// A Locker's first round waits for every master (it identifies each on
+// first contact), so a master stalled before then makes that round last the
+// whole NodeTimeout and shows in it as timed out; from then on it is
+// skipped (unavailable) like any master that stopped answering. Take one
+// lock before stalling to see the usual pending outcome instead.
+//
+// # Time
+//
+// Keys expire in real time, as on a real master. FastForward takes time
+// off every key's TTL at once, but it moves the masters' clocks only: a
+// Locker measures a lock's validity on this process's own clock, so
+// FastForward does not bring a lock's Deadline nearer. It models masters
+// losing the key early, which Redlock's assumptions exclude: the holder
+// still believes it holds the lock (Valid reports true) while another
+// client can take it.
+//
+// # What differs from real masters
+//
+// miniredis speaks the Redis protocol and runs Redlock's Lua scripts
+// (acquire, extend, release, the fenced acquisition and write-back, and
+// redlock.WriteFenced and ReadFenced), but it is not Redis: it has no
+// INFO server, so a Locker cannot tell two names of one server apart by
+// run_id (every master here is distinct anyway); latency is loopback plus
+// the front door's copy; and a restart or a persistence setting is not
+// modelled. Use package lab in this repository, with real redis-server
+// processes, for those.
+package redlocktest

@@ -1,0 +1,311 @@
+package redlocktest
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultN is how many masters New and Start run when Options.N is zero:
+// five, the usual Redlock deployment (a majority of three).
+const DefaultN = 5
+
+// MaxN is the most masters one Masters runs.
+const MaxN = 64
+
+// Options configures a Masters. A nil *Options means all defaults.
+type Options struct {
+	// N is how many masters to run, 1 to MaxN. Default: DefaultN (5).
+	N int
+}
+
+// Masters is N independent in-process Redis masters (miniredis), each
+// behind its own TCP front door on 127.0.0.1 that can stall or refuse.
+// Its methods are safe for concurrent use.
+type Masters struct {
+	servers []*miniredis.Miniredis
+	fronts  []*front
+	clients []*redis.Client
+	addrs   []string
+
+	mu      sync.Mutex
+	closed  bool
+	lockers []*redlock.Locker
+}
+
+// errClosed is returned by the methods of a Masters after Close.
+var errClosed = errors.New("redlocktest: masters closed")
+
+// New starts the masters for the test or benchmark tb and registers their
+// Close with tb.Cleanup. It fails tb (Fatal) if they cannot start; call it
+// from the test's goroutine.
+func New(tb testing.TB, opts *Options) *Masters {
+	tb.Helper()
+	m, err := Start(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			tb.Errorf("redlocktest: closing the masters: %v", err)
+		}
+	})
+	return m
+}
+
+// Start starts the masters without a testing.TB, for a TestMain or a
+// program; the caller must Close them. It returns an error for bad options
+// or if a server or its front door cannot listen.
+func Start(opts *Options) (*Masters, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case o.N == 0:
+		o.N = DefaultN
+	case o.N < 0 || o.N > MaxN:
+		return nil, fmt.Errorf("redlocktest: Options.N is %d; it must be between 1 and %d (0 means %d)", o.N, MaxN, DefaultN)
+	}
+	m := &Masters{}
+	for i := range o.N {
+		s := miniredis.NewMiniRedis()
+		if err := s.Start(); err != nil {
+			m.shutdown()
+			return nil, fmt.Errorf("redlocktest: starting master %d: %w", i, err)
+		}
+		// Keys expire in real time, as on a real master, not only when
+		// FastForward is called.
+		s.ClockTTL(true)
+		m.servers = append(m.servers, s)
+		f, err := startFront(s.Addr())
+		if err != nil {
+			m.shutdown()
+			return nil, fmt.Errorf("redlocktest: starting master %d's listener: %w", i, err)
+		}
+		m.fronts = append(m.fronts, f)
+		m.addrs = append(m.addrs, f.addr())
+		m.clients = append(m.clients, redis.NewClient(&redis.Options{Addr: f.addr()}))
+	}
+	return m, nil
+}
+
+// N returns how many masters there are.
+func (m *Masters) N() int { return len(m.servers) }
+
+// Addrs returns each master's address (host:port on 127.0.0.1), by index:
+// what to give a client of your own, e.g. redis.NewClient(&redis.Options{Addr: a}).
+func (m *Masters) Addrs() []string { return append([]string(nil), m.addrs...) }
+
+// Clients returns one go-redis client per master, by index, with go-redis's
+// default options: what redlock.New takes. The clients are shared by every
+// call and closed by Close; do not close them yourself.
+func (m *Masters) Clients() []redis.UniversalClient {
+	out := make([]redis.UniversalClient, len(m.clients))
+	for i, c := range m.clients {
+		out[i] = c
+	}
+	return out
+}
+
+// Servers returns the miniredis server behind each master, by index, for
+// in-process access that Stall and Refuse do not affect: reading or
+// deleting keys, FastForward on one master, SetError, and the rest of
+// miniredis's API. Do not Close them: Close does.
+func (m *Masters) Servers() []*miniredis.Miniredis {
+	return append([]*miniredis.Miniredis(nil), m.servers...)
+}
+
+// Locker returns a Locker over every master, as redlock.New(m.Clients(),
+// opts) does, and closes it in Close (before the masters, so nothing it
+// started is left running). The error is redlock.New's.
+func (m *Masters) Locker(opts *redlock.Options) (*redlock.Locker, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errClosed
+	}
+	l, err := redlock.New(m.Clients(), opts)
+	if err != nil {
+		return nil, err
+	}
+	m.lockers = append(m.lockers, l)
+	return l, nil
+}
+
+// Stall makes the given masters stop answering: their connections stay
+// open, but nothing sent to them is handed on and nothing comes back (a
+// byte already on its way when Stall is called may still arrive). New
+// connections are accepted and hang the same way. This is what a
+// SIGSTOPped or frozen server looks like to a client: a Locker gives up on
+// each call after its NodeTimeout and then skips the master until it
+// answers again. The server itself keeps running, and its keys keep
+// expiring.
+func (m *Masters) Stall(i ...int) error {
+	return m.each("Stall", i, (*front).stall)
+}
+
+// Resume undoes Stall: what was sent meanwhile is handed on and answered,
+// in order, as a SIGCONTinued server would.
+func (m *Masters) Resume(i ...int) error {
+	return m.each("Resume", i, (*front).resume)
+}
+
+// Refuse makes the given masters look down: every open connection is
+// reset and every new one is reset as soon as it is accepted, so clients
+// fail at once (with "connection reset by peer" or EOF). The listening
+// port stays bound (closing it would be closer to a dead host, but the
+// port could be taken meanwhile). The server keeps its keys.
+func (m *Masters) Refuse(i ...int) error {
+	return m.each("Refuse", i, (*front).refuse)
+}
+
+// Accept undoes Refuse: new connections are served again (clients
+// reconnect by themselves).
+func (m *Masters) Accept(i ...int) error {
+	return m.each("Accept", i, (*front).allow)
+}
+
+// each applies do to the fronts of the masters idx, after checking them
+// all.
+func (m *Masters) each(name string, idx []int, do func(*front)) error {
+	if len(idx) == 0 {
+		return fmt.Errorf("redlocktest: %s: no master given (masters are numbered 0 to %d)", name, len(m.fronts)-1)
+	}
+	for _, i := range idx {
+		if i < 0 || i >= len(m.fronts) {
+			return fmt.Errorf("redlocktest: %s: there is no master %d (masters are numbered 0 to %d)", name, i, len(m.fronts)-1)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errClosed
+	}
+	for _, i := range idx {
+		do(m.fronts[i])
+	}
+	return nil
+}
+
+// FastForward makes every master's keys lose d of their remaining TTL, at
+// once (miniredis's FastForward on each; for one master, use Servers).
+//
+// It moves the masters' clocks only. A Locker's validity is measured on
+// this process's real monotonic clock, so FastForward does not bring a
+// lock's Deadline nearer: it models masters losing the key early (a clock
+// that jumped, say), which is exactly what Redlock's assumptions rule out.
+// A lock whose keys were fast-forwarded away still reports Valid() until
+// its Deadline; Extend then fails with ErrLost, and another Locker can
+// take the resource meanwhile.
+func (m *Masters) FastForward(d time.Duration) {
+	for _, s := range m.servers {
+		s.FastForward(d)
+	}
+}
+
+// Tokens returns, by master, the token stored in resource's lock key, or ""
+// where the key is absent (or not a string). l gives the key naming
+// (Options.KeyPrefix, Options.RedsyncKeys); a nil l means the default
+// naming. Each value is read in-process, so Tokens works on stalled and
+// refused masters too. Compare with Lock.Token() to see where a lock is
+// held.
+func (m *Masters) Tokens(l *redlock.Locker, resource string) []string {
+	key := lockKey(l, resource)
+	out := make([]string, len(m.servers))
+	for i, s := range m.servers {
+		if v, err := s.Get(key); err == nil {
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// Holding returns how many masters hold lock, acquired through l (which
+// gives the key naming, as in Tokens; nil means the default naming).
+func (m *Masters) Holding(l *redlock.Locker, lock *redlock.Lock) int {
+	if lock == nil {
+		return 0
+	}
+	n := 0
+	for _, t := range m.Tokens(l, lock.Resource()) {
+		if t == lock.Token() {
+			n++
+		}
+	}
+	return n
+}
+
+// Fences returns, by master, the fence counter of resource (what
+// Options.Fencing keeps beside the lock key; 0 where there is none). l
+// gives the key naming, as in Tokens.
+func (m *Masters) Fences(l *redlock.Locker, resource string) []uint64 {
+	key := lockKey(l, resource) + ":fence"
+	out := make([]uint64, len(m.servers))
+	for i, s := range m.servers {
+		if v := s.HGet(key, "fence"); v != "" {
+			out[i], _ = strconv.ParseUint(v, 10, 64)
+		}
+	}
+	return out
+}
+
+// lockKey is resource's lock key under l's naming, as documented on
+// redlock.Options.KeyPrefix and RedsyncKeys.
+func lockKey(l *redlock.Locker, resource string) string {
+	o := redlock.Options{KeyPrefix: redlock.DefaultKeyPrefix}
+	if l != nil {
+		o = l.Options()
+	}
+	if o.RedsyncKeys {
+		return o.KeyPrefix + resource
+	}
+	return o.KeyPrefix + "{" + resource + "}"
+}
+
+// Close closes every Locker made by Locker, then the clients, the front
+// doors and the servers, and waits for every goroutine they started.
+// Stalled and refused masters are resumed first, so that the Lockers'
+// last releases get through. Close is idempotent; New's Cleanup calls it.
+func (m *Masters) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	lockers := m.lockers
+	m.lockers = nil
+	for _, f := range m.fronts {
+		f.allow()
+		f.resume()
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, l := range lockers {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(append(errs, m.shutdown())...)
+}
+
+// shutdown closes the clients, fronts and servers started so far.
+func (m *Masters) shutdown() error {
+	var errs []error
+	for _, c := range m.clients {
+		errs = append(errs, c.Close())
+	}
+	for _, f := range m.fronts {
+		f.close()
+	}
+	for _, s := range m.servers {
+		s.Close()
+	}
+	return errors.Join(errs...)
+}
