@@ -62,13 +62,15 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	base := fmt.Sprintf("%s/c%d", env.run, env.index)
 	warmUp(ctx, im, base, c.workers)
 
-	// What the masters do is read through the admin clients, before the
-	// workers start and after the implementation is closed (so its last
-	// calls are in), before the keys are deleted.
+	// What the masters do is read through the admin clients: commands
+	// executed from just before the workers start to after the
+	// implementation is closed (so its last calls are in), before the keys
+	// are deleted; the PING round trip just outside that window, on both
+	// sides.
 	var statNotes []string
-	rtt, err := measurePingRTT(ctx, env.ms.admin)
-	if err != nil {
-		statNotes = append(statNotes, "PING round trip not measured: "+err.Error())
+	rtt := make(pingSamples, len(env.ms.admin))
+	if err := rtt.measure(ctx, env.ms.admin); err != nil {
+		statNotes = append(statNotes, "PING round trip before the cell not measured: "+err.Error())
 	}
 	cmdsBefore, cmdsErr := readCommandstats(ctx, env.ms.admin)
 
@@ -131,12 +133,15 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	if cmdsErr != nil && !errors.Is(cmdsErr, errNoCommandstats) {
 		statNotes = append(statNotes, "commands not counted: "+cmdsErr.Error())
 	}
+	if err := rtt.measure(ctx, env.ms.admin); err != nil {
+		statNotes = append(statNotes, "PING round trip after the cell not measured: "+err.Error())
+	}
 	cleanCtx, cleanCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cleanCancel()
 	delErr := env.ms.deleteKeys(cleanCtx, keyPrefix+"{"+base+"/*")
 
 	res := summarise(c, env, phases, recs)
-	res.setMasterStats(rtt, cmds)
+	res.setMasterStats(rtt.medians(), cmds)
 	res.Notes = append(res.Notes, statNotes...)
 	for _, e := range append(faultErrs, closeErr, delErr) {
 		if e != nil {

@@ -160,41 +160,61 @@ const (
 	pingRounds = 200
 )
 
-// measurePingRTT sends sequential PINGs to each master in turn, on one
-// connection of its admin client held for the purpose, and returns the
-// median round trip per master in milliseconds. Masters are measured one
-// after another so they do not compete for the CPU with each other.
-func measurePingRTT(ctx context.Context, admin []*redis.Client) ([]float64, error) {
-	out := make([]float64, len(admin))
+// pingSamples are PING round trips per master. A cell measures them just
+// before its window and again just after it, so the median reflects the
+// machine's load on both sides of the cell.
+type pingSamples [][]time.Duration
+
+// measure sends sequential PINGs to each master in turn, on one connection
+// of its admin client held for the purpose, and adds pingRounds round
+// trips per master. Masters are measured one after another so they do not
+// compete for the CPU with each other. A master that fails adds nothing.
+func (p pingSamples) measure(ctx context.Context, admin []*redis.Client) error {
 	for i, c := range admin {
-		med, err := pingMedian(ctx, c)
+		rtt, err := pingRTTs(ctx, c)
 		if err != nil {
-			return nil, fmt.Errorf("master %d: PING: %w", i, err)
+			return fmt.Errorf("master %d: PING: %w", i, err)
 		}
-		out[i] = med
+		p[i] = append(p[i], rtt...)
 	}
-	return out, nil
+	return nil
 }
 
-func pingMedian(ctx context.Context, c *redis.Client) (float64, error) {
+// medians returns each master's median round trip in milliseconds, nil
+// unless every master has samples.
+func (p pingSamples) medians() []float64 {
+	if len(p) == 0 {
+		return nil
+	}
+	out := make([]float64, len(p))
+	for i, s := range p {
+		if len(s) == 0 {
+			return nil
+		}
+		out[i] = percentile(durationsMs(s), 50)
+	}
+	return out
+}
+
+func pingRTTs(ctx context.Context, c *redis.Client) ([]time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, statsBound)
 	defer cancel()
 	conn := c.Conn()
 	defer conn.Close()
 	for range pingWarmUp {
 		if err := conn.Ping(ctx).Err(); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	rtt := make([]time.Duration, pingRounds)
 	for i := range rtt {
 		t0 := time.Now()
 		if err := conn.Ping(ctx).Err(); err != nil {
-			return 0, err
+			return nil, err
 		}
 		rtt[i] = time.Since(t0)
 	}
-	return percentile(durationsMs(rtt), 50), nil
+	return rtt, nil
 }
 
 // setMasterStats fills the masters' side of a result: the PING round trip

@@ -169,22 +169,29 @@ func TestMasterStatsLab(t *testing.T) {
 		t.Errorf("window counted %d %v, want 8 %v", w.total, w.byName, want)
 	}
 
-	rtt, err := measurePingRTT(ctx, admin)
-	if err != nil {
+	rtt := make(pingSamples, 2)
+	if err := rtt.measure(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	if len(rtt) != 2 || rtt[0] <= 0 || rtt[1] <= 0 {
-		t.Errorf("PING RTT per master %v, want two positive medians", rtt)
+	if len(rtt[0]) != pingRounds || len(rtt[1]) != pingRounds {
+		t.Errorf("%d and %d PING samples, want %d each", len(rtt[0]), len(rtt[1]), pingRounds)
 	}
-	// The measurement's PINGs are before a cell's window, not in it, but
-	// they are counted like any command: exactly pingWarmUp+pingRounds.
+	// The measurement's PINGs are outside a cell's window, but they are
+	// counted like any command: exactly pingWarmUp+pingRounds.
+	one := rtt[:1]
 	w = window(func() {
-		if _, err := measurePingRTT(ctx, admin[:1]); err != nil {
+		if err := one.measure(ctx, admin[:1]); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if w.byName["ping"] != pingWarmUp+pingRounds || w.total != pingWarmUp+pingRounds {
 		t.Errorf("one master's RTT measurement counted %v, want %d PINGs", w.byName, pingWarmUp+pingRounds)
+	}
+	if len(rtt[0]) != 2*pingRounds || len(rtt[1]) != pingRounds {
+		t.Errorf("%d and %d PING samples after measuring master 0 again, want %d and %d", len(rtt[0]), len(rtt[1]), 2*pingRounds, pingRounds)
+	}
+	if m := rtt.medians(); len(m) != 2 || m[0] <= 0 || m[1] <= 0 {
+		t.Errorf("PING RTT medians %v, want two positive", m)
 	}
 
 	// A master that cannot be reached: an error naming it, not "not
@@ -193,6 +200,11 @@ func TestMasterStatsLab(t *testing.T) {
 	defer down[1].Close()
 	if _, err := readCommandstats(ctx, down); err == nil || errors.Is(err, errNoCommandstats) || !strings.Contains(err.Error(), "master 1") {
 		t.Errorf("reading an unreachable master: %v, want an error naming master 1", err)
+	}
+	p := make(pingSamples, 2)
+	if err := p.measure(ctx, down); err == nil || !strings.Contains(err.Error(), "master 1") || len(p[0]) != pingRounds || len(p[1]) != 0 || p.medians() != nil {
+		t.Errorf("PING on an unreachable master: %v, samples %d and %d, medians %v; want an error naming master 1 and no medians",
+			err, len(p[0]), len(p[1]), p.medians())
 	}
 }
 
@@ -205,8 +217,13 @@ func TestMasterStatsMiniredis(t *testing.T) {
 	if got, err := readCommandstats(t.Context(), admin); !errors.Is(err, errNoCommandstats) {
 		t.Errorf("readCommandstats on miniredis = %v, %v; want errNoCommandstats", got, err)
 	}
-	if rtt, err := measurePingRTT(t.Context(), admin); err != nil || len(rtt) != 1 || rtt[0] <= 0 {
-		t.Errorf("measurePingRTT on miniredis = %v, %v", rtt, err)
+	rtt := make(pingSamples, 1)
+	if err := rtt.measure(t.Context(), admin); err != nil || len(rtt.medians()) != 1 || rtt.medians()[0] <= 0 {
+		t.Errorf("PING RTT on miniredis = %v, %v", rtt.medians(), err)
+	}
+	// A master without samples: no medians at all.
+	if m := append(rtt, nil).medians(); m != nil {
+		t.Errorf("medians with a master unmeasured = %v, want nil", m)
 	}
 }
 
@@ -274,7 +291,7 @@ func TestRenderTableMasterStats(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"  cmd/acq  redlock ÷  ",
-		"\ncontended 8w: handoff p50 ÷ PING RTT: redlock 2.00× (1.00 ÷ 0.50 ms), redsync-failfast 4.00× (1.00 ÷ 0.25 ms)\n",
+		"\ncontended 8w: handoff p50 ÷ PING RTT: redlock 2.00× (1.00 ÷ 0.500 ms), redsync-failfast 4.00× (1.00 ÷ 0.250 ms)\n",
 		"\ncontended 8w: commands/acquisition: redlock 12.0, redsync-failfast 3.00; Lock p99 redlock ÷ redsync-failfast 0.75×\n",
 		"\ncontended 1w: handoff p50 ÷ PING RTT: redlock n/a, redsync-failfast n/a\n",
 		"\ncontended 1w: commands/acquisition: redlock n/a, redsync-failfast n/a; Lock p99 redlock ÷ redsync-failfast 1.00×\n",
@@ -303,7 +320,7 @@ func TestRenderTableMasterStats(t *testing.T) {
 		}
 	}
 	// The handoff table: RTT and ratio where measured, n/a elsewhere.
-	for _, want := range []string{"3.00   0.50 ms      2.00×\n", "3.00   0.25 ms      4.00×\n", "3.00       n/a        n/a\n"} {
+	for _, want := range []string{"3.00  0.500 ms      2.00×\n", "3.00  0.250 ms      4.00×\n", "3.00       n/a        n/a\n"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("handoff table lacks %q:\n%s", want, s)
 		}

@@ -130,10 +130,11 @@ type Result struct {
 	// of the cell, failed attempts and releases included, per successful
 	// Lock.
 	CommandsPerAcquisition *float64 `json:"commands_per_acquisition"`
-	// PingRTTMs is the median over masters of each master's median PING
-	// round trip, measured just before the workers started (pingRounds
-	// sequential PINGs per master on one connection, after a warm-up);
-	// PingRTTPerMasterMs is each master's. Null when not measured.
+	// PingRTTMs is the median over masters (nearest rank) of each
+	// master's median PING round trip; PingRTTPerMasterMs is each
+	// master's. A master's median pools pingRounds sequential PINGs on one
+	// connection (after a warm-up) just before the cell's window and as
+	// many just after it. Null when not measured.
 	PingRTTMs          *float64  `json:"ping_rtt_ms"`
 	PingRTTPerMasterMs []float64 `json:"ping_rtt_per_master_ms"`
 

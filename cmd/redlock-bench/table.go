@@ -307,7 +307,7 @@ func renderTable(w io.Writer, rep *Report) error {
 		for _, r := range hand {
 			h := r.HandoffMs
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max),
-				fmtOptMs(r.PingRTTMs), fmtHandoffRTT(r))
+				fmtOptRTT(r.PingRTTMs), fmtHandoffRTT(r))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -335,11 +335,20 @@ func fmtOpt(v *float64) string {
 	return fmtNum(*v)
 }
 
-func fmtOptMs(v *float64) string {
+// fmtRTT prints a round trip in milliseconds: three decimals under 1 ms
+// (a loopback PING is tens of microseconds).
+func fmtRTT(v float64) string {
+	if v > 0 && v < 1 {
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmtMs(v)
+}
+
+func fmtOptRTT(v *float64) string {
 	if v == nil {
 		return "n/a"
 	}
-	return fmtMs(*v) + " ms"
+	return fmtRTT(*v) + " ms"
 }
 
 // handoffRTT is a cell's handoff p50 ÷ its masters' PING round trip; nil
@@ -363,7 +372,7 @@ func fmtHandoffRTT(r Result) string {
 // handoff p50 ÷ PING RTT and commands per acquisition for every
 // implementation, and ours ÷ summaryAgainst Lock p99, e.g.
 //
-//	contended 16w: handoff p50 ÷ PING RTT: redlock 2.63× (1.00 ÷ 0.38 ms), redsync-failfast 9.10× (3.46 ÷ 0.38 ms)
+//	contended 16w: handoff p50 ÷ PING RTT: redlock 2.63× (1.00 ÷ 0.380 ms), redsync-failfast 9.10× (3.46 ÷ 0.380 ms)
 //	contended 16w: commands/acquisition: redlock 12.0, redsync-failfast 5.00; Lock p99 redlock ÷ redsync-failfast 0.40×
 func sharedLines(rep *Report) []string {
 	var out []string
@@ -382,7 +391,7 @@ func sharedLines(rep *Report) []string {
 			for _, r := range rows {
 				h := r.Impl + " n/a"
 				if x := handoffRTT(r); x != nil {
-					h = fmt.Sprintf("%s %.2f× (%s ÷ %s ms)", r.Impl, *x, fmtMs(r.HandoffMs.P50), fmtMs(*r.PingRTTMs))
+					h = fmt.Sprintf("%s %.2f× (%s ÷ %s ms)", r.Impl, *x, fmtRTT(r.HandoffMs.P50), fmtRTT(*r.PingRTTMs))
 				}
 				hand = append(hand, h)
 				c := "n/a"
