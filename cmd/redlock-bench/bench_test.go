@@ -271,7 +271,8 @@ func TestComputeRatios(t *testing.T) {
 }
 
 // syntheticReport has every shape the schema must accept: a null handoff,
-// a non-null one, a null ratio, failures, notes, phases, two worker counts.
+// a non-null one, a null ratio, failures, notes, phases, two worker counts,
+// command counts and PING round trips both present and null.
 func syntheticReport() *Report {
 	rep := &Report{
 		SchemaVersion: schemaVersion, Tool: "redlock-bench", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -305,6 +306,18 @@ func syntheticReport() *Report {
 			Failures: map[string]int64{}, Validity: Validity{Source: "until"},
 			Phases: []PhaseResult{{Name: "all", Seconds: 5, Ops: 20, OpsPerSec: 4}}, Notes: []string{}},
 	}
+	// The masters' side: counted and measured (contended at 8 workers),
+	// counted with no successful Lock (stall/redsync), and not reported
+	// (stall/redlock and contended at 1 worker: null).
+	i64 := func(v int64) *int64 { return &v }
+	f64 := func(v float64) *float64 { return &v }
+	rs := rep.Results
+	rs[0].Commands, rs[0].CommandsByName, rs[0].CommandsPerAcquisition = i64(36), map[string]int64{"set": 18, "evalsha": 6, "get": 6, "del": 6}, f64(12)
+	rs[0].PingRTTMs, rs[0].PingRTTPerMasterMs = f64(0.5), []float64{0.4, 0.5, 0.6, 0.5, 0.7}
+	rs[2].Commands, rs[2].CommandsByName = i64(7), map[string]int64{"set": 7}
+	rs[2].PingRTTMs, rs[2].PingRTTPerMasterMs = f64(0.3), []float64{0.3}
+	rs[3].Commands, rs[3].CommandsByName, rs[3].CommandsPerAcquisition = i64(15), map[string]int64{"set": 10, "evalsha": 5}, f64(3)
+	rs[3].PingRTTMs, rs[3].PingRTTPerMasterMs = f64(0.25), []float64{0.25}
 	rep.Ratios = computeRatios(rep.Results)
 	return rep
 }
@@ -489,6 +502,7 @@ func smoke(t *testing.T, extra ...string) {
 	for _, r := range rep.Results {
 		cells[r.Scenario+"/"+r.Impl] = r
 	}
+	checkMasterStats(t, rep)
 	for _, sc := range defaultScenarios() {
 		names := implNames()
 		if s := scenarioByName(sc); s.impls != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -61,6 +62,18 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	base := fmt.Sprintf("%s/c%d", env.run, env.index)
 	warmUp(ctx, im, base, c.workers)
 
+	// What the masters do is read through the admin clients: commands
+	// executed from just before the workers start to after the
+	// implementation is closed (so its last calls are in), before the keys
+	// are deleted; the PING round trip just outside that window, on both
+	// sides.
+	var statNotes []string
+	rtt := make(pingSamples, len(env.ms.admin))
+	if err := rtt.measure(ctx, env.ms.admin); err != nil {
+		statNotes = append(statNotes, "PING round trip before the cell not measured: "+err.Error())
+	}
+	cmdsBefore, cmdsErr := readCommandstats(ctx, env.ms.admin)
+
 	start := time.Now()
 	end := start.Add(env.duration)
 	runCtx, cancel := context.WithDeadline(ctx, end)
@@ -107,11 +120,29 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 		return Result{}, drainErr // the stuck goroutines end when the process does
 	}
 	closeErr := im.close()
+	var cmds *commandWindow
+	if cmdsErr == nil {
+		var after []commandCounts
+		if after, cmdsErr = readCommandstats(ctx, env.ms.admin); cmdsErr == nil {
+			var w commandWindow
+			if w, cmdsErr = diffCommandstats(cmdsBefore, after); cmdsErr == nil {
+				cmds = &w
+			}
+		}
+	}
+	if cmdsErr != nil && !errors.Is(cmdsErr, errNoCommandstats) {
+		statNotes = append(statNotes, "commands not counted: "+cmdsErr.Error())
+	}
+	if err := rtt.measure(ctx, env.ms.admin); err != nil {
+		statNotes = append(statNotes, "PING round trip after the cell not measured: "+err.Error())
+	}
 	cleanCtx, cleanCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cleanCancel()
 	delErr := env.ms.deleteKeys(cleanCtx, keyPrefix+"{"+base+"/*")
 
 	res := summarise(c, env, phases, recs)
+	res.setMasterStats(rtt.medians(), cmds)
+	res.Notes = append(res.Notes, statNotes...)
 	for _, e := range append(faultErrs, closeErr, delErr) {
 		if e != nil {
 			res.Notes = append(res.Notes, e.Error())

@@ -12,7 +12,11 @@ import (
 // purely additive, and change schema.json with it (the test checks both).
 //
 // 2: config.workers is a list of worker counts (the -workers sweep), and
-// every ratio carries the worker count both of its sides ran with.
+// every ratio carries the worker count both of its sides ran with. Later
+// additions within version 2 (always written, optional in schema.json so
+// older version-2 files still validate): per result, commands,
+// commands_by_name, commands_per_acquisition, ping_rtt_ms and
+// ping_rtt_per_master_ms.
 const schemaVersion = 2
 
 // schemaJSON is the JSON Schema (draft 2020-12) of Report, printed by
@@ -112,6 +116,27 @@ type Result struct {
 	Validity Validity         `json:"validity"`
 	Phases   []PhaseResult    `json:"phases"`
 	Notes    []string         `json:"notes"`
+
+	// What the masters executed during the cell, from INFO commandstats
+	// read on every master before the workers started and after the
+	// implementation was closed, summed over masters, without the bench's
+	// own INFO. Commands a Lua script runs are counted as well as the
+	// EVALSHA that ran it (the server counts them so). All three are null
+	// where a master does not report INFO commandstats (embedded
+	// masters), and CommandsPerAcquisition also when no Lock succeeded.
+	Commands       *int64           `json:"commands"`
+	CommandsByName map[string]int64 `json:"commands_by_name"`
+	// CommandsPerAcquisition is Commands ÷ AcquireMs.Count: every command
+	// of the cell, failed attempts and releases included, per successful
+	// Lock.
+	CommandsPerAcquisition *float64 `json:"commands_per_acquisition"`
+	// PingRTTMs is the median over masters (nearest rank) of each
+	// master's median PING round trip; PingRTTPerMasterMs is each
+	// master's. A master's median pools pingRounds sequential PINGs on one
+	// connection (after a warm-up) just before the cell's window and as
+	// many just after it. Null when not measured.
+	PingRTTMs          *float64  `json:"ping_rtt_ms"`
+	PingRTTPerMasterMs []float64 `json:"ping_rtt_per_master_ms"`
 
 	// Raw samples for the chart; not part of the schema.
 	acquireSorted  []float64

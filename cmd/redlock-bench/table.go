@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -102,7 +103,10 @@ func fmtRatio(r Ratio) string {
 }
 
 // fmtMs prints milliseconds with about three significant digits.
-func fmtMs(v float64) string {
+func fmtMs(v float64) string { return fmtNum(v) }
+
+// fmtNum prints a non-negative number with about three significant digits.
+func fmtNum(v float64) string {
 	switch {
 	case v == 0:
 		return "0"
@@ -206,7 +210,7 @@ func renderTable(w io.Writer, rep *Report) error {
 	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tredlock ÷\tfailures\t")
+	fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tcmd/acq\tredlock ÷\tfailures\t")
 	for _, r := range rep.Results {
 		ratio := ""
 		if r.Impl != oursName {
@@ -221,14 +225,15 @@ func renderTable(w io.Writer, rep *Report) error {
 				fmtMs(v.ElapsedMsP50), fmtMs(v.DriftMs), fmtMs(v.SafetyMarginMs)}
 		}
 		a := r.AcquireMs
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
-			fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), ratio, fmtFailures(r.Failures))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
+			fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), fmtOpt(r.CommandsPerAcquisition), ratio, fmtFailures(r.Failures))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL)")
-	if lines := summaryLines(rep); len(lines) > 0 {
+	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL;")
+	fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported)")
+	if lines := append(summaryLines(rep), sharedLines(rep)...); len(lines) > 0 {
 		fmt.Fprintf(w, "\nsummary per worker count (Nw): ops/s ratio (p50: acquire-latency p50 ratio, below 1 = ours faster)\n%s\n", strings.Join(lines, "\n"))
 	}
 
@@ -298,13 +303,18 @@ func renderTable(w io.Writer, rep *Report) error {
 	if len(hand) > 0 {
 		fmt.Fprintln(w, "\nhandoff: from a holder calling Unlock to the next holder's Lock returning (ms)")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tworkers\timpl\tcount\tp50\tp90\tp99\tmax\t")
+		fmt.Fprintln(tw, "scenario\tworkers\timpl\tcount\tp50\tp90\tp99\tmax\tPING RTT\tp50 ÷ RTT\t")
 		for _, r := range hand {
 			h := r.HandoffMs
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max),
+				fmtOptRTT(r.PingRTTMs), fmtHandoffRTT(r))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		if lines := commandLines(hand); len(lines) > 0 {
+			fmt.Fprintln(w, "\ncommands the masters executed per successful Lock (INFO commandstats over the cell, summed over masters; commands run by scripts count too)")
+			fmt.Fprintln(w, strings.Join(lines, "\n"))
 		}
 	}
 
@@ -315,4 +325,123 @@ func renderTable(w io.Writer, rep *Report) error {
 	}
 	fmt.Fprintf(w, "\nwall time %.1fs\n", rep.WallSeconds)
 	return nil
+}
+
+// fmtOpt prints an optional number, "-" when absent.
+func fmtOpt(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmtNum(*v)
+}
+
+// fmtRTT prints a round trip in milliseconds: three decimals under 1 ms
+// (a loopback PING is tens of microseconds).
+func fmtRTT(v float64) string {
+	if v > 0 && v < 1 {
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmtMs(v)
+}
+
+func fmtOptRTT(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmtRTT(*v) + " ms"
+}
+
+// handoffRTT is a cell's handoff p50 ÷ its masters' PING round trip; nil
+// without handoffs or without a round trip.
+func handoffRTT(r Result) *float64 {
+	if r.HandoffMs == nil || r.HandoffMs.Count == 0 || r.PingRTTMs == nil {
+		return nil
+	}
+	return ratio(r.HandoffMs.P50, *r.PingRTTMs)
+}
+
+func fmtHandoffRTT(r Result) string {
+	x := handoffRTT(r)
+	if x == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", *x)
+}
+
+// sharedLines returns, per shared-resource scenario and worker count,
+// handoff p50 ÷ PING RTT and commands per acquisition for every
+// implementation, and ours ÷ summaryAgainst Lock p99, e.g.
+//
+//	contended 16w: handoff p50 ÷ PING RTT: redlock 2.63× (1.00 ÷ 0.380 ms), redsync-failfast 9.10× (3.46 ÷ 0.380 ms)
+//	contended 16w: commands/acquisition: redlock 12.0, redsync-failfast 5.00; Lock p99 redlock ÷ redsync-failfast 0.40×
+func sharedLines(rep *Report) []string {
+	var out []string
+	for _, s := range rep.Scenarios {
+		for _, w := range rep.Config.Workers {
+			var rows []Result
+			for _, r := range rep.Results {
+				if r.Scenario == s.Name && r.Workers == w && r.HandoffMs != nil {
+					rows = append(rows, r)
+				}
+			}
+			if len(rows) == 0 {
+				continue
+			}
+			var hand, cmds []string
+			for _, r := range rows {
+				h := r.Impl + " n/a"
+				if x := handoffRTT(r); x != nil {
+					h = fmt.Sprintf("%s %.2f× (%s ÷ %s ms)", r.Impl, *x, fmtRTT(r.HandoffMs.P50), fmtRTT(*r.PingRTTMs))
+				}
+				hand = append(hand, h)
+				c := "n/a"
+				if r.CommandsPerAcquisition != nil {
+					c = fmtNum(*r.CommandsPerAcquisition)
+				}
+				cmds = append(cmds, r.Impl+" "+c)
+			}
+			line := fmt.Sprintf("%s %dw: commands/acquisition: %s", s.Name, w, strings.Join(cmds, ", "))
+			ours, ok1 := findResult(rows, s.Name, w, oursName)
+			them, ok2 := findResult(rows, s.Name, w, summaryAgainst)
+			if ok1 && ok2 && ours.AcquireMs.Count > 0 && them.AcquireMs.Count > 0 {
+				if x := ratio(ours.AcquireMs.P99, them.AcquireMs.P99); x != nil {
+					line += fmt.Sprintf("; Lock p99 %s ÷ %s %.2f×", oursName, summaryAgainst, *x)
+				}
+			}
+			out = append(out, fmt.Sprintf("%s %dw: handoff p50 ÷ PING RTT: %s", s.Name, w, strings.Join(hand, ", ")), line)
+		}
+	}
+	return out
+}
+
+// commandLines returns, for each cell whose commands were counted, its
+// commands per acquisition broken down by command name, largest first:
+//
+//	contended 16w redlock: 12.0 = set 6.00 + evalsha 2.00 + get 2.00 + del 2.00 (24000 commands, 2000 acquisitions)
+func commandLines(rs []Result) []string {
+	var out []string
+	for _, r := range rs {
+		if r.Commands == nil {
+			continue
+		}
+		head := fmt.Sprintf("%s %dw %s: ", r.Scenario, r.Workers, r.Impl)
+		if r.CommandsPerAcquisition == nil {
+			out = append(out, fmt.Sprintf("%sno successful Lock (%d commands)", head, *r.Commands))
+			continue
+		}
+		names := slices.SortedFunc(maps.Keys(r.CommandsByName), func(a, b string) int {
+			if c := cmp.Compare(r.CommandsByName[b], r.CommandsByName[a]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		n := float64(r.AcquireMs.Count)
+		parts := make([]string, len(names))
+		for i, name := range names {
+			parts[i] = fmt.Sprintf("%s %s", name, fmtNum(float64(r.CommandsByName[name])/n))
+		}
+		out = append(out, fmt.Sprintf("%s%s = %s (%d commands, %d acquisitions)", head, fmtNum(*r.CommandsPerAcquisition),
+			strings.Join(parts, " + "), *r.Commands, r.AcquireMs.Count))
+	}
+	return out
 }
