@@ -311,33 +311,43 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		return nil, err
 	}
 	ctx, span := l.tel.start(ctx, op, t.resource)
-	attempt := 0
+	attempt := 0 // rounds made
 	defer func() {
 		l.tel.lockAttempts(ctx, attempt, t.resource)
 		end(span, err)
 	}()
 	var timer *time.Timer
 	var w *waiter
-	for attempt = 1; ; attempt++ {
-		lk, err = l.acquire(ctx, t, ttl, budget)
-		if err == nil || !errors.Is(err, ErrNotAcquired) {
-			break
-		}
-		if ctx.Err() != nil {
-			if !errors.Is(err, ctx.Err()) {
-				err = fmt.Errorf("redlock: lock %q: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
+	// Callers of this Locker already waiting for the key go first: a new
+	// caller queues behind them instead of racing the one the next release
+	// wakes (two rounds at once can split the masters and both fail).
+	round := true
+	if l.wake.busy(t) {
+		w, round = l.wake.wait(t), false
+	}
+	for {
+		if round {
+			attempt++
+			lk, err = l.acquire(ctx, t, ttl, budget)
+			if err == nil || !errors.Is(err, ErrNotAcquired) {
+				break
 			}
-			break
+			if ctx.Err() != nil {
+				if !errors.Is(err, ctx.Err()) {
+					err = fmt.Errorf("redlock: lock %q: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
+				}
+				break
+			}
+			if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
+				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
+				break
+			}
+			if w == nil && heldElsewhere(err) {
+				// From now on a release of the key wakes this caller.
+				w = l.wake.wait(t)
+			}
 		}
-		if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
-			err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
-			break
-		}
-		if w == nil && heldElsewhere(err) {
-			// From now on a release of the key wakes this caller.
-			w = l.wake.wait(t)
-		}
-		d := l.backoff(attempt)
+		d := l.backoff(max(attempt, 1))
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -349,11 +359,19 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		}
 		select {
 		case <-ctx.Done():
-			err = fmt.Errorf("redlock: lock %q: waiting to retry: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
+			if err == nil {
+				err = &Error{Op: "acquire", Resource: t.resource, Need: l.need, Nodes: l.untried(), Reason: "waiting behind this Locker's other callers", kind: ErrNotAcquired, cause: context.Cause(ctx)}
+			} else {
+				err = fmt.Errorf("redlock: lock %q: waiting to retry: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
+			}
 		case <-timer.C:
+			// The backoff covers a lost release message. Only the first
+			// waiter in line needs to poll: the others are woken in turn.
+			round = w == nil || l.wake.first(w)
 			continue
 		case <-woken:
 			timer.Stop()
+			round = true
 			continue
 		}
 		break

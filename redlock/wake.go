@@ -104,6 +104,50 @@ func (w *waker) wait(t target) *waiter {
 	return wt
 }
 
+// busy reports whether this Locker has callers waiting for any of t's
+// keys.
+func (w *waker) busy(t target) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	if t.keys == nil {
+		q := w.queues[t.key]
+		return q != nil && len(q.waiters) > 0
+	}
+	for _, k := range t.keys {
+		if q := w.queues[k]; q != nil && len(q.waiters) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// first reports whether wt is first in line for any of its keys, or in
+// no line at all (the Locker is closing).
+func (w *waker) first(wt *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	queued := false
+	for _, k := range wt.keys {
+		q := w.queues[k]
+		if q == nil {
+			continue
+		}
+		for j, x := range q.waiters {
+			if x == wt {
+				if j == 0 {
+					return true
+				}
+				queued = true
+				break
+			}
+		}
+	}
+	return !queued || w.closed
+}
+
 // done unregisters wt. A wake it received but did not use goes to the
 // next waiter.
 func (w *waker) done(wt *waiter) {
