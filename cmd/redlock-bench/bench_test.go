@@ -313,7 +313,7 @@ func syntheticReport() *Report {
 	f64 := func(v float64) *float64 { return &v }
 	rs := rep.Results
 	rs[0].Commands, rs[0].CommandsByName, rs[0].CommandsPerAcquisition = i64(36), map[string]int64{"set": 18, "evalsha": 6, "get": 6, "del": 6}, f64(12)
-	rs[0].PingRTTMs, rs[0].PingRTTPerMasterMs = f64(0.5), []float64{0.4, 0.5, 0.6, 0.5, 0.7}
+	rs[0].PingRTTMs, rs[0].PingRTTPerMasterMs, rs[0].PingRTTLoadedMs = f64(0.5), []float64{0.4, 0.5, 0.6, 0.5, 0.7}, f64(2)
 	rs[2].Commands, rs[2].CommandsByName = i64(7), map[string]int64{"set": 7}
 	rs[2].PingRTTMs, rs[2].PingRTTPerMasterMs = f64(0.3), []float64{0.3}
 	rs[3].Commands, rs[3].CommandsByName, rs[3].CommandsPerAcquisition = i64(15), map[string]int64{"set": 10, "evalsha": 5}, f64(3)

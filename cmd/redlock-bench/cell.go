@@ -72,12 +72,20 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	if err := rtt.measure(ctx, env.ms.admin); err != nil {
 		statNotes = append(statNotes, "PING round trip before the cell not measured: "+err.Error())
 	}
+	loaded, err := openLoadedPings(ctx, env.ms.admin)
+	if err != nil {
+		statNotes = append(statNotes, "PING round trip during the cell not measured: "+err.Error())
+	}
 	cmdsBefore, cmdsErr := readCommandstats(ctx, env.ms.admin)
 
 	start := time.Now()
 	end := start.Add(env.duration)
 	runCtx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
+
+	if loaded != nil {
+		loaded.run(runCtx)
+	}
 
 	var ops atomic.Int64
 	stopProgress := env.progress.cell(env.index, fmt.Sprintf("%s × %s × %dw", c.sc.name, c.impl.name, c.workers), start, env.duration, &ops)
@@ -107,6 +115,9 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 
 	<-runCtx.Done()
 	<-faultDone
+	if loaded != nil {
+		loaded.wait()
+	}
 	wdone := make(chan struct{})
 	go func() { wg.Wait(); close(wdone) }()
 	var drainErr error
@@ -126,6 +137,9 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 		if after, cmdsErr = readCommandstats(ctx, env.ms.admin); cmdsErr == nil {
 			var w commandWindow
 			if w, cmdsErr = diffCommandstats(cmdsBefore, after); cmdsErr == nil {
+				if loaded != nil {
+					loaded.discount(&w)
+				}
 				cmds = &w
 			}
 		}
@@ -142,6 +156,10 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 
 	res := summarise(c, env, phases, recs)
 	res.setMasterStats(rtt.medians(), cmds)
+	if loaded != nil {
+		res.PingRTTLoadedMs = loaded.median()
+		loaded.close()
+	}
 	res.Notes = append(res.Notes, statNotes...)
 	for _, e := range append(faultErrs, closeErr, delErr) {
 		if e != nil {

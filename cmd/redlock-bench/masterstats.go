@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -234,4 +235,94 @@ func (r *Result) setMasterStats(rtt []float64, cmds *commandWindow) {
 			r.CommandsPerAcquisition = &per
 		}
 	}
+}
+
+// loadedPingEvery is how often, during a cell, each master is PINGed to
+// read its round trip under the cell's own load.
+const loadedPingEvery = 10 * time.Millisecond
+
+// loadedPings samples every master's PING round trip during the cell's
+// window, on the same machine and under the same load as the lock
+// traffic (the idle round trip before and after the cell is much shorter
+// on a busy machine: it leaves out the scheduling delays every lock
+// command meets). One connection and one goroutine per master, one PING
+// every loadedPingEvery. The PINGs it sends are taken out of the cell's
+// command counts.
+type loadedPings struct {
+	conns   []*redis.Conn
+	samples pingSamples
+	sent    atomic.Int64
+	wg      sync.WaitGroup
+}
+
+// openLoadedPings dials one connection per master and PINGs it once, so
+// that dialling is done before the cell's commands are counted.
+func openLoadedPings(ctx context.Context, admin []*redis.Client) (*loadedPings, error) {
+	p := &loadedPings{samples: make(pingSamples, len(admin))}
+	ctx, cancel := context.WithTimeout(ctx, statsBound)
+	defer cancel()
+	for i, c := range admin {
+		conn := c.Conn()
+		p.conns = append(p.conns, conn)
+		if err := conn.Ping(ctx).Err(); err != nil {
+			p.close()
+			return nil, fmt.Errorf("master %d: PING: %w", i, err)
+		}
+	}
+	return p, nil
+}
+
+// run samples until ctx ends; wait joins it.
+func (p *loadedPings) run(ctx context.Context) {
+	for i, conn := range p.conns {
+		p.wg.Go(func() {
+			t := time.NewTicker(loadedPingEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statsBound)
+				t0 := time.Now()
+				err := conn.Ping(pctx).Err()
+				d := time.Since(t0)
+				cancel()
+				p.sent.Add(1)
+				if err == nil {
+					p.samples[i] = append(p.samples[i], d)
+				}
+			}
+		})
+	}
+}
+
+func (p *loadedPings) wait() { p.wg.Wait() }
+
+func (p *loadedPings) close() {
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+// median is the median over masters of each master's median, in ms; nil
+// unless every master has samples.
+func (p *loadedPings) median() *float64 {
+	m := p.samples.medians()
+	if m == nil {
+		return nil
+	}
+	med := percentile(slices.Sorted(slices.Values(m)), 50)
+	return &med
+}
+
+// discount takes the sampler's PINGs out of w.
+func (p *loadedPings) discount(w *commandWindow) {
+	n := min(p.sent.Load(), w.byName["ping"])
+	w.byName["ping"] -= n
+	if w.byName["ping"] == 0 {
+		delete(w.byName, "ping")
+	}
+	w.total -= n
 }

@@ -249,7 +249,7 @@ func TestSchemaMasterStats(t *testing.T) {
 	}
 
 	s := compileSchema(t)
-	fields := []string{"commands", "commands_by_name", "commands_per_acquisition", "ping_rtt_ms", "ping_rtt_per_master_ms"}
+	fields := []string{"commands", "commands_by_name", "commands_per_acquisition", "ping_rtt_ms", "ping_rtt_per_master_ms", "ping_rtt_loaded_ms"}
 	check := func(name string, ok bool, mutate func(r map[string]any)) {
 		t.Helper()
 		var m map[string]any
@@ -280,6 +280,7 @@ func TestSchemaMasterStats(t *testing.T) {
 	check("zero count by name", false, func(r map[string]any) { r["commands_by_name"] = map[string]any{"set": 0} })
 	check("per acquisition as text", false, func(r map[string]any) { r["commands_per_acquisition"] = "12" })
 	check("negative RTT", false, func(r map[string]any) { r["ping_rtt_ms"] = -0.1 })
+	check("negative loaded RTT", false, func(r map[string]any) { r["ping_rtt_loaded_ms"] = -1 })
 	check("RTT per master not numbers", false, func(r map[string]any) { r["ping_rtt_per_master_ms"] = []any{"x"} })
 }
 
@@ -291,11 +292,11 @@ func TestRenderTableMasterStats(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"  cmd/acq  redlock ÷  ",
-		"\ncontended 8w: handoff p50 ÷ PING RTT: redlock 2.00× (1.00 ÷ 0.500 ms), redsync-failfast 4.00× (1.00 ÷ 0.250 ms)\n",
+		"\ncontended 8w: handoff p50 ÷ PING RTT: redlock 2.00× (1.00 ÷ 0.500 ms), 0.50× the loaded RTT (2.00 ms), redsync-failfast 4.00× (1.00 ÷ 0.250 ms)\n",
 		"\ncontended 8w: commands/acquisition: redlock 12.0, redsync-failfast 3.00; Lock p99 redlock ÷ redsync-failfast 0.75×\n",
 		"\ncontended 1w: handoff p50 ÷ PING RTT: redlock n/a, redsync-failfast n/a\n",
 		"\ncontended 1w: commands/acquisition: redlock n/a, redsync-failfast n/a; Lock p99 redlock ÷ redsync-failfast 1.00×\n",
-		"PING RTT  p50 ÷ RTT\n",
+		"PING RTT  p50 ÷ RTT  RTT loaded  p50 ÷ loaded\n",
 		"\ncontended 8w redlock: 12.0 = set 6.00 + del 2.00 + evalsha 2.00 + get 2.00 (36 commands, 3 acquisitions)\n",
 		"\ncontended 8w redsync-failfast: 3.00 = set 2.00 + evalsha 1.00 (15 commands, 5 acquisitions)\n",
 	} {
@@ -320,7 +321,7 @@ func TestRenderTableMasterStats(t *testing.T) {
 		}
 	}
 	// The handoff table: RTT and ratio where measured, n/a elsewhere.
-	for _, want := range []string{"3.00  0.500 ms      2.00×\n", "3.00  0.250 ms      4.00×\n", "3.00       n/a        n/a\n"} {
+	for _, want := range []string{"3.00  0.500 ms      2.00×     2.00 ms         0.50×\n", "3.00  0.250 ms      4.00×         n/a           n/a\n", "3.00       n/a        n/a         n/a           n/a\n"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("handoff table lacks %q:\n%s", want, s)
 		}

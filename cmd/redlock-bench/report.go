@@ -15,8 +15,8 @@ import (
 // every ratio carries the worker count both of its sides ran with. Later
 // additions within version 2 (always written, optional in schema.json so
 // older version-2 files still validate): per result, commands,
-// commands_by_name, commands_per_acquisition, ping_rtt_ms and
-// ping_rtt_per_master_ms.
+// commands_by_name, commands_per_acquisition, ping_rtt_ms,
+// ping_rtt_per_master_ms and ping_rtt_loaded_ms.
 const schemaVersion = 2
 
 // schemaJSON is the JSON Schema (draft 2020-12) of Report, printed by
@@ -137,6 +137,9 @@ type Result struct {
 	// many just after it. Null when not measured.
 	PingRTTMs          *float64  `json:"ping_rtt_ms"`
 	PingRTTPerMasterMs []float64 `json:"ping_rtt_per_master_ms"`
+	// PingRTTLoadedMs is the same median, of PINGs sent during the cell
+	// (one per master every 10 ms), under the cell's own load.
+	PingRTTLoadedMs *float64 `json:"ping_rtt_loaded_ms"`
 
 	// Raw samples for the chart; not part of the schema.
 	acquireSorted  []float64

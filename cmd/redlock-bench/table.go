@@ -303,11 +303,11 @@ func renderTable(w io.Writer, rep *Report) error {
 	if len(hand) > 0 {
 		fmt.Fprintln(w, "\nhandoff: from a holder calling Unlock to the next holder's Lock returning (ms)")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tworkers\timpl\tcount\tp50\tp90\tp99\tmax\tPING RTT\tp50 ÷ RTT\t")
+		fmt.Fprintln(tw, "scenario\tworkers\timpl\tcount\tp50\tp90\tp99\tmax\tPING RTT\tp50 ÷ RTT\tRTT loaded\tp50 ÷ loaded\t")
 		for _, r := range hand {
 			h := r.HandoffMs
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max),
-				fmtOptRTT(r.PingRTTMs), fmtHandoffRTT(r))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max),
+				fmtOptRTT(r.PingRTTMs), fmtHandoffRTT(r), fmtOptRTT(r.PingRTTLoadedMs), fmtRatioOf(handoffOver(r, r.PingRTTLoadedMs)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -353,15 +353,19 @@ func fmtOptRTT(v *float64) string {
 
 // handoffRTT is a cell's handoff p50 ÷ its masters' PING round trip; nil
 // without handoffs or without a round trip.
-func handoffRTT(r Result) *float64 {
-	if r.HandoffMs == nil || r.HandoffMs.Count == 0 || r.PingRTTMs == nil {
+func handoffRTT(r Result) *float64 { return handoffOver(r, r.PingRTTMs) }
+
+// handoffOver is a cell's handoff p50 ÷ rtt; nil without handoffs or rtt.
+func handoffOver(r Result, rtt *float64) *float64 {
+	if r.HandoffMs == nil || r.HandoffMs.Count == 0 || rtt == nil {
 		return nil
 	}
-	return ratio(r.HandoffMs.P50, *r.PingRTTMs)
+	return ratio(r.HandoffMs.P50, *rtt)
 }
 
-func fmtHandoffRTT(r Result) string {
-	x := handoffRTT(r)
+func fmtHandoffRTT(r Result) string { return fmtRatioOf(handoffRTT(r)) }
+
+func fmtRatioOf(x *float64) string {
 	if x == nil {
 		return "n/a"
 	}
@@ -392,6 +396,9 @@ func sharedLines(rep *Report) []string {
 				h := r.Impl + " n/a"
 				if x := handoffRTT(r); x != nil {
 					h = fmt.Sprintf("%s %.2f× (%s ÷ %s ms)", r.Impl, *x, fmtRTT(r.HandoffMs.P50), fmtRTT(*r.PingRTTMs))
+					if y := handoffOver(r, r.PingRTTLoadedMs); y != nil {
+						h += fmt.Sprintf(", %.2f× the loaded RTT (%s ms)", *y, fmtRTT(*r.PingRTTLoadedMs))
+					}
 				}
 				hand = append(hand, h)
 				c := "n/a"
