@@ -100,6 +100,9 @@ func StartClusters(ctx context.Context, n, shards int, opts *Options) (*Clusters
 			"--cluster-config-file", "nodes.conf", // in the node's own data dir
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-require-full-coverage", "no",
+			// A node learns its own address from a MEET; a lone node
+			// never gets one.
+			"--cluster-announce-ip", "127.0.0.1",
 		}, nil
 	}
 	c := &Clusters{n: n, shards: shards, be: be, log: o.Logger}
@@ -180,14 +183,18 @@ func (c *Clusters) form(ctx context.Context, i int) error {
 	defer cancel()
 	t := time.NewTicker(2 * probeEvery)
 	defer t.Stop()
+	var last error
 	for {
 		err := c.agreed(ctx, i)
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("lab: cluster %d did not settle: %w (last: %v)", i, ctx.Err(), err)
+			return fmt.Errorf("lab: cluster %d did not settle: %w (last: %v)", i, ctx.Err(), last)
 		case <-t.C:
 		}
 	}
