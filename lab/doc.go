@@ -24,6 +24,12 @@
 // What each one does on each backend, and what clients see, is in
 // docs/design.md §12 in this module's repository.
 //
+// StartClusters (ClustersForTest) instead starts N independent Redis
+// Clusters of S shard masters each (redis-server in cluster mode, no
+// replicas, Process backend only), for a quorum whose masters are
+// clusters; Clusters.Pause and Resume stop a single shard, and Slot and
+// ShardOf say which shard serves a key.
+//
 // Client(i) is one default-option go-redis client per master; Clients
 // returns a fresh set on every call. go-redis clients with default options
 // ignore context deadlines for socket I/O, so a call to a paused master

@@ -35,6 +35,10 @@ type processBackend struct {
 	log   *slog.Logger
 	nodes []*procNode
 	wg    sync.WaitGroup // one reaper per process started
+
+	// extra, when set, gives more redis-server arguments at each launch
+	// (cluster mode: cluster.go).
+	extra func() ([]string, error)
 }
 
 var _ backend = (*processBackend)(nil)
@@ -135,6 +139,14 @@ func (b *processBackend) launch(ctx context.Context, nd *procNode, port int, kee
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		args = append(args, "--appendonly", "no")
+	}
+	if b.extra != nil {
+		more, err := b.extra()
+		if err != nil {
+			_ = logf.Close()
+			return fmt.Errorf("lab: master %d: %w", nd.i, err)
+		}
+		args = append(args, more...)
 	}
 	cmd := exec.Command(b.bin, args...)
 	// An *os.File is handed to the child as is: no copying goroutine.

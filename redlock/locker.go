@@ -29,7 +29,7 @@ type Locker struct {
 	opts    Options
 	budget  validity.Budget
 	need    int
-	streams []*stream
+	streams []pathway
 	log     *slog.Logger
 	tel     *telemetry
 	wake    *waker
@@ -57,9 +57,13 @@ type Locker struct {
 //
 // Plain *redis.Client masters get the fast path: one dedicated, pipelined
 // connection per master, opened with the client's address, dialer, TLS
-// config, user, password and DB, but not through its pool or hooks. Other
-// clients (cluster, Sentinel failover, ring, or a client with a
-// credentials provider or an OnConnect hook), and every client when
+// config, user, password and DB, but not through its pool or hooks.
+// *redis.ClusterClient masters get the fast path per shard: one such
+// connection to each shard master node (found with CLUSTER SLOTS on first
+// use), each with its own breaker, and every command goes to the shard
+// owning its key's slot (cluster.go). Other clients (Sentinel failover,
+// ring, or a client with a credentials provider or an OnConnect hook, or
+// a cluster client with its own NewClient), and every client when
 // Options.ViaClient is set, get the plain path: batches sent as go-redis
 // pipelines through the client itself.
 func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
@@ -109,12 +113,17 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		runIDs:  map[string]int{},
 	}
 	l.wake = newWaker(l)
-	l.streams = make([]*stream, len(masters))
+	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
+		if p := l.clusterPathway(i, m); p != nil {
+			l.streams[i] = p // one stream per shard (cluster.go)
+			continue
+		}
+		var s *stream
 		var dial func() (link, string, error)
 		var giveUp time.Duration
 		if fo := fastOptions(m); fo != nil && !o.ViaClient {
-			dial = func() (link, string, error) { return l.streams[i].dialRESP(fo) }
+			dial = func() (link, string, error) { return s.dialRESP(fo) }
 			// go-redis: 0 means 3s, −1 and −2 no timeout.
 			switch rt := fo.ReadTimeout; {
 			case rt == 0:
@@ -123,9 +132,10 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 				giveUp = max(rt, o.NodeTimeout)
 			}
 		} else {
-			dial = func() (link, string, error) { return l.streams[i].dialPlain(m) }
+			dial = func() (link, string, error) { return s.dialPlain(m) }
 		}
-		l.streams[i] = newStream(l, i, dial, giveUp)
+		s = newStream(l, i, dial, giveUp)
+		l.streams[i] = s
 	}
 	tel, err := newTelemetry(l)
 	if err != nil {

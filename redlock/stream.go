@@ -56,6 +56,11 @@ type stream struct {
 	invalid  error     // the master is another master's duplicate
 	tried    bool      // the first dial has ended (either way)
 	closed   bool
+	// shard: one shard of a Redis Cluster master (cluster.go), whose
+	// shardSet counts the master as tried; onRedirect, when set, is told
+	// of MOVED and ASK replies.
+	shard      bool
+	onRedirect func()
 
 	wake chan struct{} // capacity 1: the flusher has work
 	quit chan struct{}
@@ -250,7 +255,9 @@ func (s *stream) flush() {
 			s.mu.Lock()
 			if !s.tried {
 				s.tried = true
-				s.l.tried.Add(1)
+				if !s.shard {
+					s.l.tried.Add(1)
+				}
 			}
 			if err == nil && s.closed {
 				s.mu.Unlock()
@@ -322,6 +329,9 @@ func (s *stream) answer(ln link, r raw, now time.Time) {
 	}
 	if r.noScript() {
 		s.needLoad = true
+	}
+	if s.onRedirect != nil && r.redirect() {
+		s.onRedirect()
 	}
 	s.answeredLocked(now)
 	s.mu.Unlock()
@@ -402,6 +412,11 @@ type StreamStats struct {
 	Dropped  uint64
 	// Written counts the commands written to the master.
 	Written uint64
+	// Shards has one entry per shard master node when the master is a
+	// Redis Cluster on the fast path (Addr: the node's address), nil
+	// otherwise. The fields above are then their sums, and Skipped is
+	// set while any shard is skipped.
+	Shards []StreamStats
 }
 
 func (s *stream) stats() StreamStats {

@@ -25,6 +25,8 @@ func usagef(format string, args ...any) error {
 type config struct {
 	addrs       []string
 	masters     int
+	clusters    int // -cluster NxS: N lab Redis Clusters (cluster.go)
+	shards      int // of S shards each
 	embedded    bool
 	workers     []int // worker counts, in the order given; each runs every cell
 	duration    time.Duration
@@ -59,6 +61,7 @@ Masters, in this order: -addrs if given; else %d local redis-server masters
 started through package lab (pause = SIGSTOP); else, when redis-server is not
 installed (or with -embedded), %d in-process miniredis masters. Embedded
 masters measure library overhead, not the network, and are labelled so.
+With -cluster NxS, each master is instead a local Redis Cluster of S shards.
 
 Implementations (each gets its own default go-redis clients):
 %s
@@ -88,9 +91,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		scenarios string
 		impls     string
 		workers   string
+		cluster   string
 	)
 	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of independent masters to use (e.g. the compose lab:\n127.0.0.1:7001,...,127.0.0.1:7005); stall then uses CLIENT PAUSE. Default: start our own")
 	fs.IntVar(&cfg.masters, "masters", defaultMasters, "how many masters to start when -addrs is not given")
+	fs.StringVar(&cluster, "cluster", "", "start `NxS` local Redis Clusters as the masters: N independent clusters of S shard masters each\n(e.g. 3x3; redis-server in cluster mode, no replicas), each one master reached through a go-redis ClusterClient;\nstall then stops every shard of a cluster")
 	fs.BoolVar(&cfg.embedded, "embedded", false, "use in-process miniredis masters even if redis-server is installed")
 	fs.StringVar(&workers, "workers", strconv.Itoa(defaultWorkers), "concurrent workers (goroutines) per cell, or a comma-separated `list` of counts to sweep (e.g. 1,8,64,256):\n"+
 		"every scenario × implementation then runs once per count, in the order given; ratios compare the same\n"+
@@ -139,6 +144,19 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			return nil, usagef("-masters %d contradicts -addrs, which lists %d", cfg.masters, len(cfg.addrs))
 		}
 		cfg.masters = len(cfg.addrs)
+	}
+	if cluster != "" {
+		var err error
+		if cfg.clusters, cfg.shards, err = parseClusterShape(cluster); err != nil {
+			return nil, err
+		}
+		if len(cfg.addrs) > 0 || cfg.embedded {
+			return nil, usagef("-cluster excludes -addrs and -embedded")
+		}
+		if set["masters"] && cfg.masters != cfg.clusters {
+			return nil, usagef("-masters %d contradicts -cluster, which starts %d clusters", cfg.masters, cfg.clusters)
+		}
+		cfg.masters = cfg.clusters
 	}
 	switch {
 	case cfg.masters < 1:

@@ -75,7 +75,7 @@ var impls = []implSpec{
 		name: "single", source: "computed",
 		desc: "SET NX PX on master 0 + compare-and-del: the no-quorum floor (retries like ours)",
 		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
-			return &single{c: redis.NewClient(&redis.Options{Addr: addrs[0]}), ttl: ttl, del: redis.NewScript(compareAndDel)}, nil
+			return &single{c: newMasterClient(addrs[0]), ttl: ttl, del: redis.NewScript(compareAndDel)}, nil
 		},
 	},
 	{
@@ -153,18 +153,14 @@ func closeClients(cs []*redis.Client) error {
 
 type ours struct {
 	l       *redlock.Locker
-	clients []*redis.Client
+	clients []redis.UniversalClient
 }
 
 func openOurs(addrs []string, o redlock.Options) (*ours, error) {
-	cs := newClients(addrs)
-	masters := make([]redis.UniversalClient, len(cs))
-	for i, c := range cs {
-		masters[i] = c
-	}
-	l, err := redlock.New(masters, &o)
+	cs := newMasterClients(addrs)
+	l, err := redlock.New(cs, &o)
 	if err != nil {
-		return nil, errors.Join(err, closeClients(cs))
+		return nil, errors.Join(err, closeMasterClients(cs))
 	}
 	return &ours{l: l, clients: cs}, nil
 }
@@ -179,7 +175,7 @@ func (o *ours) lock(ctx context.Context, resource string) (held, error) {
 
 // close waits for calls still out to masters (Locker.Close) before closing
 // the clients under them.
-func (o *ours) close() error { return errors.Join(o.l.Close(), closeClients(o.clients)) }
+func (o *ours) close() error { return errors.Join(o.l.Close(), closeMasterClients(o.clients)) }
 
 type oursHeld struct{ lk *redlock.Lock }
 
@@ -199,12 +195,12 @@ const redsyncDriftFactor = 0.01
 type redsyncImpl struct {
 	rs      *redsync.Redsync
 	opts    []redsync.Option
-	clients []*redis.Client
+	clients []redis.UniversalClient
 	ttl     time.Duration
 }
 
 func openRedsync(addrs []string, ttl time.Duration, opts ...redsync.Option) *redsyncImpl {
-	cs := newClients(addrs)
+	cs := newMasterClients(addrs)
 	pools := make([]redsyncredis.Pool, len(cs))
 	for i, c := range cs {
 		pools[i] = goredis.NewPool(c)
@@ -222,7 +218,7 @@ func (r *redsyncImpl) lock(ctx context.Context, resource string) (held, error) {
 	return &redsyncHeld{m: m, ttl: r.ttl, left: time.Until(m.Until())}, nil
 }
 
-func (r *redsyncImpl) close() error { return closeClients(r.clients) }
+func (r *redsyncImpl) close() error { return closeMasterClients(r.clients) }
 
 type redsyncHeld struct {
 	m         *redsync.Mutex
@@ -253,7 +249,7 @@ const compareAndDel = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redi
 
 // single is one master, no quorum: what a lock costs without Redlock.
 type single struct {
-	c   *redis.Client
+	c   redis.UniversalClient
 	ttl time.Duration
 	del *redis.Script
 }
@@ -287,7 +283,7 @@ func (s *single) lock(ctx context.Context, resource string) (held, error) {
 	}
 }
 
-func (s *single) close() error { return closeClients([]*redis.Client{s.c}) }
+func (s *single) close() error { return closeMasterClients([]redis.UniversalClient{s.c}) }
 
 type singleHeld struct {
 	s             *single

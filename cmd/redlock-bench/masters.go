@@ -33,6 +33,9 @@ func openMasters(ctx context.Context, cfg *config, stderr io.Writer) (*masters, 
 	if len(cfg.addrs) > 0 {
 		return dialMasters(ctx, cfg.addrs)
 	}
+	if cfg.clusters > 0 {
+		return startClusterMasters(ctx, cfg.clusters, cfg.shards) // cluster.go
+	}
 	if !cfg.embedded {
 		cl, err := lab.Start(ctx, cfg.masters, nil)
 		switch {
@@ -220,7 +223,15 @@ func (m *masters) deleteKeys(ctx context.Context, pattern string) error {
 				return
 			}
 			if len(keys) > 0 {
-				if err := c.Del(ctx, keys...).Err(); err != nil {
+				// One DEL per key: a cluster node refuses a DEL of keys
+				// in different slots (CROSSSLOT).
+				_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for _, k := range keys {
+						p.Del(ctx, k)
+					}
+					return nil
+				})
+				if err != nil {
 					errs[i] = fmt.Errorf("master %d: del: %w", i, err)
 				}
 			}

@@ -52,8 +52,10 @@ type Env struct {
 // Masters says which masters were measured and how a stall was made.
 type Masters struct {
 	// Kind is "addrs" (given with -addrs), "lab" (local redis-server
-	// processes) or "embedded" (in-process miniredis: library overhead,
-	// no network, no real server).
+	// processes), "lab-cluster" (local Redis Clusters, -cluster; each
+	// address is one cluster's nodes, comma-separated) or "embedded"
+	// (in-process miniredis: library overhead, no network, no real
+	// server).
 	Kind        string   `json:"kind"`
 	N           int      `json:"n"`
 	Addrs       []string `json:"addrs"`

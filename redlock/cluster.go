@@ -1,0 +1,476 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/redis/go-redis/v9"
+)
+
+// Masters that are Redis Clusters. A *redis.ClusterClient master (without
+// Options.ViaClient) is reached through a shardSet: one stream per shard
+// master node, each a fast-path connection of its own with its own
+// breaker, and a slot table that sends each command to the stream of the
+// shard that owns its key's slot. A stalled shard therefore makes only the
+// keys in its slots see the master as not answering; the other shards'
+// keys go on as before. The quorum is still counted per master (cluster):
+// a shard is part of its master, never a master of its own.
+//
+// The lock key and its fence counter share a hash tag ("<prefix>{R}" and
+// "<prefix>{R}:fence"), so both are on one shard and every command for a
+// resource goes to that shard's stream, in order: a release still follows
+// the SET it cleans up on one connection.
+//
+// The slot table comes from CLUSTER SLOTS (or ClusterOptions.ClusterSlots
+// when set), fetched on first use by a goroutine of the shardSet; commands
+// submitted before it arrives wait for it, in order, and fail with the
+// reason when it cannot be fetched. A MOVED or ASK reply fails its command
+// (it is never retried on another node: that could reorder a SET and its
+// release) and has the table fetched again before the next command; a
+// failed connection to a shard does too.
+
+// A pathway is how the Locker reaches one master: a stream, or, for a
+// Redis Cluster master, a shardSet of streams.
+type pathway interface {
+	submit(c *cmd, now time.Time) submitted
+	stats() StreamStats
+	close()
+}
+
+var (
+	_ pathway = (*stream)(nil)
+	_ pathway = (*shardSet)(nil)
+)
+
+// numSlots is the number of hash slots of a Redis Cluster.
+const numSlots = 16384
+
+// keySlot returns key's Redis Cluster hash slot: CRC16 (XMODEM) of the
+// key's hash tag (the part between the first '{' and the next '}', if that
+// is not empty), else of the whole key, modulo 16384.
+func keySlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return crc16(key) % numSlots
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the one
+// Redis Cluster hashes keys with.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// redirect reports a MOVED or ASK reply: the slot is (being) served by
+// another node.
+func (r raw) redirect() bool {
+	return r.typ == '-' && (strings.HasPrefix(r.text, "MOVED ") || strings.HasPrefix(r.text, "ASK "))
+}
+
+// clusterNodeOptions returns the options for a dedicated connection to one
+// node of cc (Addr left empty), or nil when the fast path cannot reproduce
+// the cluster client's connection setup: its own NewClient, an OnConnect
+// hook, or a credentials provider.
+func clusterNodeOptions(cc *redis.ClusterClient) *redis.Options {
+	co := cc.Options()
+	// go-redis fills in NewClient with redis.NewClient; another one is
+	// the caller's own.
+	ownNewClient := co.NewClient != nil && reflect.ValueOf(co.NewClient).Pointer() != reflect.ValueOf(redis.NewClient).Pointer()
+	if ownNewClient || co.OnConnect != nil || co.CredentialsProvider != nil ||
+		co.CredentialsProviderContext != nil || co.StreamingCredentialsProvider != nil {
+		return nil
+	}
+	return &redis.Options{
+		Dialer:      co.Dialer,
+		Username:    co.Username,
+		Password:    co.Password,
+		TLSConfig:   co.TLSConfig,
+		DialTimeout: co.DialTimeout,
+		ReadTimeout: co.ReadTimeout,
+	}
+}
+
+// clusterPathway returns the pathway for master i when it is a Redis
+// Cluster the fast path can serve, else nil.
+func (l *Locker) clusterPathway(i int, m redis.UniversalClient) pathway {
+	cc, ok := m.(*redis.ClusterClient)
+	if !ok || l.opts.ViaClient {
+		return nil
+	}
+	no := clusterNodeOptions(cc)
+	if no == nil {
+		return nil
+	}
+	return newShardSet(l, i, cc, no)
+}
+
+// identifyNode records that master i reaches the Redis Cluster node id,
+// and fails when another master reaches it too: two masters that are the
+// same cluster, or share a node.
+func (l *Locker) identifyNode(i int, id string) error {
+	if id == "" {
+		return nil
+	}
+	key := "cluster node " + id // cannot collide with a run_id (no spaces)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if j, ok := l.runIDs[key]; ok && j != i {
+		err := invalid(fmt.Sprintf("masters %d and %d share the Redis Cluster node %s: a quorum needs independent masters (separate clusters, no replication between them)", min(i, j), max(i, j), id))
+		if l.invalid == nil {
+			l.invalid = err
+		}
+		return err
+	}
+	l.runIDs[key] = i
+	return nil
+}
+
+// shardSet is master i when it is a Redis Cluster: one stream per shard.
+type shardSet struct {
+	l      *Locker
+	i      int
+	seeds  []string
+	node   redis.Options // for every node, Addr aside
+	giveUp time.Duration
+	slots  func(context.Context) ([]redis.ClusterSlot, error) // ClusterOptions.ClusterSlots
+	ctx    context.Context                                    // ends with close
+	cancel context.CancelFunc
+
+	table atomic.Pointer[slotTable] // nil until the first fetch succeeded
+	stale atomic.Bool               // a MOVED/ASK or a failed dial: fetch again
+
+	mu       sync.Mutex
+	nodes    map[string]*stream // by address; never removed before close
+	order    []string           // nodes' addresses, as first seen
+	pending  []*cmd             // submitted before the first table
+	fetching bool
+	failedAt time.Time // last failed first fetch
+	tried    bool      // the first fetch has ended
+	invalid  error
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// slotTable maps each slot to the stream of the shard that owns it.
+type slotTable struct {
+	owner   [numSlots]uint16 // index into streams, or unowned
+	streams []*stream
+	addrs   []string
+}
+
+const unowned = 0xFFFF
+
+func newShardSet(l *Locker, i int, cc *redis.ClusterClient, node *redis.Options) *shardSet {
+	co := cc.Options()
+	ss := &shardSet{l: l, i: i, seeds: append([]string(nil), co.Addrs...), node: *node, slots: co.ClusterSlots, nodes: map[string]*stream{}}
+	ss.ctx, ss.cancel = context.WithCancel(context.Background())
+	// ClusterOptions after go-redis's defaults: 0 is no timeout.
+	if rt := node.ReadTimeout; rt > 0 {
+		ss.giveUp = max(rt, l.opts.NodeTimeout)
+	}
+	return ss
+}
+
+// submit sends c to the stream of the shard owning c.key's slot. Before
+// the first table, c waits for it (in order with the others waiting).
+func (ss *shardSet) submit(c *cmd, now time.Time) submitted {
+	if t := ss.table.Load(); t != nil && !ss.stale.Load() {
+		return t.route(c, now)
+	}
+	ss.mu.Lock()
+	if ss.closed || ss.invalid != nil {
+		ss.mu.Unlock()
+		return refused
+	}
+	t := ss.table.Load()
+	if t == nil {
+		// Like a failed dial: skipped for NodeTimeout after a failed fetch.
+		if !ss.fetching && !ss.failedAt.IsZero() && now.Sub(ss.failedAt) < ss.l.opts.NodeTimeout {
+			ss.mu.Unlock()
+			return refused
+		}
+		ss.pending = append(ss.pending, c)
+		ss.fetchLocked()
+		ss.mu.Unlock()
+		return sent
+	}
+	if ss.stale.Load() {
+		ss.fetchLocked() // in the background; meanwhile the table we have
+	}
+	ss.mu.Unlock()
+	return t.route(c, now)
+}
+
+func (t *slotTable) route(c *cmd, now time.Time) submitted {
+	k := t.owner[keySlot(c.key)]
+	if k == unowned {
+		return refused // no shard serves the slot: nothing was ever sent there
+	}
+	return t.streams[k].submit(c, now)
+}
+
+// fetchLocked starts fetching the slot table, unless a fetch is running.
+func (ss *shardSet) fetchLocked() {
+	if ss.fetching || ss.closed {
+		return
+	}
+	ss.fetching = true
+	ss.stale.Store(false)
+	ss.wg.Go(ss.refresh)
+}
+
+// refresh fetches the slot table, opens streams to new shard nodes, and
+// sends what waited for the first table.
+func (ss *shardSet) refresh() {
+	slots, err := ss.fetch()
+	var ids []string
+	if err == nil {
+		ids, err = checkSlots(slots)
+	}
+	for _, id := range ids {
+		if err == nil {
+			err = ss.l.identifyNode(ss.i, id)
+		}
+	}
+	now := time.Now()
+	ss.mu.Lock()
+	ss.fetching = false
+	first := !ss.tried
+	ss.tried = true
+	var inv *invalidError
+	if errors.As(err, &inv) {
+		ss.invalid = err
+	}
+	if err != nil || ss.closed {
+		failed := ss.pending
+		ss.pending = nil
+		if err != nil && ss.table.Load() == nil {
+			ss.failedAt = now
+		}
+		ss.mu.Unlock()
+		if first {
+			ss.l.tried.Add(1)
+		}
+		if err == nil {
+			err = errClosedSet
+		}
+		// What waited for the first table was never sent anywhere: its
+		// releases have nothing to clean up.
+		rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
+		for _, c := range failed {
+			c.done(rep, now)
+		}
+		return
+	}
+	t := ss.buildLocked(slots)
+	ss.failedAt = time.Time{}
+	// In order, before the table is published: nothing submitted later
+	// can overtake them.
+	for _, c := range ss.pending {
+		if t.route(c, now) == refused {
+			c.done(quorum.Reply{Outcome: quorum.Unavailable, Err: quorum.ErrUnavailable}, now)
+		}
+	}
+	clear(ss.pending)
+	ss.pending = nil
+	ss.table.Store(t)
+	ss.mu.Unlock()
+	if first {
+		ss.l.tried.Add(1)
+	}
+}
+
+var errClosedSet = errors.New("redlock: the Locker is closed")
+
+// checkSlots validates a CLUSTER SLOTS answer and returns the shard
+// masters' node ids.
+func checkSlots(slots []redis.ClusterSlot) ([]string, error) {
+	if len(slots) == 0 {
+		return nil, errors.New("redlock: CLUSTER SLOTS: no slot is served (is the cluster set up?)")
+	}
+	var ids []string
+	for _, s := range slots {
+		if s.Start < 0 || s.End >= numSlots || s.Start > s.End || len(s.Nodes) == 0 || s.Nodes[0].Addr == "" {
+			return nil, fmt.Errorf("redlock: CLUSTER SLOTS: bad range %d-%d with %d nodes", s.Start, s.End, len(s.Nodes))
+		}
+		ids = append(ids, s.Nodes[0].ID)
+	}
+	return ids, nil
+}
+
+// buildLocked makes the table for slots, opening a stream for each shard
+// master not seen before.
+func (ss *shardSet) buildLocked(slots []redis.ClusterSlot) *slotTable {
+	t := &slotTable{}
+	for k := range t.owner {
+		t.owner[k] = unowned
+	}
+	index := map[string]uint16{}
+	for _, s := range slots {
+		addr := s.Nodes[0].Addr // the master; the rest are replicas
+		k, ok := index[addr]
+		if !ok {
+			k = uint16(len(t.streams))
+			index[addr] = k
+			t.streams = append(t.streams, ss.streamLocked(addr))
+			t.addrs = append(t.addrs, addr)
+		}
+		for slot := s.Start; slot <= s.End; slot++ {
+			t.owner[slot] = k
+		}
+	}
+	return t
+}
+
+// streamLocked returns the stream to the shard master at addr, opening
+// one if needed.
+func (ss *shardSet) streamLocked(addr string) *stream {
+	if s, ok := ss.nodes[addr]; ok {
+		return s
+	}
+	o := ss.node
+	o.Addr = addr
+	var s *stream
+	dial := func() (link, string, error) {
+		ln, runID, err := s.dialRESP(&o)
+		if err != nil {
+			ss.stale.Store(true) // the shard may have moved
+		}
+		return ln, runID, err
+	}
+	s = newStream(ss.l, ss.i, dial, ss.giveUp)
+	s.mu.Lock()
+	s.shard, s.onRedirect = true, func() { ss.stale.Store(true) }
+	s.mu.Unlock()
+	ss.nodes[addr] = s
+	ss.order = append(ss.order, addr)
+	return s
+}
+
+// fetch asks for the slot table: ClusterOptions.ClusterSlots when set,
+// else CLUSTER SLOTS on every seed and known node at once, the first
+// answer winning. It is bounded by the DialTimeout (5 s when unset).
+func (ss *shardSet) fetch() ([]redis.ClusterSlot, error) {
+	timeout := ss.node.DialTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ss.ctx, timeout)
+	defer cancel()
+	if ss.slots != nil {
+		return ss.slots(ctx)
+	}
+	ss.mu.Lock()
+	addrs := append(append([]string(nil), ss.order...), ss.seeds...)
+	ss.mu.Unlock()
+	seen := map[string]bool{}
+	type answer struct {
+		slots []redis.ClusterSlot
+		err   error
+	}
+	answers := make(chan answer, len(addrs))
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		o := ss.node
+		o.Addr, o.ContextTimeoutEnabled, o.MaxRetries, o.PoolSize, o.DisableIdentity = a, true, -1, 1, true
+		o.ReadTimeout = 0
+		wg.Go(func() {
+			c := redis.NewClient(&o)
+			defer c.Close()
+			s, err := c.ClusterSlots(ctx).Result()
+			if err != nil {
+				err = fmt.Errorf("%s: %w", a, err)
+			}
+			answers <- answer{s, err}
+		})
+	}
+	var errs []error
+	var slots []redis.ClusterSlot
+	for range seen {
+		a := <-answers
+		if a.err == nil {
+			slots = a.slots
+			cancel() // the others give up
+			break
+		}
+		errs = append(errs, a.err)
+	}
+	wg.Wait()
+	if slots != nil {
+		return slots, nil
+	}
+	return nil, fmt.Errorf("redlock: CLUSTER SLOTS on master %d: %w", ss.i, errors.Join(errs...))
+}
+
+// stats sums the shards: Skipped while any shard is skipped (part of the
+// key space is not being sent to), with each shard's own stats in Shards.
+func (ss *shardSet) stats() StreamStats {
+	ss.mu.Lock()
+	st := StreamStats{Addr: ss.l.addrs[ss.i]}
+	if ss.table.Load() == nil && !ss.failedAt.IsZero() && time.Since(ss.failedAt) < ss.l.opts.NodeTimeout {
+		st.Skipped = true
+	}
+	addrs := append([]string(nil), ss.order...)
+	streams := make([]*stream, len(addrs))
+	for k, a := range addrs {
+		streams[k] = ss.nodes[a]
+	}
+	ss.mu.Unlock()
+	for k, s := range streams {
+		sh := s.stats()
+		sh.Addr = addrs[k]
+		st.Skipped = st.Skipped || sh.Skipped
+		st.Deferred += sh.Deferred
+		st.Dropped += sh.Dropped
+		st.Written += sh.Written
+		st.Shards = append(st.Shards, sh)
+	}
+	return st
+}
+
+// close stops fetching, drops what waits for the first table, and closes
+// every shard's stream.
+func (ss *shardSet) close() {
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return
+	}
+	ss.closed = true
+	ss.mu.Unlock()
+	ss.cancel()
+	ss.wg.Wait()
+	ss.mu.Lock()
+	streams := make([]*stream, 0, len(ss.nodes))
+	for _, a := range ss.order {
+		streams = append(streams, ss.nodes[a])
+	}
+	ss.mu.Unlock()
+	for _, s := range streams {
+		s.close()
+	}
+}

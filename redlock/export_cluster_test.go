@@ -1,0 +1,4 @@
+package redlock
+
+// KeySlot is the Redis Cluster hash slot the Locker routes key by.
+var KeySlot = keySlot
