@@ -264,11 +264,12 @@ func (l *Locker) TryLock(ctx context.Context, resource string, opts ...LockOptio
 //
 // Since no caller ever holds part of a set while waiting for the rest,
 // callers asking for overlapping sets in different orders cannot
-// deadlock. The resources' keys must be able to share a script: on a
-// master that is itself a Redis Cluster, keys in different hash slots
-// cannot, and that master answers CROSSSLOT (counted as Failed, named in
-// the error); name such resources so that they share a hash tag, or lock
-// them one by one in a fixed order.
+// deadlock. The resources' keys must be able to share a script: when a
+// master is a Redis Cluster, resources whose keys hash to different slots
+// are refused with ErrInvalid before anything is sent (with ViaClient,
+// where the Locker does not see the cluster, that master answers
+// CROSSSLOT and counts as Failed); with RedsyncKeys, give them a common
+// hash tag, or lock them one by one in a fixed order.
 func (l *Locker) TryLockAll(ctx context.Context, resources []string, opts ...LockOption) (*Lock, error) {
 	t, err := l.targetAll(resources)
 	if err != nil {
@@ -445,7 +446,28 @@ func (l *Locker) targetAll(resources []string) (target, error) {
 	for i, r := range rs {
 		keys[i] = l.opts.keyFor(r)
 	}
+	if l.hasClusterMaster() {
+		// One script per master takes every key: on a Redis Cluster they
+		// must share a hash slot, or the master answers CROSSSLOT.
+		for i, k := range keys {
+			if keySlot(k) != keySlot(keys[0]) {
+				return target{}, invalid(fmt.Sprintf("resources %q and %q hash to different slots (%d, %d), and a master is a Redis Cluster: one lock's keys must share a slot there (docs/design.md §13)",
+					rs[0], rs[i], keySlot(keys[0]), keySlot(k)))
+			}
+		}
+	}
 	return target{resource: rs[0], key: keys[0], resources: rs, keys: keys}, nil
+}
+
+// hasClusterMaster reports whether a master is a Redis Cluster served
+// shard by shard.
+func (l *Locker) hasClusterMaster() bool {
+	for _, p := range l.streams {
+		if _, ok := p.(*shardSet); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // set fills c's keys for t.

@@ -583,3 +583,96 @@ func TestMovedRefreshesTheSlotTable(t *testing.T) {
 		t.Fatalf("left: %v", left)
 	}
 }
+
+// A lock on several resources needs their keys in one slot on a cluster
+// master: a set across slots is refused before anything is sent; a set
+// sharing a hash tag (RedsyncKeys takes keys as given) is locked on the
+// shard that owns the slot, and released.
+func TestLockAllOnClusters(t *testing.T) {
+	l := newLocker(t, nil)
+	a, b := resourceOn("multi-a", 0), resourceOn("multi-b", 1)
+	lk, err := l.TryLockAll(t.Context(), []string{a, b})
+	if !errors.Is(err, redlock.ErrInvalid) || lk != nil || !strings.Contains(err.Error(), "different slots") {
+		t.Fatalf("TryLockAll across slots: %v, %v; want ErrInvalid naming the slots", lk, err)
+	}
+	if got := lockKeysEverywhere(t, "multi-"); len(got) > 0 {
+		t.Fatalf("keys after a refused set: %v", got)
+	}
+
+	rk := newLocker(t, &redlock.Options{RedsyncKeys: true, KeyPrefix: "tagged:"})
+	set := []string{"{order7}:a", "{order7}:b"}
+	lk, err = rk.TryLockAll(t.Context(), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := cl.ShardOf("tagged:{order7}:a")
+	for i := range cl.N() {
+		for _, r := range set {
+			v, err := cl.Node(i, shard).Get(t.Context(), "tagged:"+r).Result()
+			if err != nil || v != lk.Token() {
+				t.Errorf("cluster %d shard %d: %s = %q, %v; want the token", i, shard, r, v, err)
+			}
+		}
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range cl.N() {
+		if n, err := cl.Node(i, shard).Exists(t.Context(), "tagged:{order7}:a", "tagged:{order7}:b").Result(); err != nil || n != 0 {
+			t.Errorf("cluster %d: %d keys left after Unlock (%v)", i, n, err)
+		}
+	}
+}
+
+// The release's announcement reaches a waiter on cluster masters too
+// (PUBLISH inside the script is broadcast to the whole cluster).
+func TestReleaseWakesWaiterOnClusters(t *testing.T) {
+	holder := newLocker(t, nil)
+	waiter := newLocker(t, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 5 * time.Second, MaxDelay: 5 * time.Second}})
+	r := resourceOn("wake", 2)
+	lk, err := holder.TryLock(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		if lk, err := waiter.Lock(t.Context(), r); err == nil {
+			got <- time.Now()
+			lk.Unlock(context.WithoutCancel(t.Context()))
+		}
+	}()
+	// Subscribed on every cluster (any node answers PUBSUB NUMSUB for the
+	// channels of its own client connections: ask them all).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		subs := 0
+		for i := range cl.N() {
+			for s := range cl.Shards() {
+				n, err := cl.Node(i, s).PubSubNumSub(t.Context(), lockKey(r)).Result()
+				if err == nil && n[lockKey(r)] > 0 {
+					subs++
+					break
+				}
+			}
+		}
+		if subs == cl.N() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter is subscribed on %d of %d clusters", subs, cl.N())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	released := time.Now()
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-got:
+		if d := at.Sub(released); d > 2*time.Second {
+			t.Fatalf("the waiter acquired %v after the release: not woken (its backoff is ≥ 2.5s)", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never acquired")
+	}
+}
