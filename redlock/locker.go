@@ -245,7 +245,8 @@ func (l *Locker) TryLock(ctx context.Context, resource string) (*Lock, error) {
 // Lock acquires resource, retrying failed rounds with jittered exponential
 // backoff (Options.Retry) until it succeeds, ctx ends, or the policy's
 // MaxAttempts is spent. When ctx ends, the error satisfies
-// errors.Is(err, ctx.Err()).
+// errors.Is(err, ctx.Err()). An attempt refused for lack of permission
+// (errors.Is(err, ErrInvalid)) is not retried.
 func (l *Locker) Lock(ctx context.Context, resource string) (lk *Lock, err error) {
 	if err := l.opts.checkName(resource); err != nil {
 		return nil, err
@@ -259,7 +260,9 @@ func (l *Locker) Lock(ctx context.Context, resource string) (lk *Lock, err error
 	var timer *time.Timer
 	for attempt = 1; ; attempt++ {
 		lk, err = l.acquire(ctx, resource)
-		if err == nil || !errors.Is(err, ErrNotAcquired) {
+		// A master refusing the Locker's commands (its ACL) is ErrInvalid
+		// too: retrying cannot fix it.
+		if err == nil || !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalid) {
 			return lk, err
 		}
 		if ctx.Err() != nil {
@@ -348,6 +351,9 @@ func (l *Locker) acquire(ctx context.Context, resource string) (*Lock, error) {
 		}
 		l.release(ctx, resource, key, token, mayHold)
 		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
+		// A master that refused the command for lack of permission is
+		// named, and makes the error ErrInvalid too.
+		e.cause = refusal(info.Nodes)
 		outcome := outNoQuorum
 		switch {
 		case inv != nil:
@@ -438,7 +444,7 @@ func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill 
 		}
 		switch s.submit(c, start) {
 		case refused:
-			r.Skip(i, quorum.Unavailable, quorum.ErrUnavailable)
+			r.Skip(i, quorum.Unavailable, s.skipError())
 		case parked:
 			r.Skip(i, quorum.Unavailable, errDeferred)
 		}
