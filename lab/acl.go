@@ -34,9 +34,10 @@ import (
 const DefaultACLRules = "resetkeys ~redlock:* resetchannels &redlock:* -@all " +
 	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +publish +subscribe +unsubscribe +ping"
 
-// errDockerSecurity: TLS and ACL users are set up on the Process backend
-// only.
-var errDockerSecurity = errors.New("lab: Options.TLS and Options.ACLUser need the Process backend (the Docker backend does not support them)")
+// ErrNeedsProcessBackend is returned by Start when Options.TLS or
+// Options.ACLUser is asked of the Docker backend (including through
+// $REDLOCK_LAB_BACKEND): they are set up on the Process backend only.
+var ErrNeedsProcessBackend = errors.New("lab: Options.TLS and Options.ACLUser need the Process backend (the Docker backend does not support them)")
 
 // security is what Options.TLS and Options.ACLUser make of the masters.
 type security struct {

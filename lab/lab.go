@@ -204,7 +204,7 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 		be = pb
 	case Docker:
 		if o.TLS || o.ACLUser != "" {
-			return nil, errDockerSecurity
+			return nil, ErrNeedsProcessBackend
 		}
 		db, err := newDockerBackend(ctx, imageOrDefault(o.Image), o.AppendFsyncAlways, n, o.Logger)
 		if err != nil {
