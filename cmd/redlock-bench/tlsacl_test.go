@@ -61,9 +61,12 @@ func TestTLSACLMasters(t *testing.T) {
 	if len(rep.Results) != 2 {
 		t.Fatalf("%d results, want 2", len(rep.Results))
 	}
+	// A refused command would leave no op done, or count as "error" (an
+	// unlock refused is ErrInvalid alone); timeouts on a loaded machine
+	// are not this test's business.
 	for _, r := range rep.Results {
-		if r.Ops == 0 || len(r.Failures) != 0 {
-			t.Errorf("%s: %d ops, failures %v; want ops and no failure", r.Impl, r.Ops, r.Failures)
+		if r.Ops == 0 || r.Failures["error"]+r.Failures["unlock_error"] != 0 {
+			t.Errorf("%s: %d ops, failures %v; want ops and no error", r.Impl, r.Ops, r.Failures)
 		}
 	}
 	// The cells' keys were deleted by the restricted user (SCAN + DEL).

@@ -21,7 +21,7 @@ const (
 	// nodeTimeout is generous: the first round of a Locker also dials and
 	// makes a TLS handshake with every master, on two loaded cores under
 	// -race.
-	nodeTimeout = time.Second
+	nodeTimeout = 2 * time.Second
 )
 
 // secure starts n masters with TLS and the ACL user limited to rules
