@@ -79,6 +79,9 @@ func StartClusters(ctx context.Context, n, shards int, opts *Options) (*Clusters
 	if o.Proxy {
 		return nil, errors.New("lab: clusters do not support Options.Proxy")
 	}
+	if o.TLS || o.ACLUser != "" {
+		return nil, errors.New("lab: clusters do not support Options.TLS or an ACL user")
+	}
 	bin, err := exec.LookPath(cmp.Or(o.RedisServer, "redis-server"))
 	if err != nil {
 		return nil, fmt.Errorf("%w (%w)", ErrNoRedisServer, err)
@@ -87,6 +90,7 @@ func StartClusters(ctx context.Context, n, shards int, opts *Options) (*Clusters
 	if err != nil {
 		return nil, err
 	}
+	be.sec = &security{} // plain TCP, no ACL user
 	be.extra = func() ([]string, error) {
 		// The bus port is chosen here, not port+10000, which may be
 		// past 65535 for an ephemeral port; a lost race for it fails the

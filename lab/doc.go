@@ -35,4 +35,9 @@
 // ignore context deadlines for socket I/O, so a call to a paused master
 // blocks for ReadTimeout (3 s) whatever its ctx says; set
 // redis.Options.ContextTimeoutEnabled on clients that must give up sooner.
+//
+// Options.TLS and Options.ACLUser (Process backend) start masters that
+// accept TLS only, with a test CA made at Start, and an ACL user
+// (DefaultACLRules by default) that Client and Clients log in as; Admin,
+// TLSConfig, CACertFile and URL hand the set-up on.
 package lab

@@ -54,6 +54,29 @@ type Options struct {
 	// Logger receives debug records of starts and faults. Default: nil,
 	// which discards.
 	Logger *slog.Logger
+
+	// TLS makes every master accept TLS connections only (port 0,
+	// tls-port; no client certificates asked). A test CA and a server
+	// certificate for 127.0.0.1 and localhost are made at Start (ECDSA
+	// P-256) in the lab's temp directory. Client, Clients, Admin and the
+	// lab's own connections then dial with TLS; TLSConfig and CACertFile
+	// hand the CA to other clients. Process backend only. Default: false.
+	TLS bool
+	// ACLUser, when set, defines this ACL user on every master with
+	// ACLPassword and ACLRules (in the masters' configuration, so a
+	// restarted master has it again), and Client and Clients log in as
+	// it. The default user then requires a random admin password: only
+	// the lab's fault operations (Slow, JumpClock) and Admin use it.
+	// Process backend only. Default: "", no ACL (default user, no
+	// password).
+	ACLUser string
+	// ACLPassword is ACLUser's password (no spaces). Default: random (see
+	// URL to hand it on).
+	ACLPassword string
+	// ACLRules are ACLUser's rules, space-separated as after
+	// "ACL SETUSER name on >password". Default: DefaultACLRules, what
+	// package redlock needs with its default KeyPrefix.
+	ACLRules string
 }
 
 // ErrNoRedisServer is returned by Start when the redis-server binary cannot
@@ -124,6 +147,8 @@ type Cluster struct {
 	addrs   []string // what clients dial: servers, or proxies in front of them
 	proxies []*proxy // nil without Options.Proxy
 	jump    *redis.Script
+	sec     *security
+	admins  []*redis.Client // Admin(i) with Options.ACLUser; else Client(i) serves
 
 	mu      sync.Mutex
 	clients []*redis.Client // Client(i), created once
@@ -152,6 +177,10 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 	if o.Backend == "" {
 		o.Backend = Backend(os.Getenv("REDLOCK_LAB_BACKEND"))
 	}
+	sec, err := newSecurity(&o)
+	if err != nil {
+		return nil, err
+	}
 	var be backend
 	switch o.Backend {
 	case "", Process:
@@ -166,8 +195,17 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
+		if o.TLS {
+			if sec.tls, err = makeTLSFiles(pb.root); err != nil {
+				return nil, errors.Join(err, pb.close())
+			}
+		}
+		pb.sec = sec
 		be = pb
 	case Docker:
+		if o.TLS || o.ACLUser != "" {
+			return nil, ErrNeedsProcessBackend
+		}
 		db, err := newDockerBackend(ctx, imageOrDefault(o.Image), o.AppendFsyncAlways, n, o.Logger)
 		if err != nil {
 			return nil, err
@@ -179,6 +217,7 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 	c := &Cluster{
 		n:       n,
 		be:      be,
+		sec:     sec,
 		log:     o.Logger,
 		servers: make([]string, n),
 		jump:    redis.NewScript(jumpClockLua),
@@ -208,9 +247,13 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 		}
 	}
 	for _, a := range c.addrs {
-		c.clients = append(c.clients, redis.NewClient(&redis.Options{Addr: a}))
+		c.clients = append(c.clients, redis.NewClient(sec.clientOptions(a, false)))
+		if sec.user != "" {
+			c.admins = append(c.admins, redis.NewClient(sec.clientOptions(a, true)))
+		}
 	}
-	c.log.Info("lab: masters up", "n", n, "backend", cmp.Or(o.Backend, Process), "addrs", c.addrs, "proxy", o.Proxy)
+	c.log.Info("lab: masters up", "n", n, "backend", cmp.Or(o.Backend, Process), "addrs", c.addrs, "proxy", o.Proxy,
+		"tls", o.TLS, "acl_user", o.ACLUser)
 	return c, nil
 }
 
@@ -239,9 +282,10 @@ func (c *Cluster) N() int { return c.n }
 // when Options.Proxy is set. The slice is a copy.
 func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
 
-// Client returns a go-redis client with default options (only Addr set) for
-// master i, the same one on every call; Close closes it. It returns nil when
-// i is out of range.
+// Client returns a go-redis client with default options (only Addr set, and
+// with Options.TLS the TLS configuration, with Options.ACLUser its user and
+// password) for master i, the same one on every call; Close closes it. It
+// returns nil when i is out of range.
 func (c *Cluster) Client(i int) *redis.Client {
 	if i < 0 || i >= c.n {
 		return nil
@@ -249,15 +293,15 @@ func (c *Cluster) Client(i int) *redis.Client {
 	return c.clients[i]
 }
 
-// Clients returns new default-option clients for masters 0..N-1 on every
-// call, each with its own pool, so a test can build several independent
-// lockers. Close closes them all.
+// Clients returns new default-option clients (set up as Client's) for
+// masters 0..N-1 on every call, each with its own pool, so a test can build
+// several independent lockers. Close closes them all.
 func (c *Cluster) Clients() []redis.UniversalClient {
 	out := make([]redis.UniversalClient, c.n)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, a := range c.addrs {
-		cl := redis.NewClient(&redis.Options{Addr: a})
+		cl := redis.NewClient(c.sec.clientOptions(a, false))
 		if c.closed {
 			_ = cl.Close()
 		} else {
@@ -342,15 +386,14 @@ func (c *Cluster) RestartPersisted(ctx context.Context, i int) error {
 	return c.be.restart(ctx, i, true)
 }
 
-// private returns a one-connection client straight to master i (bypassing
-// any proxy) that honours ctx deadlines; the caller closes it.
+// private returns a one-connection admin client straight to master i
+// (bypassing any proxy) that honours ctx deadlines; the caller closes it.
 func (c *Cluster) private(i int) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr:                  c.servers[i],
-		ContextTimeoutEnabled: true,
-		PoolSize:              1,
-		MaxRetries:            -1,
-	})
+	o := c.sec.clientOptions(c.servers[i], true)
+	o.ContextTimeoutEnabled = true
+	o.PoolSize = 1
+	o.MaxRetries = -1
+	return redis.NewClient(o)
 }
 
 // Slow makes master i answer nothing for d by issuing CLIENT PAUSE <ms> ALL
@@ -477,7 +520,7 @@ func (c *Cluster) Close() error {
 func (c *Cluster) close() error {
 	c.mu.Lock()
 	c.closed = true
-	clients := append(append([]*redis.Client(nil), c.clients...), c.extra...)
+	clients := append(append(append([]*redis.Client(nil), c.clients...), c.admins...), c.extra...)
 	c.extra = nil
 	c.mu.Unlock()
 

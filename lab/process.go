@@ -5,6 +5,7 @@ package lab
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,7 @@ type processBackend struct {
 	// extra, when set, gives more redis-server arguments at each launch
 	// (cluster mode: cluster.go).
 	extra func() ([]string, error)
+	sec   *security // TLS and ACL set-up; never nil once started
 }
 
 var _ backend = (*processBackend)(nil)
@@ -125,8 +127,7 @@ func (b *processBackend) launch(ctx context.Context, nd *procNode, port int, kee
 	if err != nil {
 		return fmt.Errorf("lab: master %d: %w", nd.i, err)
 	}
-	args := []string{
-		"--port", strconv.Itoa(port),
+	args := append(b.sec.serverArgs(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--dir", data,
@@ -134,7 +135,7 @@ func (b *processBackend) launch(ctx context.Context, nd *procNode, port int, kee
 		"--protected-mode", "no",
 		"--daemonize", "no",
 		"--loglevel", "warning",
-	}
+	)
 	if b.aof {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
@@ -166,7 +167,7 @@ func (b *processBackend) launch(ctx context.Context, nd *procNode, port int, kee
 	}()
 	nd.cmd, nd.done, nd.port, nd.paused = cmd, done, port, false
 
-	if err := waitReady(ctx, nd); err != nil {
+	if err := waitReady(ctx, nd, b.sec); err != nil {
 		_ = b.killLocked(nd)
 		out := readTail(logPath)
 		if strings.Contains(out, "Address already in use") {
@@ -180,14 +181,14 @@ func (b *processBackend) launch(ctx context.Context, nd *procNode, port int, kee
 
 // waitReady polls the master with INFO until it answers with our process's
 // pid (a PONG alone could come from whoever won a race for the port).
-func waitReady(ctx context.Context, nd *procNode) error {
+func waitReady(ctx context.Context, nd *procNode, sec *security) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	want := nd.cmd.Process.Pid
 	for {
-		pid, err := serverPID(ctx, nd.addr())
+		pid, err := serverPID(ctx, nd.addr(), sec)
 		if err == nil {
 			if pid == want {
 				return nil
@@ -204,19 +205,41 @@ func waitReady(ctx context.Context, nd *procNode) error {
 	}
 }
 
-// serverPID asks INFO server over a raw connection, which honours deadlines.
-func serverPID(ctx context.Context, addr string) (int, error) {
-	d := net.Dialer{Timeout: 200 * time.Millisecond}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+// serverPID asks INFO server over a raw connection, which honours
+// deadlines: with TLS when on, as the admin when there is an ACL user.
+func serverPID(ctx context.Context, addr string, sec *security) (int, error) {
+	nd := &net.Dialer{Timeout: 200 * time.Millisecond}
+	var conn net.Conn
+	var err error
+	if cfg := sec.tlsConfig(); cfg != nil {
+		// A TLS handshake on two loaded cores under -race can take a while.
+		nd.Timeout = time.Second
+		conn, err = (&tls.Dialer{NetDialer: nd, Config: cfg}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = nd.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := io.WriteString(conn, "INFO server\r\n"); err != nil {
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	req := "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n"
+	if sec.adminPass != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(sec.adminPass), sec.adminPass) + req
+	}
+	if _, err := io.WriteString(conn, req); err != nil {
 		return 0, err
 	}
 	r := bufio.NewReader(conn)
+	if sec.adminPass != "" {
+		ok, err := r.ReadString('\n')
+		if err != nil {
+			return 0, err
+		}
+		if !strings.HasPrefix(ok, "+OK") {
+			return 0, fmt.Errorf("AUTH as the lab's admin: %q", strings.TrimSpace(ok))
+		}
+	}
 	head, err := r.ReadString('\n')
 	if err != nil {
 		return 0, err

@@ -40,6 +40,9 @@ import (
 // Redis Cluster master, a shardSet of streams.
 type pathway interface {
 	submit(c *cmd, now time.Time) submitted
+	// skipError is why a refused command was not sent: ErrUnavailable,
+	// or the error that made the master unusable (acl.go).
+	skipError() error
 	stats() StreamStats
 	close()
 }
@@ -219,6 +222,26 @@ func (ss *shardSet) submit(c *cmd, now time.Time) submitted {
 	}
 	ss.mu.Unlock()
 	return t.route(c, now)
+}
+
+// skipError is the set's own invalid error, else the first of its shards,
+// else ErrUnavailable.
+func (ss *shardSet) skipError() error {
+	ss.mu.Lock()
+	invalid, nodes := ss.invalid, make([]*stream, 0, len(ss.order))
+	for _, a := range ss.order {
+		nodes = append(nodes, ss.nodes[a])
+	}
+	ss.mu.Unlock()
+	if invalid != nil {
+		return invalid
+	}
+	for _, s := range nodes {
+		if err := s.skipError(); !errors.Is(err, quorum.ErrUnavailable) {
+			return err
+		}
+	}
+	return quorum.ErrUnavailable
 }
 
 func (t *slotTable) route(c *cmd, now time.Time) submitted {

@@ -75,7 +75,7 @@ var errUnexpected = errors.New("redlock: unexpected reply from master")
 // interpret turns a reply into the command's outcome.
 func (c *cmd) interpret(r raw) quorum.Reply {
 	if r.typ == '-' {
-		return quorum.Reply{Outcome: quorum.Failed, Err: serverError(r.text)}
+		return quorum.Reply{Outcome: quorum.Failed, Err: c.replyError(r.text)}
 	}
 	ok := quorum.Reply{Outcome: quorum.OK}
 	no := quorum.Reply{Outcome: quorum.Refused}

@@ -50,8 +50,10 @@ type NodeResult struct {
 
 // Error is the error of an operation that did not succeed. It unwraps to
 // ErrNotAcquired, ErrLost or ErrClosed, and to the caller's context error
-// when the context ended first. Use errors.As to see the per-master
-// outcomes.
+// when the context ended first. When a master refused a command for lack
+// of permission (its ACL), it also unwraps to ErrInvalid and its message
+// names what was refused (an Unlock so refused is ErrInvalid alone). Use
+// errors.As to see the per-master outcomes.
 type Error struct {
 	// Op is "acquire", "fence", "extend" or "unlock".
 	Op string
@@ -63,8 +65,8 @@ type Error struct {
 	// Reason says why in words, e.g. "majority arrived after the validity window".
 	Reason string
 
-	kind  error // ErrNotAcquired, ErrLost or ErrClosed
-	cause error // context error, or nil
+	kind  error // ErrNotAcquired, ErrLost, ErrClosed, or ErrInvalid (a refused unlock)
+	cause error // context error, a master's refusal (ErrInvalid), or nil
 }
 
 // Count returns how many masters had outcome o.

@@ -156,6 +156,9 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 		outcome = "canceled"
 		return fail("", context.Cause(ctx))
 	case !res.Reached:
+		if ref := refusal(l.nodeResults(res)); ref != nil {
+			return fail("", ref) // a refused permission, not a lost lock
+		}
 		return fail("no majority still holds the token", nil)
 	case !time.Now().Before(lk.deadline):
 		outcome = "expired"
@@ -181,7 +184,10 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 // masters were slow returns nil. Before the deadline an absent key counts
 // as released: it cannot have expired yet, so it was ours. After the
 // Locker's Close it sends nothing and returns an error wrapping ErrClosed:
-// the keys stay until their TTL.
+// the keys stay until their TTL. A master that refuses the release for
+// lack of permission (its ACL) makes it return an error wrapping
+// ErrInvalid that names the refused command: the key stays there until
+// its TTL.
 func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Unlock", lk.resource)
@@ -199,6 +205,12 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	l.tel.unlocked(ctx, lk.resource)
 	expired := !time.Now().Before(lk.deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold)
+	if ref := refusal(l.nodeResults(res)); ref != nil {
+		// Keys stay where the release was refused (until their TTL): say
+		// so rather than return nil.
+		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res),
+			Reason: "the lock's keys stay until their TTL on the masters that refused", kind: ErrInvalid, cause: ref}
+	}
 	reason := ""
 	switch {
 	case expired:

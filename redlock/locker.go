@@ -296,7 +296,9 @@ func (l *Locker) tryLock(ctx context.Context, op string, t target, opts []LockOp
 // free. Jittered exponential backoff (Options.Retry) bounds every wait, so
 // a release message that is lost (or never sent: a holder whose lock
 // expired) delays the retry by at most the backoff. When ctx ends, the
-// error satisfies errors.Is(err, ctx.Err()). WithTTL sets this lock's TTL.
+// error satisfies errors.Is(err, ctx.Err()). An attempt refused for lack
+// of permission (errors.Is(err, ErrInvalid)) is not retried. WithTTL sets
+// this lock's TTL.
 func (l *Locker) Lock(ctx context.Context, resource string, opts ...LockOption) (*Lock, error) {
 	t, err := l.target(resource)
 	if err != nil {
@@ -340,7 +342,9 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		if round {
 			attempt++
 			lk, err = l.acquire(ctx, t, ttl, budget)
-			if err == nil || !errors.Is(err, ErrNotAcquired) {
+			// A master refusing the Locker's commands (its ACL) is
+			// ErrInvalid too: retrying cannot fix it.
+			if err == nil || !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalid) {
 				break
 			}
 			if ctx.Err() != nil {
@@ -544,6 +548,9 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		}
 		l.release(ctx, t, token, mayHold)
 		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
+		// A master that refused the command for lack of permission is
+		// named, and makes the error ErrInvalid too.
+		e.cause = refusal(info.Nodes)
 		outcome := outNoQuorum
 		switch {
 		case inv != nil:
@@ -639,7 +646,7 @@ func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill 
 		}
 		switch s.submit(c, start) {
 		case refused:
-			r.Skip(i, quorum.Unavailable, quorum.ErrUnavailable)
+			r.Skip(i, quorum.Unavailable, s.skipError())
 		case parked:
 			r.Skip(i, quorum.Unavailable, errDeferred)
 		}

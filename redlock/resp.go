@@ -124,10 +124,10 @@ func (k *respLink) handshake(br *bufio.Reader, o *redis.Options, deadline time.T
 		}
 		last := i == len(names)-1
 		if r.typ == '-' {
-			if last {
+			if last && !aclRefusal(r.text) {
 				break // a server without INFO server (miniredis): no run_id to check
 			}
-			return "", fmt.Errorf("%s: %w", name, serverError(r.text))
+			return "", handshakeError(name, r.text)
 		}
 		if last {
 			runID = runIDOf(r.text)

@@ -55,7 +55,7 @@ type cellEnv struct {
 // while stopping and resuming masters at phase boundaries, drains, closes,
 // and deletes the cell's keys.
 func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
-	im, err := c.impl.open(env.ms.info.Addrs, env.ttl, env.tel)
+	im, err := c.impl.open(env.ms.opts, env.ttl, env.tel)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: opening: %w", c.label(), err)
 	}

@@ -68,23 +68,27 @@ func startClusterMasters(ctx context.Context, n, shards int) (*masters, error) {
 		resume: func(i int) error { return each(i, cl.Resume) },
 		close:  cl.Close,
 	}
-	m.admin = newClients(nodes) // one per node: SCAN sees one node's keys
+	m.opts = plainOptions(addrs)
+	m.admin = newClients(plainOptions(nodes)) // one per node: SCAN sees one node's keys
 	return m, nil
 }
 
-// newMasterClient is a default-option client for one master: a
-// ClusterClient when addr lists a cluster's nodes (comma-separated).
-func newMasterClient(addr string) redis.UniversalClient {
-	if strings.Contains(addr, ",") {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addr, ",")})
+// newMasterClient is a client for one master: a ClusterClient when o.Addr
+// lists a cluster's nodes (comma-separated), with o's user, password and
+// TLS; else a client with o.
+func newMasterClient(o *redis.Options) redis.UniversalClient {
+	if strings.Contains(o.Addr, ",") {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(o.Addr, ","),
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig})
 	}
-	return redis.NewClient(&redis.Options{Addr: addr})
+	c := *o
+	return redis.NewClient(&c)
 }
 
-func newMasterClients(addrs []string) []redis.UniversalClient {
-	out := make([]redis.UniversalClient, len(addrs))
-	for i, a := range addrs {
-		out[i] = newMasterClient(a)
+func newMasterClients(ms []*redis.Options) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, len(ms))
+	for i, o := range ms {
+		out[i] = newMasterClient(o)
 	}
 	return out
 }

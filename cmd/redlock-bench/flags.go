@@ -1,15 +1,21 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // usageError is a bad command line: main prints it and exits 2.
@@ -23,7 +29,8 @@ func usagef(format string, args ...any) error {
 
 // config is the parsed, validated command line.
 type config struct {
-	addrs       []string
+	addrs       []string         // -addrs as host:port (no user or password: they go in reports)
+	masterOpts  []*redis.Options // -addrs as client options: address, and from URLs TLS, user, password, DB
 	masters     int
 	clusters    int // -cluster NxS: N lab Redis Clusters (cluster.go)
 	shards      int // of S shards each
@@ -92,8 +99,13 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		impls     string
 		workers   string
 		cluster   string
+		tlsCA     string
 	)
-	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of independent masters to use (e.g. the compose lab:\n127.0.0.1:7001,...,127.0.0.1:7005); stall then uses CLIENT PAUSE. Default: start our own")
+	fs.StringVar(&addrs, "addrs", "", "comma-separated `list` of independent masters to use, each host:port (e.g. the compose lab:\n127.0.0.1:7001,...,127.0.0.1:7005) or a redis:// or rediss:// (TLS) URL, with an ACL user and password if\n"+
+		"needed: rediss://user:password@host:port (go-redis's ParseURL; reports show host:port only). stall then uses\n"+
+		"CLIENT PAUSE, which a restricted ACL user may not be allowed. Default: start our own")
+	fs.StringVar(&tlsCA, "tls-ca", "", "trust the CA certificates in PEM `FILE` (instead of the system's) for TLS masters: rediss:// URLs, and\n"+
+		"host:port entries of -addrs, which then use TLS too")
 	fs.IntVar(&cfg.masters, "masters", defaultMasters, "how many masters to start when -addrs is not given")
 	fs.StringVar(&cluster, "cluster", "", "start `NxS` local Redis Clusters as the masters: N independent clusters of S shard masters each\n(e.g. 3x3; redis-server in cluster mode, no replicas), each one master reached through a go-redis ClusterClient;\nstall then stops every shard of a cluster")
 	fs.BoolVar(&cfg.embedded, "embedded", false, "use in-process miniredis masters even if redis-server is installed")
@@ -126,16 +138,27 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
+	var ca *x509.CertPool
+	if tlsCA != "" {
+		if addrs == "" {
+			return nil, usagef("-tls-ca needs -addrs (the masters the bench starts itself do not use TLS)")
+		}
+		var err error
+		if ca, err = readCA(tlsCA); err != nil {
+			return nil, usagef("-tls-ca: %v", err)
+		}
+	}
 	if addrs != "" {
-		for a := range strings.SplitSeq(addrs, ",") {
-			a = strings.TrimSpace(a)
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return nil, usagef("-addrs: %q is not host:port: %v", a, err)
+		for i, a := range slices.Collect(strings.SplitSeq(addrs, ",")) {
+			o, err := masterOptions(strings.TrimSpace(a), ca)
+			if err != nil {
+				return nil, usagef("-addrs: entry %d: %v", i+1, err)
 			}
-			if slices.Contains(cfg.addrs, a) {
-				return nil, usagef("-addrs: %s is listed twice; a quorum needs independent masters", a)
+			if slices.Contains(cfg.addrs, o.Addr) {
+				return nil, usagef("-addrs: %s is listed twice; a quorum needs independent masters", o.Addr)
 			}
-			cfg.addrs = append(cfg.addrs, a)
+			cfg.addrs = append(cfg.addrs, o.Addr)
+			cfg.masterOpts = append(cfg.masterOpts, o)
 		}
 		if cfg.embedded {
 			return nil, usagef("-addrs and -embedded exclude each other")
@@ -239,4 +262,55 @@ func parseWorkers(list string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// masterOptions turns one -addrs entry into client options: host:port
+// (TLS when ca is set), or a redis:// or rediss:// URL as redis.ParseURL
+// reads it (user, password, DB, TLS). Errors never quote the password.
+func masterOptions(spec string, ca *x509.CertPool) (*redis.Options, error) {
+	if !strings.Contains(spec, "://") {
+		if _, _, err := net.SplitHostPort(spec); err != nil {
+			return nil, fmt.Errorf("%q is not host:port or a redis:// or rediss:// URL: %v", spec, err)
+		}
+		o := &redis.Options{Addr: spec}
+		if ca != nil {
+			o.TLSConfig = &tls.Config{RootCAs: ca, MinVersion: tls.VersionTLS12}
+		}
+		return o, nil
+	}
+	u, err := url.Parse(spec)
+	if err != nil {
+		return nil, errors.New("not a valid URL (not quoted: it may hold a password)")
+	}
+	o, err := redis.ParseURL(spec)
+	if err != nil {
+		msg := err.Error()
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		return nil, fmt.Errorf("%s: %s", u.Redacted(), msg)
+	}
+	if _, _, err := net.SplitHostPort(o.Addr); err != nil || u.Port() == "" {
+		return nil, fmt.Errorf("%s: want host:port in the URL", u.Redacted())
+	}
+	if ca != nil {
+		if o.TLSConfig == nil {
+			return nil, fmt.Errorf("%s: -tls-ca is for TLS masters; use rediss://", u.Redacted())
+		}
+		o.TLSConfig.RootCAs = ca
+	}
+	return o, nil
+}
+
+// readCA reads PEM certificates from path.
+func readCA(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }

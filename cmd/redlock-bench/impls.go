@@ -42,7 +42,9 @@ type implSpec struct {
 	name   string
 	desc   string
 	source string // Validity.Source
-	open   func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error)
+	// open gets each master's client options (address; from -addrs URLs
+	// also TLS, user and password), which it must not modify.
+	open   func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error)
 	hidden bool // only run when a scenario names it
 }
 
@@ -53,50 +55,50 @@ var impls = []implSpec{
 	{
 		name: "redlock", source: "acquisition",
 		desc: "this module: redlock.New(clients, &Options{TTL: -ttl}), one Locker shared by all workers",
-		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
-			return openOurs(addrs, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix})
+		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openOurs(ms, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix})
 		},
 	},
 	{
 		name: "redsync", source: "until",
 		desc: "go-redsync/redsync/v4 defaults (goredis/v9 pools), WithExpiry(-ttl); a new Mutex per op",
-		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
-			return openRedsync(addrs, ttl), nil
+		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openRedsync(ms, ttl), nil
 		},
 	},
 	{
 		name: "redsync-failfast", source: "until",
 		desc: "redsync as above plus WithFailFast(true): returns once a quorum answered",
-		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
-			return openRedsync(addrs, ttl, redsync.WithFailFast(true)), nil
+		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openRedsync(ms, ttl, redsync.WithFailFast(true)), nil
 		},
 	},
 	{
 		name: "single", source: "computed",
 		desc: "SET NX PX on master 0 + compare-and-del: the no-quorum floor (retries like ours)",
-		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
-			return &single{c: newMasterClient(addrs[0]), ttl: ttl, del: redis.NewScript(compareAndDel)}, nil
+		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return &single{c: newMasterClient(ms[0]), ttl: ttl, del: redis.NewScript(compareAndDel)}, nil
 		},
 	},
 	{
 		name: "redlock-off", source: "acquisition", hidden: true,
 		desc: "this module with its instrumentation off (no-op providers passed; telemetry scenario only)",
-		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
-			return openOurs(addrs, tel.options("off", redlock.Options{TTL: ttl, KeyPrefix: keyPrefix}))
+		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openOurs(ms, tel.options("off", redlock.Options{TTL: ttl, KeyPrefix: keyPrefix}))
 		},
 	},
 	{
 		name: "redlock-otel", source: "acquisition", hidden: true,
 		desc: "this module reporting to the OpenTelemetry SDK: metrics to a Prometheus reader (-metrics-addr serves it), 1% of traces sampled (telemetry scenario only)",
-		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
-			return openOurs(addrs, tel.options("sdk", redlock.Options{TTL: ttl, KeyPrefix: keyPrefix}))
+		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openOurs(ms, tel.options("sdk", redlock.Options{TTL: ttl, KeyPrefix: keyPrefix}))
 		},
 	},
 	{
 		name: "redlock-fenced", source: "acquisition", hidden: true,
 		desc: "this module with Options.Fencing (fencing scenario only)",
-		open: func(addrs []string, ttl time.Duration, tel *benchTelemetry) (impl, error) {
-			return openOurs(addrs, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, Fencing: true})
+		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openOurs(ms, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, Fencing: true})
 		},
 	},
 }
@@ -131,10 +133,13 @@ func describeImpls() string {
 	return b.String()
 }
 
-func newClients(addrs []string) []*redis.Client {
-	out := make([]*redis.Client, len(addrs))
-	for i, a := range addrs {
-		out[i] = redis.NewClient(&redis.Options{Addr: a})
+// newClients returns a new client for each master's options (copied:
+// go-redis fills in defaults in the options it is given).
+func newClients(ms []*redis.Options) []*redis.Client {
+	out := make([]*redis.Client, len(ms))
+	for i, o := range ms {
+		c := *o
+		out[i] = redis.NewClient(&c)
 	}
 	return out
 }
@@ -156,8 +161,8 @@ type ours struct {
 	clients []redis.UniversalClient
 }
 
-func openOurs(addrs []string, o redlock.Options) (*ours, error) {
-	cs := newMasterClients(addrs)
+func openOurs(ms []*redis.Options, o redlock.Options) (*ours, error) {
+	cs := newMasterClients(ms)
 	l, err := redlock.New(cs, &o)
 	if err != nil {
 		return nil, errors.Join(err, closeMasterClients(cs))
@@ -199,8 +204,8 @@ type redsyncImpl struct {
 	ttl     time.Duration
 }
 
-func openRedsync(addrs []string, ttl time.Duration, opts ...redsync.Option) *redsyncImpl {
-	cs := newMasterClients(addrs)
+func openRedsync(ms []*redis.Options, ttl time.Duration, opts ...redsync.Option) *redsyncImpl {
+	cs := newMasterClients(ms)
 	pools := make([]redsyncredis.Pool, len(cs))
 	for i, c := range cs {
 		pools[i] = goredis.NewPool(c)

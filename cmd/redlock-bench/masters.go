@@ -25,13 +25,24 @@ type masters struct {
 	// admin has one default client per master, for deleting the bench's
 	// keys between cells.
 	admin []*redis.Client
+	// opts are each master's client options, what implementations open.
+	opts []*redis.Options
+}
+
+// plainOptions are default client options for addrs.
+func plainOptions(addrs []string) []*redis.Options {
+	out := make([]*redis.Options, len(addrs))
+	for i, a := range addrs {
+		out[i] = &redis.Options{Addr: a}
+	}
+	return out
 }
 
 // openMasters picks the masters: -addrs, else lab's redis-server processes,
 // else embedded miniredis (or embedded when asked). It says on stderr which.
 func openMasters(ctx context.Context, cfg *config, stderr io.Writer) (*masters, error) {
-	if len(cfg.addrs) > 0 {
-		return dialMasters(ctx, cfg.addrs)
+	if len(cfg.masterOpts) > 0 {
+		return dialMasters(ctx, cfg.masterOpts)
 	}
 	if cfg.clusters > 0 {
 		return startClusterMasters(ctx, cfg.clusters, cfg.shards) // cluster.go
@@ -47,7 +58,8 @@ func openMasters(ctx context.Context, cfg *config, stderr io.Writer) (*masters, 
 				resume: cl.Resume,
 				close:  cl.Close,
 			}
-			m.admin = newClients(m.info.Addrs)
+			m.opts = plainOptions(m.info.Addrs)
+			m.admin = newClients(m.opts)
 			return m, nil
 		case errors.Is(err, lab.ErrNoRedisServer):
 			fmt.Fprintln(stderr, "redlock-bench: redis-server not found; using embedded in-process masters (library overhead, not network)")
@@ -58,20 +70,24 @@ func openMasters(ctx context.Context, cfg *config, stderr io.Writer) (*masters, 
 	return startEmbedded(cfg.masters)
 }
 
-// dialMasters checks that every -addrs master answers PING; one that does
-// not is a usage error (exit 2).
-func dialMasters(ctx context.Context, addrs []string) (*masters, error) {
-	errs := make([]error, len(addrs))
+// dialMasters checks that every -addrs master answers PING (over TLS and
+// as the user its options give); one that does not is a usage error (exit
+// 2).
+func dialMasters(ctx context.Context, opts []*redis.Options) (*masters, error) {
+	addrs := make([]string, len(opts))
+	errs := make([]error, len(opts))
 	var wg sync.WaitGroup
-	for i, a := range addrs {
+	tls := false
+	for i, o := range opts {
+		addrs[i] = o.Addr
+		tls = tls || o.TLSConfig != nil
 		wg.Go(func() {
-			c := redis.NewClient(&redis.Options{Addr: a, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
-				ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 1})
+			c := probeClient(o, 2*time.Second)
 			defer c.Close()
 			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			if err := c.Ping(pctx).Err(); err != nil {
-				errs[i] = fmt.Errorf("%s: %w", a, err)
+				errs[i] = fmt.Errorf("%s: %w", o.Addr, err)
 			}
 		})
 	}
@@ -79,15 +95,20 @@ func dialMasters(ctx context.Context, addrs []string) (*masters, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, usagef("-addrs: master unreachable: %v", err)
 	}
+	note := "masters given with -addrs"
+	if tls {
+		note += " (TLS)"
+	}
 	m := &masters{
 		info: Masters{Kind: "addrs", N: len(addrs), Addrs: addrs,
 			StallMethod: "CLIENT PAUSE <ms> ALL on a side connection (ends by itself; the bench cannot SIGSTOP masters it did not start)",
-			Note:        "masters given with -addrs"},
+			Note:        note},
 		resume: func(int) error { return nil },
+		opts:   opts,
 	}
-	m.admin = newClients(addrs)
+	m.admin = newClients(opts)
 	m.pause = func(ctx context.Context, i int, d time.Duration) error {
-		c := redis.NewClient(&redis.Options{Addr: addrs[i], ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 1})
+		c := probeClient(opts[i], 0)
 		defer c.Close()
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -95,6 +116,18 @@ func dialMasters(ctx context.Context, addrs []string) (*masters, error) {
 	}
 	m.close = func() error { return nil }
 	return m, nil
+}
+
+// probeClient is a one-connection client with o's address, TLS and
+// credentials that honours ctx deadlines, with dial and read timeouts when
+// timeout is positive.
+func probeClient(o *redis.Options, timeout time.Duration) *redis.Client {
+	c := *o
+	c.ContextTimeoutEnabled, c.MaxRetries, c.PoolSize = true, -1, 1
+	if timeout > 0 {
+		c.DialTimeout, c.ReadTimeout = timeout, timeout
+	}
+	return redis.NewClient(&c)
 }
 
 // embedded is n in-process miniredis servers.
@@ -141,7 +174,8 @@ func startEmbedded(n int) (*masters, error) {
 		resume: func(i int) error { e.resume(i); return nil },
 		close:  e.close,
 	}
-	m.admin = newClients(addrs)
+	m.opts = plainOptions(addrs)
+	m.admin = newClients(m.opts)
 	return m, nil
 }
 

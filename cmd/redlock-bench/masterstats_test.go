@@ -124,9 +124,9 @@ func TestMasterStatsLab(t *testing.T) {
 	}
 	ctx := t.Context()
 	cl := lab.ForTest(t, 2, nil)
-	admin := newClients(cl.Addrs())
+	admin := newClients(plainOptions(cl.Addrs()))
 	defer closeClients(admin)
-	other := newClients(cl.Addrs())
+	other := newClients(plainOptions(cl.Addrs()))
 	defer closeClients(other)
 	for _, c := range other { // dialled (HELLO, CLIENT SETINFO) before the window
 		if err := c.Ping(ctx).Err(); err != nil {

@@ -1,5 +1,6 @@
 -- Compare-and-DEL for a lock on several resources: delete each lock key
--- that holds our token and tell its waiters (release.lua); never touch a
+-- that holds our token and tell its waiters (release.lua, PUBLISH under
+-- pcall as there); never touch a
 -- key that holds another owner's token.
 -- KEYS[1..n] the lock keys; ARGV[1] token.
 -- Returns -1 when any key holds another owner's token, else how many keys
@@ -9,7 +10,7 @@ for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
   if v == ARGV[1] then
     redis.call('DEL', KEYS[i])
-    redis.call('PUBLISH', KEYS[i], redis.sha1hex(ARGV[1]))
+    redis.pcall('PUBLISH', KEYS[i], redis.sha1hex(ARGV[1]))
     deleted = deleted + 1
   elseif v then
     other = true

@@ -1,0 +1,144 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/quorumlab/redlock/quorum"
+)
+
+// A master whose ACL user lacks a permission the Locker needs refuses the
+// command (NOPERM), or, for a command a Lua script calls, fails the script
+// with an "ERR The user executing the script can't ..." reply (Redis 7.0),
+// which does not name the command. Either is a misconfiguration that no
+// retry fixes, so it is reported as an error wrapping ErrInvalid that names
+// what was refused: the command, and for a script its file and the commands
+// it calls. Lock does not retry it, and Unlock reports it rather than
+// returning nil while keys stay behind until their TTL. A refusal while
+// the connection is set up (SCRIPT LOAD, INFO) is kept: this Locker sends
+// nothing more to that master, and every operation names the refusal
+// (fix the ACL, then make a new Locker).
+
+// aclRefusal reports whether an error reply is a master refusing a command
+// or key for lack of permission. WRONGPASS and NOAUTH are not: a password
+// can be rotated under a running Locker, and those stay ordinary failures.
+func aclRefusal(text string) bool {
+	return strings.HasPrefix(text, "NOPERM") || strings.Contains(text, "The user executing the script can't")
+}
+
+// scriptNames names the Locker's scripts in errors; scriptCalls lists the
+// commands each calls, read from its source, so that a refusal inside a
+// script can say which permissions it needs.
+var (
+	scriptNames = map[*script]string{
+		extendScript:         "extend.lua",
+		releaseScript:        "release.lua",
+		acquireFencedScript:  "acquire_fenced.lua",
+		writebackScript:      "writeback.lua",
+		acquireMultiScript:   "acquire_multi.lua",
+		writebackMultiScript: "writeback_multi.lua",
+		extendMultiScript:    "extend_multi.lua",
+		releaseMultiScript:   "release_multi.lua",
+	}
+	scriptCalls = map[*script]string{}
+)
+
+func init() {
+	call := regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
+	for sc := range scriptNames {
+		var names []string
+		for _, m := range call.FindAllStringSubmatch(sc.src, -1) {
+			if n := strings.ToUpper(m[1]); !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		scriptCalls[sc] = strings.Join(names, ", ")
+	}
+}
+
+// describe names the command c sends, as a refusal reports it.
+func (c *cmd) describe() string {
+	var sc *script
+	switch c.kind {
+	case cmdSetNX:
+		return "SET"
+	case cmdLoad:
+		return "SCRIPT LOAD"
+	case cmdAcquireFenced:
+		sc = acquireFencedScript
+	case cmdWriteback:
+		sc = writebackScript
+	case cmdExtend:
+		sc = extendScript
+	case cmdRelease:
+		sc = releaseScript
+	case cmdAcquireMulti:
+		sc = acquireMultiScript
+	case cmdWritebackMulti:
+		sc = writebackMultiScript
+	case cmdExtendMulti:
+		sc = extendMultiScript
+	case cmdReleaseMulti:
+		sc = releaseMultiScript
+	}
+	if sc == nil {
+		return "a command"
+	}
+	return "EVALSHA of " + scriptDesc(sc)
+}
+
+func scriptDesc(sc *script) string {
+	return fmt.Sprintf("%s (which calls %s)", scriptNames[sc], scriptCalls[sc])
+}
+
+// replyError is the error of an error reply to c: ErrInvalid naming the
+// command when the master refused it for lack of permission, else the
+// reply as is.
+func (c *cmd) replyError(text string) error {
+	if aclRefusal(text) {
+		return refusedError(c.describe(), text)
+	}
+	return serverError(text)
+}
+
+// refusedError is what refused a command for lack of permission, wrapping
+// ErrInvalid.
+func refusedError(what, text string) error {
+	return invalid(fmt.Sprintf("the master refused %s for lack of permission (check the ACL user's rules): %s", what, text))
+}
+
+// handshakeError is the error of an error reply to a set-up command name
+// (SCRIPT LOAD, INFO, ...).
+func handshakeError(name, text string) error {
+	if aclRefusal(text) {
+		return refusedError(name, text)
+	}
+	return fmt.Errorf("%s: %w", name, serverError(text))
+}
+
+// refusal returns the first master's error that is a permanent
+// misconfiguration (ErrInvalid: a refused permission, or a master that is
+// another's duplicate), or nil.
+func refusal(nodes []NodeResult) error {
+	for _, n := range nodes {
+		if errors.Is(n.Err, ErrInvalid) {
+			return fmt.Errorf("master %s: %w", n.Addr, n.Err)
+		}
+	}
+	return nil
+}
+
+// skipError is the error of a master whose stream refuses commands: the
+// misconfiguration that made it stop (a permission refused at set-up, a
+// duplicate master), or quorum.ErrUnavailable while it is not answering.
+func (s *stream) skipError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.invalid != nil {
+		return s.invalid
+	}
+	return quorum.ErrUnavailable
+}
