@@ -65,8 +65,14 @@ type telemetry struct {
 	attempts   metric.Int64Histogram
 	extensions metric.Int64Counter
 	lost       metric.Int64Counter
-	held       metric.Int64UpDownCounter
-	releases   metric.Int64Counter
+	// held and releases are synchronous instruments only when resources
+	// are labelled (ResourceLabel); otherwise they are counted in atomics
+	// (heldCount, releaseCount) and observed at collection, which costs
+	// the hot path an atomic add instead of an SDK record.
+	held         metric.Int64UpDownCounter
+	releases     metric.Int64Counter
+	heldCount    atomic.Int64
+	releaseCount [len(releaseOutcomes)]atomic.Int64
 	callDur    metric.Float64Histogram
 	// callCount[i][outcome] counts commands to master i by outcome; the
 	// redlock.master.calls counter is observed from it at collection, so
@@ -150,12 +156,23 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	t.lost, err = m.Int64Counter("redlock.leases.lost", metric.WithUnit("{lease}"),
 		metric.WithDescription("Leases lost: Do's deadline passed without an extension, or Unlock found the lock expired or held by another owner."))
 	keep(err)
-	t.held, err = m.Int64UpDownCounter("redlock.leases.held", metric.WithUnit("{lease}"),
-		metric.WithDescription("Locks acquired and not yet unlocked (a lock never unlocked stays counted)."))
-	keep(err)
-	t.releases, err = m.Int64Counter("redlock.releases", metric.WithUnit("{release}"),
-		metric.WithDescription("Release rounds (Unlock, and cleanup after a failed acquisition), by outcome: released, deferred (a master not answering gets it later), not_ours."))
-	keep(err)
+	const (
+		heldName, heldUnit, heldDesc = "redlock.leases.held", "{lease}", "Locks acquired and not yet unlocked (a lock never unlocked stays counted)."
+		relName, relUnit, relDesc    = "redlock.releases", "{release}", "Release rounds (Unlock, and cleanup after a failed acquisition), by outcome: released, deferred (a master not answering gets it later), not_ours."
+	)
+	var heldObs metric.Int64ObservableUpDownCounter
+	var relObs metric.Int64ObservableCounter
+	if t.label != nil {
+		t.held, err = m.Int64UpDownCounter(heldName, metric.WithUnit(heldUnit), metric.WithDescription(heldDesc))
+		keep(err)
+		t.releases, err = m.Int64Counter(relName, metric.WithUnit(relUnit), metric.WithDescription(relDesc))
+		keep(err)
+	} else {
+		heldObs, err = m.Int64ObservableUpDownCounter(heldName, metric.WithUnit(heldUnit), metric.WithDescription(heldDesc))
+		keep(err)
+		relObs, err = m.Int64ObservableCounter(relName, metric.WithUnit(relUnit), metric.WithDescription(relDesc))
+		keep(err)
+	}
 	calls, err := m.Int64ObservableCounter("redlock.master.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Commands to each master, by outcome (ok, refused, failed, timed out, unavailable, canceled, pending)."))
 	keep(err)
@@ -198,7 +215,23 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 			t.callOut[i][o] = metric.WithAttributeSet(attribute.NewSet(addr, attrOutcome.String(quorum.Outcome(o).String())))
 		}
 	}
+	relOpts := make([]metric.ObserveOption, len(releaseOutcomes))
+	for k, out := range releaseOutcomes {
+		relOpts[k] = metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(out)))
+	}
+	observed := []metric.Observable{deferred, dropped, skipped, calls}
+	if t.label == nil {
+		observed = append(observed, heldObs, relObs)
+	}
 	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if t.label == nil {
+			o.ObserveInt64(heldObs, t.heldCount.Load())
+			for k := range releaseOutcomes {
+				if c := t.releaseCount[k].Load(); c > 0 {
+					o.ObserveInt64(relObs, c, relOpts[k])
+				}
+			}
+		}
 		for i, s := range l.streams {
 			st := s.stats()
 			o.ObserveInt64(deferred, int64(st.Deferred), masterAttrs[i])
@@ -215,7 +248,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 			}
 		}
 		return nil
-	}, deferred, dropped, skipped, calls)
+	}, observed...)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +374,11 @@ func (t *telemetry) acquired(ctx context.Context, resource, outcome string, info
 		if outcome == outAcquired {
 			none := t.opts("", "", resource)
 			t.validity.Record(ctx, info.Validity.Seconds(), none.rec...)
-			t.held.Add(ctx, 1, none.add...)
+			if t.held == nil {
+				t.heldCount.Add(1)
+			} else {
+				t.held.Add(ctx, 1, none.add...)
+			}
 		}
 	}
 	span := trace.SpanFromContext(ctx)
@@ -377,14 +414,18 @@ func (t *telemetry) released(ctx context.Context, resource string, res quorum.Re
 	if !t.metering() {
 		return
 	}
-	outcome := "released"
+	k := 0 // released
 	switch {
 	case res.Count(quorum.Refused) > len(res.Replies)-need:
-		outcome = "not_ours"
+		k = 2 // not_ours
 	case res.Count(quorum.TimedOut) > 0 || slices.ContainsFunc(res.Replies, func(r quorum.Reply) bool { return r.Err == errDeferred }):
-		outcome = "deferred"
+		k = 1 // deferred
 	}
-	t.releases.Add(ctx, 1, t.opts(attrOutcome, outcome, resource).add...)
+	if t.releases == nil {
+		t.releaseCount[k].Add(1)
+		return
+	}
+	t.releases.Add(ctx, 1, t.opts(attrOutcome, releaseOutcomes[k], resource).add...)
 }
 
 func (t *telemetry) lockAttempts(ctx context.Context, n int, resource string) {
@@ -394,7 +435,15 @@ func (t *telemetry) lockAttempts(ctx context.Context, n int, resource string) {
 }
 
 func (t *telemetry) unlocked(ctx context.Context, resource string) {
-	if t.metering() {
-		t.held.Add(ctx, -1, t.opts("", "", resource).add...)
+	if !t.metering() {
+		return
 	}
+	if t.held == nil {
+		t.heldCount.Add(-1)
+		return
+	}
+	t.held.Add(ctx, -1, t.opts("", "", resource).add...)
 }
+
+// releaseOutcomes are the outcomes of redlock.releases, by index.
+var releaseOutcomes = [...]string{"released", "deferred", "not_ours"}

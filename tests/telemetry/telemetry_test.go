@@ -431,5 +431,21 @@ func TestResourceLabel(t *testing.T) {
 	if n := count(t, ms, "redlock.acquire.duration", attribute.String("redlock.resource.label", "invoice"), outcome.String("acquired")); n != 1 {
 		t.Fatalf("acquire.duration{label=invoice} = %d, want 1", n)
 	}
+	// Held leases and releases carry the label too (synchronous
+	// instruments here; without a label they are observed).
+	if n := sum(t, ms, "redlock.releases", attribute.String("redlock.resource.label", "invoice"), outcome.String("released")); n != 1 {
+		t.Fatalf("releases{label=invoice,released} = %d, want 1", n)
+	}
+	if n := sum(t, ms, "redlock.leases.held", attribute.String("redlock.resource.label", "invoice")); n != 0 {
+		t.Fatalf("leases.held{label=invoice} = %d after Unlock, want 0", n)
+	}
+	lk2, err := l.TryLock(t.Context(), "invoice:secret-43")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk2.Unlock(t.Context())
+	if n := sum(t, collect(t, reader), "redlock.leases.held", attribute.String("redlock.resource.label", "invoice")); n != 1 {
+		t.Fatalf("leases.held{label=invoice} = %d while one is held, want 1", n)
+	}
 	noSecrets(t, reader, rec, "secret-42", lk.Token())
 }
