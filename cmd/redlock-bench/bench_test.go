@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -131,6 +132,7 @@ func TestParseFlags(t *testing.T) {
 		{"addrs and embedded", "exclude", []string{"-addrs", "a:1", "-embedded"}},
 		{"masters contradicts addrs", "contradicts", []string{"-addrs", "a:1,b:2", "-masters", "5"}},
 		{"stray argument", "unexpected argument", []string{"extra"}},
+		{"zero repeat", "-repeat must be from 1 to 99", []string{"-repeat", "0"}},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -666,5 +668,52 @@ func TestSmokeEmbeddedSweep(t *testing.T) {
 	}
 	if !bytes.Contains(svg, []byte("uncontended, 3 workers")) || bytes.Contains(svg, []byte("1 workers")) {
 		t.Errorf("chart should draw the 3-worker cells only (%d bytes)", len(svg))
+	}
+}
+
+// -repeat runs each group's cells again, every other time in reverse,
+// and keeps each implementation's run of median ops/s with all runs' ops/s.
+func TestRepeat(t *testing.T) {
+	cfg, err := parseFlags([]string{"-embedded", "-scenarios", "uncontended", "-impls", "redlock,single", "-workers", "1,2", "-repeat", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range plan(cfg) {
+		got = append(got, fmt.Sprintf("%s/%d/%d", c.impl.name, c.workers, c.run))
+	}
+	want := []string{"redlock/1/0", "single/1/0", "single/1/1", "redlock/1/1", "redlock/1/2", "single/1/2",
+		"redlock/2/0", "single/2/0", "single/2/1", "redlock/2/1", "redlock/2/2", "single/2/2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("plan = %v, want %v", got, want)
+	}
+	rs := []Result{
+		{Scenario: "s", Impl: "a", Workers: 1, OpsPerSec: 30, Ops: 3},
+		{Scenario: "s", Impl: "b", Workers: 1, OpsPerSec: 5},
+		{Scenario: "s", Impl: "b", Workers: 1, OpsPerSec: 7},
+		{Scenario: "s", Impl: "a", Workers: 1, OpsPerSec: 10, Ops: 1},
+		{Scenario: "s", Impl: "a", Workers: 1, OpsPerSec: 20, Ops: 2},
+		{Scenario: "s", Impl: "b", Workers: 1, OpsPerSec: 6},
+	}
+	m := medianRuns(rs)
+	if len(m) != 2 || m[0].Impl != "a" || m[0].Ops != 2 || m[0].Repeats != 3 || !slices.Equal(m[0].OpsPerSecRuns, []float64{30, 10, 20}) ||
+		m[1].OpsPerSec != 6 || !slices.Equal(m[1].OpsPerSecRuns, []float64{5, 7, 6}) {
+		t.Fatalf("medianRuns = %+v", m)
+	}
+	var out bytes.Buffer
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := run(t.Context(), []string{"-embedded", "-scenarios", "uncontended", "-impls", "redlock,single", "-workers", "1",
+		"-duration", "100ms", "-repeat", "2", "-q", "-json", path}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := checkJSON(t, b); rep.Config.Repeat != 2 || len(rep.Results) != 2 || rep.Results[0].Repeats != 2 || len(rep.Results[0].OpsPerSecRuns) != 2 {
+		t.Fatalf("JSON of a -repeat 2 run: config %+v, results %+v", rep.Config, rep.Results)
+	}
+	if !strings.Contains(out.String(), "-repeat 2: every row is the run of median ops/s of 2 interleaved runs") {
+		t.Fatalf("table lacks the -repeat note:\n%s", out.String())
 	}
 }

@@ -32,6 +32,7 @@ type config struct {
 	addrs       []string         // -addrs as host:port (no user or password: they go in reports)
 	masterOpts  []*redis.Options // -addrs as client options: address, and from URLs TLS, user, password, DB
 	masters     int
+	repeat      int // each group of cells runs this many times, order alternating; the median is reported
 	clusters    int // -cluster NxS: N lab Redis Clusters (cluster.go)
 	shards      int // of S shards each
 	embedded    bool
@@ -114,6 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		"scenario and count, and a summary line per scenario gives redlock ÷ redsync-failfast at each count.\n"+
 		"Each count is a whole number from 1 to "+strconv.Itoa(maxWorkers)+". -chart draws each scenario at its largest count only")
 	fs.DurationVar(&cfg.duration, "duration", defaultDuration, "measured time per cell (implementation × scenario × worker count)")
+	fs.IntVar(&cfg.repeat, "repeat", 1, "run each scenario × worker count's cells `N` times, interleaved (in order, then reversed, ...), and report\n"+
+		"for each implementation its run of median throughput, with every run's ops/s (for ratios robust to a noisy machine)")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lock TTL for every implementation (whole milliseconds)")
 	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, or \"all\". Default: every available one")
 	fs.StringVar(&impls, "impls", strings.Join(implNames(), ","), "comma-separated implementations to run, or \"all\"")
@@ -184,6 +187,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	switch {
 	case cfg.masters < 1:
 		return nil, usagef("-masters must be at least 1, got %d", cfg.masters)
+	case cfg.repeat < 1 || cfg.repeat > 99:
+		return nil, usagef("-repeat must be from 1 to 99, got %d", cfg.repeat)
 	case cfg.duration < minDuration:
 		return nil, usagef("-duration must be at least %v, got %v", minDuration, cfg.duration)
 	case cfg.ttl <= 0 || cfg.ttl%time.Millisecond != 0:

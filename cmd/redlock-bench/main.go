@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -77,6 +79,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		rep.Results = append(rep.Results, res)
 	}
+	if cfg.repeat > 1 {
+		rep.Results = medianRuns(rep.Results)
+	}
 	rep.Ratios = computeRatios(rep.Results)
 	rep.WallSeconds = time.Since(began).Seconds()
 
@@ -90,6 +95,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return errors.Join(errs...)
 }
 
+// medianRuns keeps, of the repeated runs of each scenario × impl ×
+// workers, the run of median ops/s (the lower of the two middle ones for
+// an even count), with every run's ops/s, in first-run order.
+func medianRuns(rs []Result) []Result {
+	type key struct {
+		sc, impl string
+		w        int
+	}
+	var order []key
+	runs := map[key][]Result{}
+	for _, r := range rs {
+		k := key{r.Scenario, r.Impl, r.Workers}
+		if _, ok := runs[k]; !ok {
+			order = append(order, k)
+		}
+		runs[k] = append(runs[k], r)
+	}
+	out := make([]Result, 0, len(order))
+	for _, k := range order {
+		all := runs[k]
+		ops := make([]float64, len(all))
+		for i, r := range all {
+			ops[i] = r.OpsPerSec
+		}
+		sorted := slices.Clone(all)
+		slices.SortStableFunc(sorted, func(a, b Result) int { return cmp.Compare(a.OpsPerSec, b.OpsPerSec) })
+		m := sorted[(len(sorted)-1)/2]
+		m.Repeats, m.OpsPerSecRuns = len(all), ops
+		out = append(out, m)
+	}
+	return out
+}
+
 func newReport(cfg *config, ms *masters, began time.Time) *Report {
 	rep := &Report{
 		SchemaVersion: schemaVersion,
@@ -100,6 +138,9 @@ func newReport(cfg *config, ms *masters, began time.Time) *Report {
 		Config: Config{Workers: cfg.workers, DurationSeconds: cfg.duration.Seconds(), TTLMs: cfg.ttl.Milliseconds(),
 			Scenarios: cfg.scenarios, Impls: cfg.impls},
 		Results: []Result{},
+	}
+	if cfg.repeat > 1 {
+		rep.Config.Repeat = cfg.repeat
 	}
 	for _, s := range scenarios {
 		info := ScenarioInfo{Name: s.name, Description: s.desc, Available: true, Phases: []PhaseInfo{}}

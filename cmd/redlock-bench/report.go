@@ -72,6 +72,8 @@ type Config struct {
 	TTLMs           int64    `json:"ttl_ms"`
 	Scenarios       []string `json:"scenarios"`
 	Impls           []string `json:"impls"`
+	// Repeat is -repeat when above 1 (omitted otherwise).
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // ScenarioInfo describes one scenario, run or not.
@@ -106,6 +108,11 @@ type Result struct {
 	Ops       int64   `json:"ops"`
 	OpsPerSec float64 `json:"ops_per_sec"`
 	LateOps   int64   `json:"late_ops"`
+	// Repeats (-repeat) is how many times the cell ran; this result is
+	// the run of median ops/s, and OpsPerSecRuns has every run's, in the
+	// order they ran. Omitted (0, null) for one run.
+	Repeats       int       `json:"repeats,omitempty"`
+	OpsPerSecRuns []float64 `json:"ops_per_sec_runs,omitempty"`
 	// AcquireMs is the latency of successful Lock calls, retries included.
 	AcquireMs Dist `json:"acquire_latency_ms"`
 	// HandoffMs (one shared resource only, else null) is from a holder

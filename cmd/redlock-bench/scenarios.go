@@ -121,6 +121,7 @@ type cell struct {
 	sc      scenario
 	impl    implSpec
 	workers int
+	run     int // 0-based repetition (-repeat)
 }
 
 // label names the cell in errors.
@@ -138,8 +139,16 @@ func plan(cfg *config) []cell {
 			names = sc.impls
 		}
 		for _, w := range cfg.workers {
-			for _, n := range names {
-				out = append(out, cell{sc: sc, impl: implByName(n), workers: w})
+			// -repeat: the group's cells again, every other time in
+			// reverse, so that no implementation always goes first.
+			for r := range max(cfg.repeat, 1) {
+				for k := range names {
+					n := names[k]
+					if r%2 == 1 {
+						n = names[len(names)-1-k]
+					}
+					out = append(out, cell{sc: sc, impl: implByName(n), workers: w, run: r})
+				}
 			}
 		}
 	}

@@ -233,6 +233,16 @@ func renderTable(w io.Writer, rep *Report) error {
 	}
 	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL;")
 	fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported)")
+	if n := rep.Config.Repeat; n > 1 {
+		fmt.Fprintf(w, "-repeat %d: every row is the run of median ops/s of %d interleaved runs; ops/s of each run, in run order:\n", n, n)
+		for _, r := range rep.Results {
+			runs := make([]string, len(r.OpsPerSecRuns))
+			for i, x := range r.OpsPerSecRuns {
+				runs[i] = fmt.Sprintf("%.0f", x)
+			}
+			fmt.Fprintf(w, "  %s %dw %s: %s\n", r.Scenario, r.Workers, r.Impl, strings.Join(runs, " "))
+		}
+	}
 	if lines := append(summaryLines(rep), sharedLines(rep)...); len(lines) > 0 {
 		fmt.Fprintf(w, "\nsummary per worker count (Nw): ops/s ratio (p50: acquire-latency p50 ratio, below 1 = ours faster)\n%s\n", strings.Join(lines, "\n"))
 	}
