@@ -59,6 +59,9 @@ type telemetry struct {
 	// Once the application installs an SDK the instruments, created from
 	// the global providers, delegate to it.
 	globalMP, globalTP reflect.Type
+	// noMeter and noTrace: that provider is the OpenTelemetry no-op one
+	// (the other is not): its calls are skipped.
+	noMeter, noTrace bool
 
 	acquireDur metric.Float64Histogram
 	validity   metric.Float64Histogram
@@ -123,7 +126,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		tp = otel.GetTracerProvider()
 	}
 	m := mp.Meter(instrumentation)
-	t := &telemetry{tracer: tp.Tracer(instrumentation), label: l.opts.ResourceLabel}
+	t := &telemetry{tracer: tp.Tracer(instrumentation), label: l.opts.ResourceLabel, noMeter: mnoop, noTrace: tnoop}
 	if l.opts.MeterProvider == nil {
 		t.globalMP = builtinGlobal(mp)
 	}
@@ -267,12 +270,12 @@ func builtinGlobal(p any) reflect.Type {
 
 // metering reports whether metrics can be recorded now.
 func (t *telemetry) metering() bool {
-	return t != nil && (t.globalMP == nil || reflect.TypeOf(otel.GetMeterProvider()) != t.globalMP)
+	return t != nil && !t.noMeter && (t.globalMP == nil || reflect.TypeOf(otel.GetMeterProvider()) != t.globalMP)
 }
 
 // tracing reports whether spans can be recorded now.
 func (t *telemetry) tracing() bool {
-	return t != nil && (t.globalTP == nil || reflect.TypeOf(otel.GetTracerProvider()) != t.globalTP)
+	return t != nil && !t.noTrace && (t.globalTP == nil || reflect.TypeOf(otel.GetTracerProvider()) != t.globalTP)
 }
 
 func (t *telemetry) close() {

@@ -89,9 +89,16 @@ var impls = []implSpec{
 	},
 	{
 		name: "redlock-otel", source: "acquisition", hidden: true,
-		desc: "this module reporting to the OpenTelemetry SDK: metrics to a Prometheus reader (-metrics-addr serves it), 1% of traces sampled (telemetry scenario only)",
+		desc: "this module reporting metrics to the OpenTelemetry SDK, read by a Prometheus reader (-metrics-addr serves it); no tracing (telemetry scenario only)",
 		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
 			return openOurs(ms, tel.options("sdk", redlock.Options{TTL: ttl, KeyPrefix: keyPrefix}))
+		},
+	},
+	{
+		name: "redlock-otel-traces", source: "acquisition", hidden: true,
+		desc: "redlock-otel, and spans to the tracing SDK with 1% of traces sampled into an exporter that discards them (telemetry scenario only)",
+		open: func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error) {
+			return openOurs(ms, tel.options("sdk-traces", redlock.Options{TTL: ttl, KeyPrefix: keyPrefix}))
 		},
 	},
 	{

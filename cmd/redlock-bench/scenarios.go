@@ -74,8 +74,8 @@ var scenarios = []scenario{
 	},
 	{
 		name:  "telemetry",
-		desc:  "uncontended, ours with instrumentation off, with the default (no-op) providers, and reporting to the OpenTelemetry SDK: the price of observability (only when named)",
-		impls: []string{"redlock-off", "redlock", "redlock-otel"},
+		desc:  "uncontended, ours with instrumentation off, with the default (no-op) providers, reporting metrics to the OpenTelemetry SDK, and metrics and 1%-sampled traces: the price of observability (only when named)",
+		impls: []string{"redlock-off", "redlock", "redlock-otel", "redlock-otel-traces"},
 		optIn: true,
 	},
 }

@@ -22,11 +22,11 @@ import (
 	"github.com/quorumlab/redlock/redlock"
 )
 
-// benchTelemetry is the OpenTelemetry SDK the redlock-otel implementation
-// reports to: a meter provider whose reader is the Prometheus exporter,
-// served at -metrics-addr when given, and a tracer provider that samples 1%
-// of traces into an exporter that discards them (the cost of recording, as
-// a production setup would sample).
+// benchTelemetry is the OpenTelemetry SDK the redlock-otel implementations
+// report to: a meter provider whose reader is the Prometheus exporter,
+// served at -metrics-addr when given, and, for redlock-otel-traces, a
+// tracer provider that samples 1% of traces into an exporter that discards
+// them (the cost of recording, as a production setup would sample).
 type benchTelemetry struct {
 	mp  *sdkmetric.MeterProvider
 	tp  *sdktrace.TracerProvider
@@ -69,6 +69,8 @@ func (t *benchTelemetry) options(variant string, o redlock.Options) redlock.Opti
 	case "off":
 		o.MeterProvider, o.TracerProvider = noopmetric.NewMeterProvider(), nooptrace.NewTracerProvider()
 	case "sdk":
+		o.MeterProvider, o.TracerProvider = t.mp, nooptrace.NewTracerProvider()
+	case "sdk-traces":
 		o.MeterProvider, o.TracerProvider = t.mp, t.tp
 	}
 	return o
