@@ -76,7 +76,7 @@ type telemetry struct {
 	releases     metric.Int64Counter
 	heldCount    atomic.Int64
 	releaseCount [len(releaseOutcomes)]atomic.Int64
-	callDur    metric.Float64Histogram
+	callDur      metric.Float64Histogram
 	// callCount[i][outcome] counts commands to master i by outcome; the
 	// redlock.master.calls counter is observed from it at collection, so
 	// the hot path pays an atomic add, not a measurement.

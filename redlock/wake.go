@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,21 +132,23 @@ func (w *waker) first(wt *waiter) bool {
 	defer w.mu.Unlock()
 	queued := false
 	for _, k := range wt.keys {
-		q := w.queues[k]
-		if q == nil {
-			continue
-		}
-		for j, x := range q.waiters {
-			if x == wt {
-				if j == 0 {
-					return true
-				}
-				queued = true
-				break
-			}
+		switch w.queues[k].place(wt) {
+		case 0:
+			return true
+		case -1:
+		default:
+			queued = true
 		}
 	}
 	return !queued || w.closed
+}
+
+// place is wt's place in q (0 first), or −1 when it is not in q.
+func (q *waitQueue) place(wt *waiter) int {
+	if q == nil {
+		return -1
+	}
+	return slices.Index(q.waiters, wt)
 }
 
 // done unregisters wt. A wake it received but did not use goes to the
@@ -157,15 +160,11 @@ func (w *waker) done(wt *waiter) {
 	now := time.Now()
 	for _, k := range wt.keys {
 		q := w.queues[k]
-		if q == nil {
+		j := q.place(wt)
+		if j < 0 {
 			continue
 		}
-		for j, x := range q.waiters {
-			if x == wt {
-				q.waiters = append(q.waiters[:j], q.waiters[j+1:]...)
-				break
-			}
-		}
+		q.waiters = slices.Delete(q.waiters, j, j+1)
 		if len(q.waiters) == 0 {
 			q.idleSince = now
 		} else if unused {

@@ -97,26 +97,12 @@ func TestWaiterAcquiresWhenTheReleaseMessageIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		lk, err := waiter.Lock(ctx, "lost-message")
-		if err == nil {
-			err = lk.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := lockThenUnlock(ctx, waiter, "lost-message")
 	subscribed(t, c, "redlock:{lost-message}")
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter never acquired")
-	}
+	acquired(t, got)
 	if n := redlock.Wakes(waiter); n != 0 {
 		t.Fatalf("%d wakes with every message dropped", n)
 	}
@@ -133,14 +119,7 @@ func TestSubscriptionDroppedAndRestored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		lk, err := waiter.Lock(ctx, "dropped")
-		if err == nil {
-			err = lk.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := lockThenUnlock(ctx, waiter, "dropped")
 	subscribed(t, c, "redlock:{dropped}")
 	for i := range c.N() {
 		if err := c.Client(i).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
@@ -151,14 +130,7 @@ func TestSubscriptionDroppedAndRestored(t *testing.T) {
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter never acquired")
-	}
+	acquired(t, got)
 	if n := redlock.Wakes(waiter); n != 1 {
 		t.Fatalf("%d wakes, want 1: the restored subscription carried the release", n)
 	}
@@ -189,5 +161,33 @@ func TestCloseWhileWaiting(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Lock still waiting 10s after Close")
+	}
+}
+
+// lockThenUnlock runs l.Lock(resource) then Unlock in a goroutine; the
+// channel gets the first error, or nil.
+func lockThenUnlock(ctx context.Context, l *redlock.Locker, resource string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		lk, err := l.Lock(ctx, resource)
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	return got
+}
+
+// acquired fails t unless got says, within 10s, that the lock was taken
+// and released.
+func acquired(t *testing.T, got <-chan error) {
+	t.Helper()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never acquired")
 	}
 }
