@@ -96,14 +96,18 @@ func (s *session) readState(ctx context.Context, what, key, fenceKey string) []m
 		if err != nil && !errors.Is(err, redis.Nil) && !isReplyError(err) {
 			return err // no answer; a reply error is per command, below
 		}
+		v, gerr := get.Result()
+		if gerr != nil && !errors.Is(gerr, redis.Nil) {
+			// The key's state on this master is unknown (a refused
+			// command, say): that is no answer, never "not held".
+			return fmt.Errorf("reading %s: %w", key, gerr)
+		}
 		st.Answered = true
-		if v, err := get.Result(); err == nil {
+		if gerr == nil {
 			st.Present, st.token = true, v
 			st.Label, _ = splitToken(v)
 			st.Label = printable(st.Label)
 			st.Holder = shortToken(v)
-		} else if !errors.Is(err, redis.Nil) {
-			st.Error = "reading " + key + ": " + err.Error()
 		}
 		if st.Present {
 			ms := int64(-1)
