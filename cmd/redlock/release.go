@@ -15,11 +15,15 @@ import (
 )
 
 // compareAndDelete is redlock/scripts/release.lua's rule: delete the key
-// only while it holds the token. 1 deleted, 0 absent, -1 another token.
+// only while it holds the token, and announce it to the Lockers waiting
+// for it (as release.lua does; an account without +publish only loses
+// that). 1 deleted, 0 absent, -1 another token.
 var compareAndDelete = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  redis.pcall('PUBLISH', KEYS[1], redis.sha1hex(ARGV[1]))
+  return 1
 end
 if v then
   return -1

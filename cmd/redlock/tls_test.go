@@ -61,7 +61,24 @@ func TestTLSAndACLMasters(t *testing.T) {
 		t.Fatalf("inspect as the restricted user: exit %d, want %d (cannot tell) naming MULTI, never NOT HELD\n%s\n%s", code, exitQuorum, out, errOut)
 	}
 
-	code, out, errOut = cli(t, "release", "-masters", strings.Join(admin, ","), "-tls-ca", ca, "--force", "--reason", "tls test", "tls:1")
+	// The operator account docs/runbook.md suggests is enough for all
+	// three commands.
+	ops := make([]string, c.N())
+	for i := range c.N() {
+		args := []any{"ACL", "SETUSER", "lockops"}
+		for _, r := range strings.Fields(runbookOpsRules) {
+			args = append(args, r)
+		}
+		if err := c.Admin(i).Do(t.Context(), args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		u := url.URL{Scheme: "rediss", Host: c.Addrs()[i], User: url.UserPassword("lockops", "ops-secret")}
+		ops[i] = u.String()
+	}
+	if code, out, errOut := cli(t, "list", "-masters", strings.Join(ops, ","), "-tls-ca", ca); code != exitOK || !strings.Contains(out, "tls:1") {
+		t.Fatalf("list as lockops: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "release", "-masters", strings.Join(ops, ","), "-tls-ca", ca, "--force", "--reason", "tls test", "tls:1")
 	if code != exitOK {
 		t.Fatalf("release over TLS as admin: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -71,3 +88,7 @@ func TestTLSAndACLMasters(t *testing.T) {
 		}
 	}
 }
+
+// runbookOpsRules is the operator account of docs/runbook.md ("Which
+// account"), with its password.
+const runbookOpsRules = "on >ops-secret resetkeys ~redlock:* -@all +multi +exec +get +pttl +hget +scan +evalsha +eval +del +xadd"
