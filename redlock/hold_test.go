@@ -202,3 +202,51 @@ func TestHoldUnlock(t *testing.T) {
 		t.Errorf("second Unlock: %v, want ErrLost (already unlocked)", err)
 	}
 }
+
+// An Extend with a shorter TTL moves the deadline earlier: a held lock's
+// loss is then declared by the new deadline, not the old one, and the
+// keeper plans its extensions from the new TTL.
+func TestHoldExtendWithShorterTTL(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 50 * time.Millisecond})
+	h, err := l.Hold(t.Context(), "shorter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const short = 600 * time.Millisecond
+	if err := h.Extend(t.Context(), redlock.WithTTL(short)); err != nil {
+		t.Fatal(err)
+	}
+	if until := time.Until(h.Deadline()); until > short {
+		t.Fatalf("deadline in %v after Extend(WithTTL(%v))", until, short)
+	}
+	// Kept on the short TTL for 3 of them.
+	start := time.Now()
+	for time.Since(start) < 3*short {
+		if err := h.Err(); err != nil {
+			t.Fatalf("lost after %v: %v", time.Since(start), err)
+		}
+		for i, d := range pttls(t, c, "shorter") {
+			if d > short {
+				t.Fatalf("master %d: PTTL %v, more than the new TTL %v: extended with the old one", i, d, short)
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // pacing the observation
+	}
+	for _, i := range []int{0, 1, 2} {
+		if err := c.Pause(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed within the old TTL after 3 of 5 masters stalled")
+	}
+	if at, deadline := redlock.LostAt(h), h.Deadline(); at.IsZero() || at.After(deadline) {
+		t.Errorf("declared lost at %v, %v after the deadline", at, at.Sub(deadline))
+	}
+	if err := h.Unlock(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("Unlock after loss: %v, want ErrLost", err)
+	}
+}

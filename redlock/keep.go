@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,15 @@ type Held struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	stop   func()
+
+	// lost declares the lock lost a lead before its deadline. It is
+	// re-armed, under the Lock's mutex, by every successful Extend (the
+	// keeper's or the caller's: WithTTL may move the deadline earlier),
+	// and never once it has fired.
+	lost   *time.Timer
+	firing atomic.Bool   // lost's function has started
+	fired  chan struct{} // closed when it has returned
+	moved  chan struct{} // an Extend moved the deadline: the keeper re-plans
 }
 
 // Hold acquires resource like Lock (retrying per Options.Retry until ctx
@@ -58,11 +68,39 @@ func (lk *Lock) Keep() *Held {
 func (lk *Lock) keepUntil(life context.Context) *Held {
 	lk.keepOnce.Do(func() {
 		ctx, cancel := context.WithCancelCause(context.WithValue(life, lockKeyCtx{}, lk))
-		h := &Held{Lock: lk, ctx: ctx, cancel: cancel}
-		h.stop = lk.keep(ctx, cancel)
+		h := &Held{Lock: lk, ctx: ctx, cancel: cancel, fired: make(chan struct{}), moved: make(chan struct{}, 1)}
+		// The timer is armed and the Held published under the Lock's
+		// mutex, so that no Extend can move the deadline in between.
+		lk.mu.Lock()
+		h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
 		lk.held = h
+		lk.mu.Unlock()
+		h.stop = lk.keep(h)
 	})
 	return lk.held
+}
+
+// declareLost is the lost timer's function.
+func (h *Held) declareLost() {
+	h.firing.Store(true)
+	defer close(h.fired)
+	now := time.Now()
+	h.lostAt.Store(&now)
+	h.cancel(ErrLost)
+	h.locker.tel.lostLease(h.ctx, h.resource, "deadline")
+}
+
+// rearmLocked moves the lost timer to the lock's new deadline after a
+// successful extension, unless it has fired, and tells the keeper. lk.mu
+// is held.
+func (h *Held) rearmLocked() {
+	if h.lost.Stop() {
+		h.lost.Reset(time.Until(h.deadline) - h.leadLocked())
+	}
+	select {
+	case h.moved <- struct{}{}:
+	default:
+	}
 }
 
 // Done is closed when the lock is lost (by its deadline), unlocked, or,
@@ -158,31 +196,26 @@ func FromContext(ctx context.Context) (*Lock, bool) {
 	return lk, ok
 }
 
-// lead is how long before Deadline() the keeper declares the lock lost
-// (closing Done, cancelling Do's fn), so that a timer that fires late, as
-// Go timers do on a loaded machine, still fires before the deadline: 10ms,
-// or a tenth of the validity window if that is less. A process paused
-// for longer than that is what Options.SafetyMargin is for.
-func (lk *Lock) lead() time.Duration {
+// leadLocked is how long before Deadline() the keeper declares the lock
+// lost (closing Done, cancelling Do's fn), so that a timer that fires
+// late, as Go timers do on a loaded machine, still fires before the
+// deadline: 10ms, or a tenth of the validity window if that is less. A
+// process paused for longer than that is what Options.SafetyMargin is
+// for. lk.mu is held.
+func (lk *Lock) leadLocked() time.Duration {
 	return min(10*time.Millisecond, lk.budget.Window()/10)
 }
 
-// keep extends lk until the returned stop is called or ctx ends, and
-// cancels ctx with ErrLost when the deadline comes without an extension.
-// stop joins the goroutine it started.
+// keep extends h's lock until the returned stop is called or h's context
+// ends. stop joins the goroutine it started, and the lost timer's
+// function if it had started.
 //
-// The deadline has a timer of its own, independent of the goroutine that
-// extends: an extension call in flight must not delay the cancellation.
-// The timer is re-armed only after a successful extension, and never once
-// it has fired.
-func (lk *Lock) keep(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+// The deadline has a timer of its own (h.lost), independent of the
+// goroutine that extends: an extension call in flight must not delay the
+// cancellation.
+func (lk *Lock) keep(h *Held) (stop func()) {
 	l := lk.locker
-	lost := time.AfterFunc(time.Until(lk.Deadline())-lk.lead(), func() {
-		now := time.Now()
-		lk.lostAt.Store(&now)
-		cancel(ErrLost)
-		l.tel.lostLease(ctx, lk.resource, "deadline")
-	})
+	ctx := h.ctx
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -194,24 +227,25 @@ func (lk *Lock) keep(ctx context.Context, cancel context.CancelCauseFunc) (stop 
 				return
 			case <-ctx.Done():
 				return
+			case <-h.moved:
+				// An Extend moved the deadline (perhaps earlier, with
+				// WithTTL): plan the next extension from it.
+				next.Reset(lk.extendIn())
+				continue
 			case <-next.C:
 			}
 			// Bounded by the deadline: an extension that ends after it is
 			// worthless. It must not inherit a cancellation meant for fn.
 			ectx, ecancel := context.WithDeadline(context.WithoutCancel(ctx), lk.Deadline())
-			err := lk.Extend(ectx)
+			err := lk.Extend(ectx) // on success it re-arms h.lost and signals h.moved
 			ecancel()
 			if err == nil {
-				if !lost.Stop() {
-					return // fired already: fn's context is done
-				}
-				lost.Reset(time.Until(lk.Deadline()) - lk.lead())
-				next.Reset(lk.extendIn())
 				continue
 			}
-			if errors.Is(err, ErrClosed) || lk.isReleased() {
-				// Nothing more to extend: the timer still ends the lock at
-				// its deadline.
+			if errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalid) || lk.isReleased() || !time.Now().Before(lk.Deadline()) {
+				// Nothing more can extend it (closed, refused by the
+				// masters' ACL, unlocked, or past its deadline): the
+				// timer ends the lock at its deadline, if it has not.
 				return
 			}
 			l.log.WarnContext(ctx, "redlock: extension failed; retrying while time remains", "resource", lk.resource, "err", err)
@@ -224,7 +258,9 @@ func (lk *Lock) keep(ctx context.Context, cancel context.CancelCauseFunc) (stop 
 		once.Do(func() {
 			close(quit)
 			<-done
-			lost.Stop()
+			if !h.lost.Stop() && h.firing.Load() {
+				<-h.fired
+			}
 		})
 	}
 }
@@ -238,8 +274,10 @@ func (lk *Lock) keep(ctx context.Context, cancel context.CancelCauseFunc) (stop 
 // the TTL could then exceed the whole window and extensions would run back
 // to back.
 func (lk *Lock) extendIn() time.Duration {
-	w := lk.locker.budget.Window()
+	lk.mu.Lock()
+	w, deadline := lk.budget.Window(), lk.deadline
+	lk.mu.Unlock()
 	jitter := time.Duration(rand.Int64N(int64(w/30) + 1))
-	left := time.Until(lk.Deadline())
+	left := time.Until(deadline)
 	return max(min(w/10, left/2), left-w/3-jitter)
 }

@@ -47,7 +47,7 @@ type Lock struct {
 	released bool
 	keepOnce sync.Once
 	lostAt   atomic.Pointer[time.Time] // when the keeper's timer declared the lock lost
-	held     *Held                     // set by keepOnce
+	held     *Held                     // set by keepOnce, under mu
 }
 
 func (lk *Lock) isReleased() bool {
@@ -167,6 +167,9 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 	outcome = "extended"
 	lk.ttl, lk.budget = ttl, budget
 	lk.deadline = budget.Deadline(start)
+	if lk.held != nil {
+		lk.held.rearmLocked()
+	}
 	return nil
 }
 

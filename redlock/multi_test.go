@@ -201,3 +201,41 @@ func TestLockAllBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A Lock of one resource does not queue behind a LockAll that waits for
+// another resource of its set: with a free and b held, Lock(a) acquires
+// while LockAll({a,b}) waits.
+func TestLockDoesNotWaitBehindAnotherSet(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	holder := newLocker(t, c, nil)
+	l := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 5 * time.Second, MaxDelay: 5 * time.Second}})
+	b, err := holder.TryLock(t.Context(), "set-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Unlock(t.Context())
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	all := make(chan error, 1)
+	go func() {
+		_, err := l.LockAll(ctx, []string{"set-a", "set-b"})
+		all <- err
+	}()
+	waitFor(t, "LockAll to wait", func() bool {
+		n, err := c.Client(0).PubSubNumSub(t.Context(), "redlock:{set-b}").Result()
+		return err == nil && n["redlock:{set-b}"] > 0
+	})
+	start := time.Now()
+	a, err := l.Lock(t.Context(), "set-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Lock(set-a) took %v: it waited behind LockAll({set-a, set-b})", d)
+	}
+	a.Unlock(t.Context())
+	cancel()
+	if err := <-all; !errors.Is(err, context.Canceled) {
+		t.Errorf("LockAll after cancel: %v", err)
+	}
+}

@@ -40,6 +40,8 @@ type waker struct {
 	closed bool
 	quit   chan struct{}
 	wg     sync.WaitGroup
+	ctx    context.Context // subscriptions' calls; cancelled by close
+	cancel context.CancelFunc
 
 	drop  atomic.Bool  // tests: ignore every announcement
 	woken atomic.Int64 // waiters woken, for tests
@@ -68,7 +70,9 @@ type subscriber struct {
 }
 
 func newWaker(l *Locker) *waker {
-	return &waker{l: l, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
+	w := &waker{l: l, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	return w
 }
 
 // wait registers a waiter for t's keys, subscribing to those not yet
@@ -105,42 +109,50 @@ func (w *waker) wait(t target) *waiter {
 	return wt
 }
 
-// busy reports whether this Locker has callers waiting for any of t's
-// keys.
+// busy reports whether this Locker has callers waiting for exactly t's
+// keys. Only those go first: a caller for other keys (a set that shares
+// one) may be waiting for a key t does not need.
 func (w *waker) busy(t target) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return false
 	}
-	if t.keys == nil {
-		q := w.queues[t.key]
-		return q != nil && len(q.waiters) > 0
+	keys := t.keys
+	if keys == nil {
+		keys = []string{t.key}
 	}
-	for _, k := range t.keys {
-		if q := w.queues[k]; q != nil && len(q.waiters) > 0 {
-			return true
+	if q := w.queues[keys[0]]; q != nil {
+		for _, x := range q.waiters {
+			if slices.Equal(x.keys, keys) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// first reports whether wt is first in line for any of its keys, or in
-// no line at all (the Locker is closing).
+// first reports whether no waiter for the same keys is ahead of wt in
+// line, or wt is in no line at all (the Locker is closing): then it polls
+// on its backoff; otherwise it waits to be woken in turn. Waiters for
+// other sets of keys do not hold it back.
 func (w *waker) first(wt *waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	queued := false
-	for _, k := range wt.keys {
-		switch w.queues[k].place(wt) {
-		case 0:
-			return true
-		case -1:
-		default:
-			queued = true
+	if w.closed {
+		return true
+	}
+	q := w.queues[wt.keys[0]]
+	j := q.place(wt)
+	if j < 0 {
+		return true
+	}
+	for _, x := range q.waiters[:j] {
+		if slices.Equal(x.keys, wt.keys) {
+			return false
 		}
 	}
-	return !queued || w.closed
+	return true
 }
 
 // place is wt's place in q (0 first), or −1 when it is not in q.
@@ -217,13 +229,34 @@ func (q *waitQueue) wakeOne() bool {
 // startLocked starts one subscriber goroutine per master, and the sweeper
 // that unsubscribes keys nobody has waited for in lingerFor.
 func (w *waker) startLocked() {
-	w.subs = make([]*subscriber, len(w.l.masters))
+	w.subs = make([]*subscriber, 0, len(w.l.masters))
 	for i, m := range w.l.masters {
-		s := &subscriber{i: i, ps: m.Subscribe(context.Background()), notify: make(chan struct{}, 1), have: map[string]bool{}}
-		w.subs[i] = s
+		ps := subscribe(w.ctx, m)
+		if ps == nil {
+			continue
+		}
+		s := &subscriber{i: i, ps: ps, notify: make(chan struct{}, 1), have: map[string]bool{}}
+		w.subs = append(w.subs, s)
 		w.wg.Go(func() { w.run(s) })
 	}
 	w.wg.Go(w.sweep)
+}
+
+// subscribe opens m's subscription connection, or returns nil where there
+// is none to share: a *redis.Ring subscribes each channel on the one
+// shard its name hashes to (and panics without a channel), so its
+// waiters rely on their backoff alone. Any other client that panics here
+// is treated alike.
+func subscribe(ctx context.Context, m redis.UniversalClient) (ps *redis.PubSub) {
+	if _, ok := m.(*redis.Ring); ok {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			ps = nil
+		}
+	}()
+	return m.Subscribe(ctx)
 }
 
 func (w *waker) notifyLocked() {
@@ -270,7 +303,7 @@ func (w *waker) reconcile(s *subscriber) {
 		}
 	}
 	w.mu.Unlock()
-	ctx := context.Background()
+	ctx := w.ctx // ended by close: a dial to a stalled master must not hold it up
 	failed := false
 	if len(sub) > 0 {
 		if err := s.ps.Subscribe(ctx, sub...); err != nil {
@@ -339,6 +372,7 @@ func (w *waker) close() {
 	}
 	w.closed = true
 	close(w.quit)
+	w.cancel()
 	subs := w.subs
 	w.mu.Unlock()
 	for _, s := range subs {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // subscribed waits until key's channel has a subscriber on every master.
@@ -190,4 +191,40 @@ func acquired(t *testing.T, got <-chan error) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter never acquired")
 	}
+}
+
+// Ring masters have no shared subscription (a Ring subscribes a channel on
+// one shard): a waiter on them relies on its backoff, and nothing panics.
+func TestRingMastersWaitOnBackoff(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	rings := func() []redis.UniversalClient {
+		out := make([]redis.UniversalClient, c.N())
+		for i, a := range c.Addrs() {
+			r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"s": a}})
+			t.Cleanup(func() { r.Close() })
+			out[i] = r
+		}
+		return out
+	}
+	holder, err := redlock.New(rings(), &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	waiter, err := redlock.New(rings(), &redlock.Options{NodeTimeout: 200 * time.Millisecond,
+		Retry: redlock.RetryPolicy{MinDelay: 50 * time.Millisecond, MaxDelay: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { waiter.Close() })
+	lk, err := holder.TryLock(t.Context(), "ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockThenUnlock(t.Context(), waiter, "ring")
+	time.Sleep(200 * time.Millisecond) // the waiter's first rounds fail
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	acquired(t, got)
 }
