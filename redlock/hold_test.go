@@ -54,6 +54,10 @@ func TestPerLockTTL(t *testing.T) {
 			t.Errorf("%s: Deadline − Start = %v, want %v", tc.lk.Resource(), got, tc.window)
 		}
 	}
+	// A round returns at a majority: wait for the others' SETs to land.
+	waitFor(t, "both locks on all 5 masters", func() bool {
+		return countValue(keyState(t, c, "short"), short.Token()) == 5 && countValue(keyState(t, c, "long"), long.Token()) == 5
+	})
 	for i, d := range pttls(t, c, "short") {
 		if d <= time.Second || d > 2*time.Second {
 			t.Errorf("short: PTTL on master %d = %v, want in (1s, 2s]", i, d)
@@ -72,16 +76,26 @@ func TestPerLockTTL(t *testing.T) {
 	if short.TTL() != 5*time.Second {
 		t.Errorf("TTL after Extend(WithTTL(5s)) = %v", short.TTL())
 	}
-	for i, d := range pttls(t, c, "short") {
-		if d <= 4*time.Second || d > 5*time.Second {
-			t.Errorf("short after extend: PTTL on master %d = %v, want in (4s, 5s]", i, d)
+	// Extend too returns at a majority: wait for every PEXPIRE to land.
+	allIn := func(lo, hi time.Duration) func() bool {
+		return func() bool {
+			for _, d := range pttls(t, c, "short") {
+				if d <= lo || d > hi {
+					return false
+				}
+			}
+			return true
 		}
 	}
+	waitFor(t, "short's PTTL in (4s, 5s] on every master after Extend(WithTTL(5s))", allIn(4*time.Second, 5*time.Second))
 	if err := short.Extend(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Still in (4s, 5s], not reset to 2s: the 5s TTL is kept.
+	waitFor(t, "short's PTTL in (4s, 5s] on every master after a plain Extend", allIn(4*time.Second, 5*time.Second))
+	time.Sleep(50 * time.Millisecond) // any stray 2s PEXPIRE would have landed
 	for i, d := range pttls(t, c, "short") {
-		if d <= 4*time.Second {
+		if d <= 3*time.Second {
 			t.Errorf("short after a plain extend: PTTL on master %d = %v, want the 5s TTL kept", i, d)
 		}
 	}
@@ -119,8 +133,8 @@ func TestPerLockTTL(t *testing.T) {
 // says so; no goroutine is left (TestMain's goleak).
 func TestHoldKeepsAndSignalsLoss(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	const ttl = 400 * time.Millisecond
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 50 * time.Millisecond})
+	const ttl = 800 * time.Millisecond
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 100 * time.Millisecond})
 	h, err := l.Hold(t.Context(), "leader")
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +222,7 @@ func TestHoldUnlock(t *testing.T) {
 // keeper plans its extensions from the new TTL.
 func TestHoldExtendWithShorterTTL(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 50 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 100 * time.Millisecond})
 	h, err := l.Hold(t.Context(), "shorter")
 	if err != nil {
 		t.Fatal(err)

@@ -109,11 +109,15 @@ func TestTryLockAllFailureLeavesNoKey(t *testing.T) {
 	if got := lk.Resources(); fmt.Sprint(got) != "[a b c]" || lk.Resource() != "a" {
 		t.Errorf("Resources() = %v, Resource() = %q", got, lk.Resource())
 	}
-	for _, r := range []string{"a", "b", "c"} {
-		if got := keyState(t, c, r); countValue(got, lk.Token()) != 5 {
-			t.Errorf("%s: %q, want the token on all 5", r, got)
+	// The round returned at a majority: every master gets the set soon.
+	waitFor(t, "{a,b,c} on all 5 masters", func() bool {
+		for _, r := range []string{"a", "b", "c"} {
+			if countValue(keyState(t, c, r), lk.Token()) != 5 {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	// Another owner's single lock on b is refused while the set is held.
 	if _, err := l.TryLock(ctx, "b"); !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Errorf("TryLock(b) while {a,b,c} is held: %v", err)
@@ -121,13 +125,16 @@ func TestTryLockAllFailureLeavesNoKey(t *testing.T) {
 	if err := lk.Extend(ctx, redlock.WithTTL(6*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []string{"a", "b", "c"} {
-		for i, d := range pttls(t, c, r) {
-			if d <= 5*time.Second {
-				t.Errorf("%s after Extend: PTTL on master %d = %v", r, i, d)
+	waitFor(t, "every key of the set extended to 6s on every master", func() bool {
+		for _, r := range []string{"a", "b", "c"} {
+			for _, d := range pttls(t, c, r) {
+				if d <= 5*time.Second {
+					return false
+				}
 			}
 		}
-	}
+		return true
+	})
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -153,14 +160,17 @@ func TestLockAllFence(t *testing.T) {
 	if lk.Fence() != 10 {
 		t.Fatalf("fence of {a,b} = %d, want 10 (one more than b's 9)", lk.Fence())
 	}
-	for i := range 3 {
-		for _, r := range []string{"a", "b"} {
-			v, err := c.Client(i).HGet(ctx, "redlock:{"+r+"}:fence", "fence").Result()
-			if err != nil || v != "10" {
-				t.Errorf("master %d: %s's counter = %q, %v; want 10", i, r, v, err)
+	// The write-back round returned at a majority: wait for the third.
+	waitFor(t, "both counters at 10 on every master", func() bool {
+		for i := range 3 {
+			for _, r := range []string{"a", "b"} {
+				if v, err := c.Client(i).HGet(ctx, "redlock:{"+r+"}:fence", "fence").Result(); err != nil || v != "10" {
+					return false
+				}
 			}
 		}
-	}
+		return true
+	})
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
