@@ -61,33 +61,16 @@ func init() {
 
 // describe names the command c sends, as a refusal reports it.
 func (c *cmd) describe() string {
-	var sc *script
 	switch c.kind {
 	case cmdSetNX:
 		return "SET"
 	case cmdLoad:
 		return "SCRIPT LOAD"
-	case cmdAcquireFenced:
-		sc = acquireFencedScript
-	case cmdWriteback:
-		sc = writebackScript
-	case cmdExtend:
-		sc = extendScript
-	case cmdRelease:
-		sc = releaseScript
-	case cmdAcquireMulti:
-		sc = acquireMultiScript
-	case cmdWritebackMulti:
-		sc = writebackMultiScript
-	case cmdExtendMulti:
-		sc = extendMultiScript
-	case cmdReleaseMulti:
-		sc = releaseMultiScript
 	}
-	if sc == nil {
-		return "a command"
+	if sc := c.lua(); sc != nil {
+		return "EVALSHA of " + scriptDesc(sc)
 	}
-	return "EVALSHA of " + scriptDesc(sc)
+	return "a command"
 }
 
 func scriptDesc(sc *script) string {

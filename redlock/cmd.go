@@ -28,6 +28,31 @@ const (
 	cmdReleaseMulti   // release_multi.lua
 )
 
+// lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
+// LOAD): the one place that maps a kind to its script, for both
+// transports and for errors (acl.go).
+func (c *cmd) lua() *script {
+	switch c.kind {
+	case cmdAcquireFenced:
+		return acquireFencedScript
+	case cmdWriteback:
+		return writebackScript
+	case cmdExtend:
+		return extendScript
+	case cmdRelease:
+		return releaseScript
+	case cmdAcquireMulti:
+		return acquireMultiScript
+	case cmdWritebackMulti:
+		return writebackMultiScript
+	case cmdExtendMulti:
+		return extendMultiScript
+	case cmdReleaseMulti:
+		return releaseMultiScript
+	}
+	return nil
+}
+
 // isRelease reports whether c is a release: the one kind of command that is
 // parked for a master that is not answering, and sent when it answers.
 func (c *cmd) isRelease() bool { return c.kind == cmdRelease || c.kind == cmdReleaseMulti }

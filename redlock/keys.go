@@ -16,12 +16,9 @@ const MaxResourceLen = 512
 // a value that must be unique across all clients and all locks.
 const tokenBytes = 16
 
-// checkResource returns an error naming the rule a resource name breaks.
-func checkResource(resource string) error { return checkNameRules(resource, false) }
-
-// checkNameRules is checkResource; verbatim (RedsyncKeys) drops the rule
-// against a leading '}', which only matters inside the braces that naming
-// does not add.
+// checkNameRules returns an error naming the rule a resource name breaks;
+// verbatim (RedsyncKeys) drops the rule against a leading '}', which only
+// matters inside the braces that naming does not add.
 func checkNameRules(resource string, verbatim bool) error {
 	switch {
 	case resource == "":

@@ -102,25 +102,25 @@ func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) redis.Cmder {
 	case cmdSetNX:
 		return p.Do(ctx, "SET", c.key, c.token, "NX", "PX", c.n)
 	case cmdAcquireFenced:
-		return p.EvalSha(ctx, acquireFencedScript.sha, []string{c.key, c.key + fenceSuffix}, c.token, c.n)
+		return p.EvalSha(ctx, c.lua().sha, []string{c.key, c.key + fenceSuffix}, c.token, c.n)
 	case cmdWriteback:
-		return p.EvalSha(ctx, writebackScript.sha, []string{c.key, c.key + fenceSuffix}, c.token, c.n)
+		return p.EvalSha(ctx, c.lua().sha, []string{c.key, c.key + fenceSuffix}, c.token, c.n)
 	case cmdExtend:
-		return p.EvalSha(ctx, extendScript.sha, []string{c.key}, c.token, c.n)
+		return p.EvalSha(ctx, c.lua().sha, []string{c.key}, c.token, c.n)
 	case cmdRelease:
-		return p.EvalSha(ctx, releaseScript.sha, []string{c.key}, c.token)
+		return p.EvalSha(ctx, c.lua().sha, []string{c.key}, c.token)
 	case cmdAcquireMulti:
 		keys, flag := c.keys, "0"
 		if c.fenced {
 			keys, flag = withFenceKeys(c.keys), "1"
 		}
-		return p.EvalSha(ctx, acquireMultiScript.sha, keys, c.token, c.n, len(c.keys), flag)
+		return p.EvalSha(ctx, c.lua().sha, keys, c.token, c.n, len(c.keys), flag)
 	case cmdWritebackMulti:
-		return p.EvalSha(ctx, writebackMultiScript.sha, withFenceKeys(c.keys), c.token, c.n, len(c.keys))
+		return p.EvalSha(ctx, c.lua().sha, withFenceKeys(c.keys), c.token, c.n, len(c.keys))
 	case cmdExtendMulti:
-		return p.EvalSha(ctx, extendMultiScript.sha, c.keys, c.token, c.n)
+		return p.EvalSha(ctx, c.lua().sha, c.keys, c.token, c.n)
 	case cmdReleaseMulti:
-		return p.EvalSha(ctx, releaseMultiScript.sha, c.keys, c.token)
+		return p.EvalSha(ctx, c.lua().sha, c.keys, c.token)
 	default:
 		return p.ScriptLoad(ctx, c.script.src)
 	}

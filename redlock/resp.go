@@ -163,13 +163,9 @@ func (k *respLink) encode(c *cmd) {
 		k.bulk("PX")
 		k.bulkUint(c.n)
 	case cmdAcquireFenced, cmdWriteback:
-		sc := acquireFencedScript
-		if c.kind == cmdWriteback {
-			sc = writebackScript
-		}
 		k.head(7)
 		k.bulk("EVALSHA")
-		k.bulk(sc.sha)
+		k.bulk(c.lua().sha)
 		k.bulk("2")
 		k.bulk(c.key)
 		k.bulkFence(c.key)
@@ -178,7 +174,7 @@ func (k *respLink) encode(c *cmd) {
 	case cmdExtend:
 		k.head(6)
 		k.bulk("EVALSHA")
-		k.bulk(extendScript.sha)
+		k.bulk(c.lua().sha)
 		k.bulk("1")
 		k.bulk(c.key)
 		k.bulk(c.token)
@@ -186,7 +182,7 @@ func (k *respLink) encode(c *cmd) {
 	case cmdRelease:
 		k.head(5)
 		k.bulk("EVALSHA")
-		k.bulk(releaseScript.sha)
+		k.bulk(c.lua().sha)
 		k.bulk("1")
 		k.bulk(c.key)
 		k.bulk(c.token)
@@ -196,10 +192,8 @@ func (k *respLink) encode(c *cmd) {
 		if fences {
 			nk *= 2
 		}
-		sc, flag := acquireMultiScript, "0"
-		if c.kind == cmdWritebackMulti {
-			sc = writebackMultiScript
-		} else if c.fenced {
+		flag := "0"
+		if c.kind == cmdAcquireMulti && c.fenced {
 			flag = "1"
 		}
 		nargs := 3
@@ -208,7 +202,7 @@ func (k *respLink) encode(c *cmd) {
 		}
 		k.head(3 + nk + nargs)
 		k.bulk("EVALSHA")
-		k.bulk(sc.sha)
+		k.bulk(c.lua().sha)
 		k.bulkUint(uint64(nk))
 		for _, key := range c.keys {
 			k.bulk(key)
@@ -225,13 +219,13 @@ func (k *respLink) encode(c *cmd) {
 			k.bulk(flag)
 		}
 	case cmdExtendMulti, cmdReleaseMulti:
-		sc, nargs := extendMultiScript, 2
+		nargs := 2
 		if c.kind == cmdReleaseMulti {
-			sc, nargs = releaseMultiScript, 1
+			nargs = 1
 		}
 		k.head(3 + len(c.keys) + nargs)
 		k.bulk("EVALSHA")
-		k.bulk(sc.sha)
+		k.bulk(c.lua().sha)
 		k.bulkUint(uint64(len(c.keys)))
 		for _, key := range c.keys {
 			k.bulk(key)

@@ -126,7 +126,6 @@ func has(set attribute.Set, want []attribute.KeyValue) bool {
 
 var (
 	outcome = attribute.Key("redlock.outcome")
-	master  = attribute.Key("server.address")
 	reason  = attribute.Key("redlock.reason")
 )
 
