@@ -4,6 +4,8 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The Lua scripts. They run with EVALSHA: every connection loads them when
@@ -63,3 +65,11 @@ var (
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript}
 )
+
+// ReleaseScript returns the compare-and-delete a Locker releases with
+// (scripts/release.lua), for tools that release a lock they did not take
+// (cmd/redlock release --force). KEYS[1] is the lock key, ARGV[1] the
+// token; it deletes the key only while it holds that token, announces the
+// release to waiting Lockers, and returns 1 (deleted), 0 (absent) or −1
+// (another token is there).
+func ReleaseScript() *redis.Script { return redis.NewScript(releaseSrc) }

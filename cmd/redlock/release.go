@@ -14,21 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// compareAndDelete is redlock/scripts/release.lua's rule: delete the key
-// only while it holds the token, and announce it to the Lockers waiting
-// for it (as release.lua does; an account without +publish only loses
-// that). 1 deleted, 0 absent, -1 another token.
-var compareAndDelete = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.pcall('PUBLISH', KEYS[1], redis.sha1hex(ARGV[1]))
-  return 1
-end
-if v then
-  return -1
-end
-return 0`)
+// compareAndDelete is the library's own release (scripts/release.lua):
+// delete the key only while it holds the token, and announce it to the
+// Lockers waiting for it. 1 deleted, 0 absent, -1 another token.
+var compareAndDelete = redlock.ReleaseScript()
 
 // auditMaxLen bounds the audit stream (XADD MAXLEN ~).
 const auditMaxLen = 10000
