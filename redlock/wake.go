@@ -43,8 +43,9 @@ type waker struct {
 	ctx    context.Context // subscriptions' calls; cancelled by close
 	cancel context.CancelFunc
 
-	drop  atomic.Bool  // tests: ignore every announcement
-	woken atomic.Int64 // waiters woken, for tests
+	waiting atomic.Int64 // waiters registered: busy's fast answer when 0
+	drop    atomic.Bool  // tests: ignore every announcement
+	woken   atomic.Int64 // waiters woken, for tests
 }
 
 // waitQueue is the waiters of one key, in arrival order, and the tally of
@@ -57,8 +58,9 @@ type waitQueue struct {
 
 // waiter is one Lock call waiting for any of its keys to be released.
 type waiter struct {
-	ch   chan struct{} // one buffered wake
-	keys []string
+	ch     chan struct{} // one buffered wake
+	keys   []string
+	queued bool // registered in the queues (not when the Locker was closing)
 }
 
 // subscriber owns one master's subscription connection.
@@ -100,6 +102,8 @@ func (w *waker) wait(t target) *waiter {
 		q.waiters = append(q.waiters, wt)
 		q.idleSince = time.Time{}
 	}
+	wt.queued = true
+	w.waiting.Add(1)
 	if w.subs == nil {
 		w.startLocked()
 	}
@@ -112,19 +116,20 @@ func (w *waker) wait(t target) *waiter {
 // busy reports whether this Locker has callers waiting for exactly t's
 // keys. Only those go first: a caller for other keys (a set that shares
 // one) may be waiting for a key t does not need.
+// Every Lock call asks, so the common answer, nobody waits at all, is
+// read from an atomic without the waker's mutex.
 func (w *waker) busy(t target) bool {
+	if w.waiting.Load() == 0 {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return false
 	}
-	keys := t.keys
-	if keys == nil {
-		keys = []string{t.key}
-	}
-	if q := w.queues[keys[0]]; q != nil {
+	if q := w.queues[t.key]; q != nil {
 		for _, x := range q.waiters {
-			if slices.Equal(x.keys, keys) {
+			if (t.keys == nil && len(x.keys) == 1) || slices.Equal(x.keys, t.keys) {
 				return true
 			}
 		}
@@ -168,6 +173,9 @@ func (q *waitQueue) place(wt *waiter) int {
 func (w *waker) done(wt *waiter) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if wt.queued {
+		w.waiting.Add(-1)
+	}
 	unused := len(wt.ch) > 0
 	now := time.Now()
 	for _, k := range wt.keys {
