@@ -40,9 +40,10 @@ type Held struct {
 	// keeper's or the caller's: WithTTL may move the deadline earlier),
 	// and never once it has fired.
 	lost   *time.Timer
-	firing atomic.Bool   // lost's function has started
-	fired  chan struct{} // closed when it has returned
-	moved  chan struct{} // an Extend moved the deadline: the keeper re-plans
+	firing atomic.Bool               // lost's function has started
+	lostAt atomic.Pointer[time.Time] // when it declared the lock lost (tests)
+	fired  chan struct{}             // closed when it has returned
+	moved  chan struct{}             // an Extend moved the deadline: the keeper re-plans
 }
 
 // Hold acquires resource like Lock (retrying per Options.Retry until ctx

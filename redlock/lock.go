@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quorumlab/redlock/quorum"
@@ -46,8 +45,7 @@ type Lock struct {
 	deadline time.Time
 	released bool
 	keepOnce sync.Once
-	lostAt   atomic.Pointer[time.Time] // when the keeper's timer declared the lock lost
-	held     *Held                     // set by keepOnce, under mu
+	held     *Held // set by keepOnce, under mu
 }
 
 func (lk *Lock) isReleased() bool {
