@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/slot"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -305,30 +306,12 @@ func (c *Clusters) ShardOf(key string) int {
 	return c.shards - 1 // not reached: the ranges cover every slot
 }
 
-const clusterSlots = 16384
+const clusterSlots = slot.Count
 
 // Slot returns key's Redis Cluster hash slot, as CLUSTER KEYSLOT does:
 // CRC16 (XMODEM) of the hash tag (the text between the first '{' and the
 // next '}', when not empty), else of the whole key, modulo 16384.
-func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % clusterSlots
-}
+func Slot(key string) int { return int(slot.Of(key)) }
 
 func (c *Clusters) index(i, s int) (int, error) {
 	if i < 0 || i >= c.n || s < 0 || s >= c.shards {

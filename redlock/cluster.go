@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/slot"
 	"github.com/quorumlab/redlock/quorum"
 	"github.com/redis/go-redis/v9"
 )
@@ -53,36 +54,11 @@ var (
 )
 
 // numSlots is the number of hash slots of a Redis Cluster.
-const numSlots = 16384
+const numSlots = slot.Count
 
-// keySlot returns key's Redis Cluster hash slot: CRC16 (XMODEM) of the
-// key's hash tag (the part between the first '{' and the next '}', if that
-// is not empty), else of the whole key, modulo 16384.
-func keySlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return crc16(key) % numSlots
-}
-
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the one
-// Redis Cluster hashes keys with.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+// keySlot returns key's Redis Cluster hash slot (package internal/slot,
+// which the lab uses too).
+func keySlot(key string) uint16 { return slot.Of(key) }
 
 // redirect reports a MOVED or ASK reply: the slot is (being) served by
 // another node.
