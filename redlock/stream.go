@@ -329,6 +329,11 @@ func (s *stream) answer(ln link, r raw, now time.Time) {
 	}
 	if r.noScript() {
 		s.needLoad = true
+		if s.resendLocked(c) {
+			s.answeredLocked(now)
+			s.mu.Unlock()
+			return
+		}
 	}
 	if s.onRedirect != nil && r.redirect() {
 		s.onRedirect()
@@ -336,6 +341,42 @@ func (s *stream) answer(ln link, r raw, now time.Time) {
 	s.answeredLocked(now)
 	s.mu.Unlock()
 	c.done(c.interpret(r), now)
+}
+
+// resendLocked queues c again after a NOSCRIPT reply, which means it did
+// not run; the scripts are loaded in front of the next batch (needLoad).
+// Releases and extensions may run late at any time (compare-and-delete,
+// compare-and-expire on a token no one else has). An acquisition may not
+// run after a release of its own token, so it is sent again only if no
+// such release is queued, in flight or parked ahead of it. Each command is
+// sent again once: a master that keeps answering NOSCRIPT fails it.
+func (s *stream) resendLocked(c *cmd) bool {
+	if c.resent || c.lua() == nil {
+		return false
+	}
+	if !c.isRelease() && c.kind != cmdExtend && c.kind != cmdExtendMulti && s.releaseAheadLocked(c.token) {
+		return false
+	}
+	c.resent = true
+	s.queue = append(s.queue, c)
+	if !s.writing {
+		s.writing = true
+		s.kick()
+	}
+	return true
+}
+
+// releaseAheadLocked reports whether a release of token is queued, in
+// flight or parked.
+func (s *stream) releaseAheadLocked(token string) bool {
+	for _, q := range [][]*cmd{s.queue, s.inflight[s.head:], s.parked} {
+		for _, c := range q {
+			if c.isRelease() && c.token == token {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // broken ends link ln after an I/O error: its unanswered commands fail,

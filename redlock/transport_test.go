@@ -1,0 +1,62 @@
+package redlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// After SCRIPT FLUSH on every master (what a restarted or failed-over
+// master looks like), a release, an extension and a fenced acquisition
+// get NOSCRIPT; each reloads the scripts and is sent again: Unlock leaves
+// no key, Extend and a fenced TryLock succeed. Both transports.
+func TestNoScriptResent(t *testing.T) {
+	for _, via := range []bool{false, true} {
+		t.Run(map[bool]string{false: "resp", true: "plain"}[via], func(t *testing.T) {
+			c := lab.ForTest(t, 5, nil)
+			l := newLocker(t, c, &redlock.Options{ViaClient: via, TTL: time.Minute})
+			flush := func() {
+				t.Helper()
+				for i := range c.N() {
+					if err := c.Client(i).ScriptFlush(t.Context()).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			lk, err := l.TryLock(t.Context(), "noscript")
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the token on all 5 masters", func() bool { return countValue(keyState(t, c, "noscript"), lk.Token()) == 5 })
+			flush()
+			if err := lk.Extend(t.Context()); err != nil {
+				t.Fatalf("Extend after SCRIPT FLUSH: %v", err)
+			}
+			flush()
+			if err := lk.Unlock(t.Context()); err != nil {
+				t.Fatalf("Unlock after SCRIPT FLUSH: %v", err)
+			}
+			// The TTL is a minute: a key still there in 10 s was not released.
+			waitGone(t, c, "noscript", "the keys to be released after SCRIPT FLUSH")
+			flush()
+			fenced := newLocker(t, c, &redlock.Options{ViaClient: via, TTL: time.Minute, Fencing: true})
+			if _, err := fenced.TryLock(t.Context(), "warm-up"); err != nil { // connect, loading the scripts
+				t.Fatal(err)
+			}
+			flush()
+			fl, err := fenced.TryLock(t.Context(), "noscript-fenced")
+			if err != nil {
+				t.Fatalf("fenced TryLock after SCRIPT FLUSH: %v", err)
+			}
+			if fl.Fence() == 0 {
+				t.Fatal("fenced lock without a fence")
+			}
+			if err := fl.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, c, "noscript-fenced", "the fenced keys to be released")
+		})
+	}
+}
