@@ -30,7 +30,7 @@ func (p *plainLink) close()       {}
 // dialPlain loads the scripts (on every shard, for a cluster) and reads
 // the server's run_id, where one server answers for the master.
 func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
-	ctx := context.Background()
+	ctx := s.ctx // Close ends it
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		for _, sc := range scriptList {
 			if err := cc.ScriptLoad(ctx, sc.src).Err(); err != nil {

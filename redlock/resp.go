@@ -64,7 +64,7 @@ func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
 	network := o.Network
 	if network == "" {
@@ -82,7 +82,12 @@ func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
 	}
 	k := &respLink{s: s, conn: conn, bw: bufio.NewWriterSize(conn, 32<<10), nt: s.l.opts.NodeTimeout}
 	br := bufio.NewReaderSize(conn, 32<<10)
+	// Close cuts the handshake short too (the stream's context).
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	runID, err := k.handshake(br, o, time.Now().Add(timeout))
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		conn.Close()
 		return nil, "", fmt.Errorf("redlock: setting up the connection to %s: %w", o.Addr, err)

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"sync"
@@ -64,7 +65,10 @@ type stream struct {
 
 	wake chan struct{} // capacity 1: the flusher has work
 	quit chan struct{}
-	wg   sync.WaitGroup
+	// ctx ends at close: it cuts short a dial in progress.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // A link is one connection (or, on the plain path, a client) to a master.
@@ -95,6 +99,7 @@ const (
 
 func newStream(l *Locker, i int, dial func() (link, string, error), giveUpAfter time.Duration) *stream {
 	s := &stream{l: l, i: i, dial: dial, giveUpAfter: giveUpAfter, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Go(s.run)
 	return s
 }
@@ -432,6 +437,7 @@ func (s *stream) close() {
 	s.parked = nil
 	s.mu.Unlock()
 	close(s.quit)
+	s.cancel()
 	if ln != nil {
 		ln.close()
 	}

@@ -60,3 +60,31 @@ func TestNoScriptResent(t *testing.T) {
 		})
 	}
 }
+
+// Close does not wait for a dial in progress: with master 0 stalled at
+// first contact (its handshake unanswered for the client's whole
+// DialTimeout, 5 s), Close returns within NodeTimeout + 100 ms.
+func TestCloseDuringDial(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	if err := c.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	const nt = 500 * time.Millisecond
+	l, err := redlock.New(c.Clients(), &redlock.Options{NodeTimeout: nt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.ResumeAll)
+	lk, err := l.TryLock(t.Context(), "dialling") // master 0's dial is now in progress
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l.Close()
+	if took := time.Since(start); took > nt+100*time.Millisecond {
+		t.Fatalf("Close took %v with a dial in progress; want at most NodeTimeout + 100 ms", took)
+	}
+}
