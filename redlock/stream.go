@@ -52,10 +52,11 @@ type stream struct {
 	writing  bool   // a goroutine owns the link's write side
 	link     link   // nil until connected, and after it broke
 	progress time.Time
-	failedAt time.Time // last failed dial
-	needLoad bool      // a NOSCRIPT reply: load the scripts before the next batch
-	invalid  error     // the master is another master's duplicate
-	tried    bool      // the first dial has ended (either way)
+	failedAt time.Time   // last failed dial
+	needLoad bool        // a NOSCRIPT reply: load the scripts before the next batch
+	probing  *time.Timer // armed while releases are parked: see probe
+	invalid  error       // the master is another master's duplicate
+	tried    bool        // the first dial has ended (either way)
 	closed   bool
 	// shard: one shard of a Redis Cluster master (cluster.go), whose
 	// shardSet counts the master as tried; onRedirect, when set, is told
@@ -179,6 +180,39 @@ func (s *stream) parkLocked(c *cmd) {
 	c.round = nil
 	s.parked = append(s.parked, c)
 	s.trimParkedLocked()
+	s.armProbeLocked()
+}
+
+// armProbeLocked makes sure the stream looks at its master again within
+// a NodeTimeout while releases are parked, whether or not anything else is
+// submitted to it.
+func (s *stream) armProbeLocked() {
+	if s.probing == nil && !s.closed && len(s.parked) > 0 {
+		s.probing = time.AfterFunc(max(s.l.opts.NodeTimeout, 10*time.Millisecond), s.probe)
+	}
+}
+
+// probe delivers parked releases with no traffic to wait for: without a
+// link it dials (the parked releases go out once the master answers);
+// with a link silent for longer than giveUpAfter it closes it, as the next
+// submit would, so that a lost connection is opened again.
+func (s *stream) probe() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probing = nil
+	if s.closed || len(s.parked) == 0 {
+		return
+	}
+	switch ln := s.link; {
+	case ln == nil && !s.writing:
+		s.writing = true
+		s.kick()
+		return // a failed dial arms the probe again
+	case ln != nil && s.giveUpAfter > 0 && s.unansweredLocked() > 0 && time.Since(s.progress) > s.giveUpAfter:
+		ln.close() // its reader calls broken, which dials again
+		return
+	}
+	s.armProbeLocked()
 }
 
 // trimParkedLocked drops the oldest parked releases beyond maxDeferred.
@@ -241,7 +275,9 @@ func (s *stream) run() {
 func (s *stream) flush() {
 	for {
 		s.mu.Lock()
-		if s.closed || len(s.queue) == 0 {
+		// Without a link, parked releases are work too: dialling is how
+		// they reach the master.
+		if s.closed || len(s.queue) == 0 && (s.link != nil || len(s.parked) == 0) {
 			s.writing = false
 			s.mu.Unlock()
 			return
@@ -283,6 +319,10 @@ func (s *stream) flush() {
 						s.parkLocked(c)
 					}
 				}
+				if s.invalid != nil {
+					s.parked = nil
+				}
+				s.armProbeLocked()
 				s.mu.Unlock()
 				rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
 				now := time.Now()
@@ -407,7 +447,7 @@ func (s *stream) broken(ln link, err error) {
 	}
 	s.parked = append(again, s.parked...)
 	s.trimParkedLocked()
-	if len(s.queue) > 0 && !s.writing {
+	if (len(s.queue) > 0 || len(s.parked) > 0) && !s.writing {
 		s.writing = true
 		s.kick()
 	}
@@ -435,6 +475,10 @@ func (s *stream) close() {
 	ln := s.link
 	s.link = nil
 	s.parked = nil
+	if s.probing != nil {
+		s.probing.Stop()
+		s.probing = nil
+	}
 	s.mu.Unlock()
 	close(s.quit)
 	s.cancel()

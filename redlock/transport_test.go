@@ -6,6 +6,7 @@ import (
 
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // After SCRIPT FLUSH on every master (what a restarted or failed-over
@@ -86,5 +87,43 @@ func TestCloseDuringDial(t *testing.T) {
 	l.Close()
 	if took := time.Since(start); took > nt+100*time.Millisecond {
 		t.Fatalf("Close took %v with a dial in progress; want at most NodeTimeout + 100 ms", took)
+	}
+}
+
+// A release parked because its master could not be reached goes out when
+// the master can be reached again, with no further traffic to that master:
+// the stream tries again on its own.
+func TestParkedReleaseWithoutTraffic(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	clients := make([]redis.UniversalClient, c.N())
+	for i, a := range c.Addrs() {
+		cl := redis.NewClient(&redis.Options{Addr: a, DialTimeout: 300 * time.Millisecond})
+		t.Cleanup(func() { cl.Close() })
+		clients[i] = cl
+	}
+	l, err := redlock.New(clients, &redlock.Options{NodeTimeout: 200 * time.Millisecond, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	lk, err := l.TryLock(t.Context(), "parked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the token on all 5 masters", func() bool { return countValue(keyState(t, c, "parked"), lk.Token()) == 5 })
+	if err := c.Cut(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the release to master 0 to be parked", func() bool { return l.Stats()[0].Deferred == 1 })
+	if err := c.Heal(0); err != nil {
+		t.Fatal(err)
+	}
+	// The TTL is a minute: a key still there in 10 s was not released.
+	waitGone(t, c, "parked", "the parked release to reach master 0 with no other traffic")
+	if d := l.Stats()[0].Deferred; d != 0 {
+		t.Fatalf("%d releases still deferred", d)
 	}
 }
