@@ -37,6 +37,7 @@ type link struct {
 	client, server net.Conn
 	done           chan struct{}
 	once           sync.Once
+	delay          atomic.Int64 // time.Duration added for this link only (delayOpen)
 }
 
 func (l *link) close() {
@@ -168,7 +169,7 @@ func (p *proxy) pipe(l *link, dst, src net.Conn) {
 	defer p.wg.Done()
 	defer p.drop(l)
 	for c := range ch {
-		if d := time.Duration(p.latency.Load()) - time.Since(c.at); d > 0 {
+		if d := time.Duration(p.latency.Load()+l.delay.Load()) - time.Since(c.at); d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -214,6 +215,18 @@ func (p *proxy) heal() {
 }
 
 func (p *proxy) setLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// delayOpen adds d to the delay of the connections open now, each way, on
+// top of the latency; later connections are not delayed. It returns how
+// many connections it delayed.
+func (p *proxy) delayOpen(d time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.links {
+		l.delay.Store(int64(d))
+	}
+	return len(p.links)
+}
 
 func (p *proxy) close() {
 	p.mu.Lock()

@@ -55,9 +55,14 @@ type stream struct {
 	failedAt time.Time   // last failed dial
 	needLoad bool        // a NOSCRIPT reply: load the scripts before the next batch
 	probing  *time.Timer // armed while releases are parked: see probe
-	invalid  error       // the master is another master's duplicate
-	tried    bool        // the first dial has ended (either way)
-	closed   bool
+	// stale is a fast-path connection that ended with commands written
+	// and unanswered: the next connection ends it on the server first
+	// (respLink.kill), so that none of them runs after what follows.
+	stale   *respLink
+	noKill  sync.Once // warned that CLIENT KILL is refused
+	invalid error     // the master is another master's duplicate
+	tried   bool      // the first dial has ended (either way)
+	closed  bool
 	// shard: one shard of a Redis Cluster master (cluster.go), whose
 	// shardSet counts the master as tried; onRedirect, when set, is told
 	// of MOVED and ASK replies.
@@ -331,7 +336,7 @@ func (s *stream) flush() {
 				}
 				return
 			}
-			s.link, s.failedAt = ln, time.Time{}
+			s.link, s.failedAt, s.stale = ln, time.Time{}, nil
 			s.answeredLocked(time.Now())
 		}
 		batch := s.takeLocked()
@@ -435,6 +440,9 @@ func (s *stream) broken(ln link, err error) {
 	}
 	s.link = nil
 	lost := append([]*cmd(nil), s.inflight[s.head:]...)
+	if k, ok := ln.(*respLink); ok && len(lost) > 0 {
+		s.stale = k
+	}
 	clear(s.inflight)
 	s.inflight, s.head = s.inflight[:0], 0
 	// They were submitted before anything parked now: they go first.
@@ -460,6 +468,14 @@ func (s *stream) broken(ln link, err error) {
 			c.done(rep, now)
 		}
 	}
+}
+
+// staleLink returns the connection a new one must end on the server
+// first, or nil; a successful dial forgets it.
+func (s *stream) staleLink() *respLink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stale
 }
 
 // close stops the stream: nothing more is written, parked releases are

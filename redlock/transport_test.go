@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -126,4 +127,57 @@ func TestParkedReleaseWithoutTraffic(t *testing.T) {
 	if d := l.Stats()[0].Deferred; d != 0 {
 		t.Fatalf("%d releases still deferred", d)
 	}
+}
+
+// A release never runs on a master before a SET of the same lock sent
+// earlier to it, across reconnects too. The SET to master 0 is held in the
+// network (DelayOpen) past the client's ReadTimeout; the stream gives up on
+// that connection, dials again and sends the release on the new one. The
+// late SET must not land after it: no key is left once the delayed data
+// has had its time to arrive.
+func TestReleaseNotOvertakenAcrossReconnect(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	const (
+		nt    = 200 * time.Millisecond
+		rt    = 500 * time.Millisecond // the client's ReadTimeout: when the stream gives up
+		delay = 2500 * time.Millisecond
+	)
+	clients := make([]redis.UniversalClient, c.N())
+	for i, a := range c.Addrs() {
+		cl := redis.NewClient(&redis.Options{Addr: a, ReadTimeout: rt})
+		t.Cleanup(func() { cl.Close() })
+		clients[i] = cl
+	}
+	l, err := redlock.New(clients, &redlock.Options{NodeTimeout: nt, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	warm, err := l.TryLock(t.Context(), "warm-up") // connect to all five
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Unlock(t.Context())
+	if n, err := c.DelayOpen(0, delay); err != nil || n != 1 {
+		t.Fatalf("DelayOpen: %d connections, %v; want the stream's one", n, err)
+	}
+	start := time.Now()
+	lk, err := l.TryLock(t.Context(), "overtaken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := lk.Acquisition().Nodes[0].Outcome; o != quorum.Pending {
+		t.Fatalf("master 0: %v, want pending (its SET is held in the network)", o)
+	}
+	// Past the ReadTimeout the next command makes the stream give up on
+	// the silent connection: the release is parked, and sent on a new one.
+	time.Sleep(time.Until(start.Add(rt + 400*time.Millisecond)))
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the release to reach master 0 on a new connection", func() bool { return l.Stats()[0].Deferred == 0 })
+	// The SET held on the old connection arrives at start+delay, if at
+	// all; 200 ms later (plus room for a loaded machine) no key may be left.
+	time.Sleep(time.Until(start.Add(delay + 700*time.Millisecond)))
+	noKeyOn(t, c, "overtaken", 0, 1, 2, 3, 4)
 }
