@@ -158,7 +158,7 @@ func TestReleaseNotOvertakenAcrossReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	warm.Unlock(t.Context())
-	if n, err := c.DelayOpen(0, delay); err != nil || n != 1 {
+	if n, err := c.DelayOpen(0, delay, 0); err != nil || n != 1 {
 		t.Fatalf("DelayOpen: %d connections, %v; want the stream's one", n, err)
 	}
 	start := time.Now()
@@ -180,4 +180,54 @@ func TestReleaseNotOvertakenAcrossReconnect(t *testing.T) {
 	// all; 200 ms later (plus room for a loaded machine) no key may be left.
 	time.Sleep(time.Until(start.Add(delay + 700*time.Millisecond)))
 	noKeyOn(t, c, "overtaken", 0, 1, 2, 3, 4)
+}
+
+// On the plain path go-redis must not send a batch again by itself: a SET
+// that ran but whose reply was late would answer nil the second time,
+// count as refused, and its master would never get the release. Master
+// 0's replies are held past its client's ReadTimeout, and the other
+// masters answer later still, so that master 0's outcome is counted;
+// after Unlock no key may be left on it.
+func TestPlainPathNotResentByClient(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	clients := make([]redis.UniversalClient, c.N())
+	for i, a := range c.Addrs() {
+		o := &redis.Options{Addr: a}
+		if i == 0 {
+			o.ReadTimeout = 100 * time.Millisecond
+		}
+		cl := redis.NewClient(o)
+		t.Cleanup(func() { cl.Close() })
+		clients[i] = cl
+	}
+	l, err := redlock.New(clients, &redlock.Options{ViaClient: true, NodeTimeout: time.Second, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	warm, err := l.TryLock(t.Context(), "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Unlock(t.Context())
+	if n, err := c.DelayOpen(0, 0, 2*time.Second); err != nil || n == 0 {
+		t.Fatalf("DelayOpen: %d connections, %v", n, err)
+	}
+	for i := 1; i < c.N(); i++ {
+		if err := c.Latency(i, 200*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lk, err := l.TryLock(t.Context(), "resent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := lk.Acquisition().Nodes[0].Outcome; o == quorum.Refused {
+		t.Errorf("master 0 counted as refused: its SET ran (reply late), and a re-send was refused (%+v)", lk.Acquisition().Nodes)
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The TTL is a minute: a key still there in 10 s was not released.
+	waitGone(t, c, "resent", "no key left after Unlock")
 }
