@@ -188,14 +188,18 @@ func (s *stream) parkLocked(c *cmd) {
 	s.armProbeLocked()
 }
 
-// armProbeLocked makes sure the stream looks at its master again within
-// a NodeTimeout while releases are parked, whether or not anything else is
-// submitted to it.
+// armProbeLocked makes sure the stream looks at its master again while
+// releases are parked, whether or not anything else is submitted to it:
+// every NodeTimeout, but not more than once a second (a master down for
+// good is dialled once a second).
 func (s *stream) armProbeLocked() {
 	if s.probing == nil && !s.closed && len(s.parked) > 0 {
-		s.probing = time.AfterFunc(max(s.l.opts.NodeTimeout, 10*time.Millisecond), s.probe)
+		s.probing = time.AfterFunc(max(s.l.opts.NodeTimeout, probeEvery), s.probe)
 	}
 }
+
+// probeEvery is the shortest interval between probes of a master.
+const probeEvery = time.Second
 
 // probe delivers parked releases with no traffic to wait for: without a
 // link it dials (the parked releases go out once the master answers);
