@@ -1,6 +1,10 @@
 package redlock_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,18 +141,73 @@ func TestParkedReleaseWithoutTraffic(t *testing.T) {
 // has had its time to arrive.
 func TestReleaseNotOvertakenAcrossReconnect(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	overtake(t, c, nil)
+	noKeyOn(t, c, "overtaken", 0, 1, 2, 3, 4)
+}
+
+// The same with an ACL user: the README's rules (lab.DefaultACLRules)
+// allow what it needs (CLIENT ID, CLIENT KILL). Without those two the
+// Locker still works, and warns once that the guarantee is lost.
+func TestReleaseOrderUnderACL(t *testing.T) {
+	without := strings.ReplaceAll(lab.DefaultACLRules, " +client|id +client|kill", "")
+	if without == lab.DefaultACLRules {
+		t.Fatal("lab.DefaultACLRules no longer ends with +client|id +client|kill")
+	}
+	for _, tc := range []struct {
+		name, rules string
+		warned      bool
+	}{{"default rules", "", false}, {"without client kill", without, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab.ForTest(t, 5, &lab.Options{Proxy: true, ACLUser: "locker", ACLRules: tc.rules})
+			var logs syncBuffer
+			overtake(t, c, slog.New(slog.NewTextHandler(&logs, nil)))
+			warned := strings.Contains(logs.String(), "cannot end the previous connection")
+			if warned != tc.warned {
+				t.Fatalf("warned %v, want %v; log:\n%s", warned, tc.warned, logs.String())
+			}
+			if !tc.warned {
+				noKeyOn(t, c, "overtaken", 0, 1, 2, 3, 4)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// overtake runs the reconnect scenario on resource "overtaken" and returns
+// once the SET held on master 0's old connection has had 700 ms past its
+// arrival time to land.
+func overtake(t *testing.T, c *lab.Cluster, log *slog.Logger) {
+	t.Helper()
 	const (
 		nt    = 200 * time.Millisecond
 		rt    = 500 * time.Millisecond // the client's ReadTimeout: when the stream gives up
 		delay = 2500 * time.Millisecond
 	)
+	user, pass := c.ACLUser()
 	clients := make([]redis.UniversalClient, c.N())
 	for i, a := range c.Addrs() {
-		cl := redis.NewClient(&redis.Options{Addr: a, ReadTimeout: rt})
+		cl := redis.NewClient(&redis.Options{Addr: a, Username: user, Password: pass, ReadTimeout: rt})
 		t.Cleanup(func() { cl.Close() })
 		clients[i] = cl
 	}
-	l, err := redlock.New(clients, &redlock.Options{NodeTimeout: nt, TTL: time.Minute})
+	l, err := redlock.New(clients, &redlock.Options{NodeTimeout: nt, TTL: time.Minute, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +238,9 @@ func TestReleaseNotOvertakenAcrossReconnect(t *testing.T) {
 	// The SET held on the old connection arrives at start+delay, if at
 	// all; 200 ms later (plus room for a loaded machine) no key may be left.
 	time.Sleep(time.Until(start.Add(delay + 700*time.Millisecond)))
-	noKeyOn(t, c, "overtaken", 0, 1, 2, 3, 4)
+	if _, err := l.TryLock(t.Context(), "after"); err != nil {
+		t.Fatalf("the Locker after the reconnect: %v", err)
+	}
 }
 
 // On the plain path go-redis must not send a batch again by itself: a SET
