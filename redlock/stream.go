@@ -149,6 +149,9 @@ func (s *stream) submit(c *cmd, now time.Time) submitted {
 		s.progress = now
 	}
 	s.queue = append(s.queue, c)
+	if c.isRelease() && s.probing == nil {
+		s.armProbeLocked() // it must not wait for other traffic (probe)
+	}
 	if s.writing {
 		s.mu.Unlock()
 		return sent
@@ -188,12 +191,17 @@ func (s *stream) parkLocked(c *cmd) {
 	s.armProbeLocked()
 }
 
-// armProbeLocked makes sure the stream looks at its master again while
-// releases are parked, whether or not anything else is submitted to it:
-// every NodeTimeout, but not more than once a second (a master down for
-// good is dialled once a second).
+// probeDueLocked reports whether the probe still has something to do:
+// releases parked, or commands unanswered (among them, possibly, a
+// release written on a connection that went silent).
+func (s *stream) probeDueLocked() bool { return len(s.parked) > 0 || s.unansweredLocked() > 0 }
+
+// armProbeLocked makes sure the stream looks at its master again while a
+// release is parked or unanswered, whether or not anything else is
+// submitted to it: every NodeTimeout, but not more than once a second (a
+// master down for good is dialled once a second).
 func (s *stream) armProbeLocked() {
-	if s.probing == nil && !s.closed && len(s.parked) > 0 {
+	if s.probing == nil && !s.closed {
 		s.probing = time.AfterFunc(max(s.l.opts.NodeTimeout, probeEvery), s.probe)
 	}
 }
@@ -201,19 +209,20 @@ func (s *stream) armProbeLocked() {
 // probeEvery is the shortest interval between probes of a master.
 const probeEvery = time.Second
 
-// probe delivers parked releases with no traffic to wait for: without a
-// link it dials (the parked releases go out once the master answers);
-// with a link silent for longer than giveUpAfter it closes it, as the next
-// submit would, so that a lost connection is opened again.
+// probe delivers releases with no traffic to wait for: without a link it
+// dials (parked releases go out once the master answers); with a link
+// silent for longer than giveUpAfter it closes it, as the next submit
+// would, so that a lost connection is opened again and what was
+// unanswered on it (releases included) is parked and sent again.
 func (s *stream) probe() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.probing = nil
-	if s.closed || len(s.parked) == 0 {
+	if s.closed || !s.probeDueLocked() {
 		return
 	}
 	switch ln := s.link; {
-	case ln == nil && !s.writing:
+	case ln == nil && !s.writing && len(s.parked) > 0:
 		s.writing = true
 		s.kick()
 		return // a failed dial arms the probe again
@@ -331,7 +340,9 @@ func (s *stream) flush() {
 				if s.invalid != nil {
 					s.parked = nil
 				}
-				s.armProbeLocked()
+				if len(s.parked) > 0 {
+					s.armProbeLocked()
+				}
 				s.mu.Unlock()
 				rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
 				now := time.Now()

@@ -292,3 +292,52 @@ func TestPlainPathNotResentByClient(t *testing.T) {
 	// The TTL is a minute: a key still there in 10 s was not released.
 	waitGone(t, c, "resent", "no key left after Unlock")
 }
+
+// A release written on a connection that then goes silent (its replies
+// are lost) is not left waiting for other traffic either: once the
+// connection has been silent for the client's ReadTimeout the stream
+// gives up on it by itself, and the release goes out on a new one.
+func TestReleaseOnSilentConnectionWithoutTraffic(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	clients := make([]redis.UniversalClient, c.N())
+	for i, a := range c.Addrs() {
+		cl := redis.NewClient(&redis.Options{Addr: a, ReadTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { cl.Close() })
+		clients[i] = cl
+	}
+	l, err := redlock.New(clients, &redlock.Options{NodeTimeout: 200 * time.Millisecond, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	warm, err := l.TryLock(t.Context(), "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.Unlock(t.Context())
+	lk, err := l.TryLock(t.Context(), "silent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); countValue(keyState(t, c, "silent"), lk.Token()) != 5; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the token is not on all 5 masters: %q (token %q); acquisition %+v; stats %+v", keyState(t, c, "silent"), lk.Token(), lk.Acquisition().Nodes, l.Stats())
+		}
+	}
+	// Nothing gets through on master 0's connection any more, either way.
+	// (The lab's own client to master 0 is held too: a new one reads.)
+	if n, err := c.DelayOpen(0, time.Hour, time.Hour); err != nil || n < 1 {
+		t.Fatalf("DelayOpen: %d connections, %v", n, err)
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	fresh := redis.NewClient(&redis.Options{Addr: c.Addrs()[0]})
+	defer fresh.Close()
+	// The TTL is a minute: a key still there in 10 s was not released.
+	waitFor(t, "the release on the silent connection to be sent again", func() bool {
+		n, err := fresh.Exists(t.Context(), "redlock:{silent}").Result()
+		return err == nil && n == 0
+	})
+	noKeyOn(t, c, "silent", 1, 2, 3, 4)
+}
