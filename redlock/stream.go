@@ -54,7 +54,7 @@ type stream struct {
 	progress time.Time
 	failedAt time.Time   // last failed dial
 	needLoad bool        // a NOSCRIPT reply: load the scripts before the next batch
-	probing  *time.Timer // armed while releases are parked: see probe
+	probing  *time.Timer // armed while a release is parked or unanswered: see probe
 	// stale is a fast-path connection that ended with commands written
 	// and unanswered: the next connection ends it on the server first
 	// (respLink.kill), so that none of them runs after what follows.
