@@ -507,6 +507,25 @@ func (c *Cluster) Latency(i int, d time.Duration) error {
 	return nil
 }
 
+// DelayOpen delays data on the connections to master i open now, on top
+// of Latency, until they close: by toMaster on its way to the master, by
+// fromMaster on its way back. Connections opened later are not delayed
+// (needs Options.Proxy). Data a client wrote before closing such a
+// connection still reaches the master, late: a network that holds a
+// connection's packets while the client moves to a new one. It returns
+// how many connections it delayed.
+func (c *Cluster) DelayOpen(i int, toMaster, fromMaster time.Duration) (int, error) {
+	if toMaster < 0 || fromMaster < 0 {
+		return 0, fmt.Errorf("lab: delays %v, %v must not be negative", toMaster, fromMaster)
+	}
+	p, err := c.proxy(i)
+	if err != nil {
+		return 0, err
+	}
+	c.log.Debug("lab: delay open connections", "master", i, "to master", toMaster, "from master", fromMaster)
+	return p.delayOpen(toMaster, fromMaster), nil
+}
+
 // Close kills every master (paused ones too), closes every client handed
 // out, stops the proxies and removes the temp directories, or the containers
 // and the network. It leaves no process, container or goroutine behind and

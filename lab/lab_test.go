@@ -339,6 +339,39 @@ func TestProxyFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("DelayOpen", func(t *testing.T) {
+		const d = time.Second
+		old := probe(t, c.Addrs()[2])
+		if err := pingWithin(old, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.DelayOpen(2, d, 0); err != nil || n < 1 {
+			t.Fatalf("DelayOpen = %d, %v; want at least the probe's connection", n, err)
+		}
+		// The old connection's PING waits d on its way; one on a
+		// connection opened afterwards is not delayed, so it answers first.
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- pingWithin(old, 5*time.Second) }()
+		if err := pingWithin(probe(t, c.Addrs()[2]), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the delayed connection answered (%v) before a new one", err)
+		default:
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el < d {
+			t.Errorf("PING on the delayed connection took %v, want at least %v", el, d)
+		}
+		if _, err := c.DelayOpen(2, -1, 0); err == nil {
+			t.Error("a negative delay was accepted")
+		}
+	})
+
 	t.Run("CutHeal", func(t *testing.T) {
 		p := probe(t, c.Addrs()[1])
 		if err := pingWithin(p, time.Second); err != nil {
@@ -393,6 +426,10 @@ func TestProxyFaultsNeedProxy(t *testing.T) {
 		"Cut":     c.Cut(0),
 		"Heal":    c.Heal(0),
 		"Latency": c.Latency(0, time.Millisecond),
+		"DelayOpen": func() error {
+			_, err := c.DelayOpen(0, time.Millisecond, 0)
+			return err
+		}(),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "Options.Proxy") {
 			t.Errorf("%s without Proxy = %v, want an error naming Options.Proxy", name, err)

@@ -37,6 +37,9 @@ type link struct {
 	client, server net.Conn
 	done           chan struct{}
 	once           sync.Once
+	// up and down are time.Durations added for this link only
+	// (delayOpen): toward the master, and back.
+	up, down atomic.Int64
 }
 
 func (l *link) close() {
@@ -138,14 +141,14 @@ func (p *proxy) handle(client net.Conn) {
 	p.links[l] = struct{}{}
 	p.wg.Add(4)
 	p.mu.Unlock()
-	go p.pipe(l, server, client)
-	go p.pipe(l, client, server)
+	go p.pipe(l, server, client, &l.up)
+	go p.pipe(l, client, server, &l.down)
 }
 
 // pipe runs one direction with two goroutines: a reader that stamps chunks
 // and a writer that releases each one latency after it arrived. Either side
 // failing closes the whole link, which stops the other direction too.
-func (p *proxy) pipe(l *link, dst, src net.Conn) {
+func (p *proxy) pipe(l *link, dst, src net.Conn, extra *atomic.Int64) {
 	ch := make(chan chunk, 64)
 	go func() {
 		defer p.wg.Done()
@@ -168,7 +171,7 @@ func (p *proxy) pipe(l *link, dst, src net.Conn) {
 	defer p.wg.Done()
 	defer p.drop(l)
 	for c := range ch {
-		if d := time.Duration(p.latency.Load()) - time.Since(c.at); d > 0 {
+		if d := time.Duration(p.latency.Load()+extra.Load()) - time.Since(c.at); d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -214,6 +217,19 @@ func (p *proxy) heal() {
 }
 
 func (p *proxy) setLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// delayOpen adds up (toward the master) and down (back) to the delay of
+// the connections open now, on top of the latency; later connections are
+// not delayed. It returns how many connections it delayed.
+func (p *proxy) delayOpen(up, down time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.links {
+		l.up.Store(int64(up))
+		l.down.Store(int64(down))
+	}
+	return len(p.links)
+}
 
 func (p *proxy) close() {
 	p.mu.Lock()

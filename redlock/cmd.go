@@ -68,6 +68,7 @@ type cmd struct {
 	script *script // for cmdLoad
 	round  *quorum.Round
 	node   int
+	resent bool // sent again after a NOSCRIPT reply
 }
 
 // done hands the command's reply, which came at now, to its round, if the

@@ -30,7 +30,7 @@ func (p *plainLink) close()       {}
 // dialPlain loads the scripts (on every shard, for a cluster) and reads
 // the server's run_id, where one server answers for the master.
 func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
-	ctx := context.Background()
+	ctx := s.ctx // Close ends it
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		for _, sc := range scriptList {
 			if err := cc.ScriptLoad(ctx, sc.src).Err(); err != nil {
@@ -71,7 +71,7 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 // the link: the outcome of every command in the batch is then unknown.
 func (p *plainLink) write(batch []*cmd) error {
 	ctx := context.Background()
-	cmds := make([]redis.Cmder, len(batch))
+	cmds := make([]*redis.Cmd, len(batch))
 	_, err := p.c.Pipelined(ctx, func(pp redis.Pipeliner) error {
 		for i, c := range batch {
 			cmds[i] = plainCmd(ctx, pp, c)
@@ -97,33 +97,53 @@ func isServerError(err error) bool {
 	return errors.As(err, &re)
 }
 
-func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) redis.Cmder {
+// noRetry is a command go-redis must not send again by itself: a pipeline
+// holding one is never retried (after a timeout, say). A SET that ran but
+// whose reply was lost would answer nil when sent again, and count as
+// refused; a batch sent again on another connection could also run after
+// what the stream sends next. A failed batch breaks the link instead.
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
+
+// plainCmd queues c on p and returns what will hold its reply.
+func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
+	var args []any
+	evalsha := func(keys []string, argv ...any) {
+		args = make([]any, 0, 3+len(keys)+len(argv))
+		args = append(args, "evalsha", c.lua().sha, len(keys))
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		args = append(args, argv...)
+	}
 	switch c.kind {
 	case cmdSetNX:
-		return p.Do(ctx, "SET", c.key, c.token, "NX", "PX", c.n)
-	case cmdAcquireFenced:
-		return p.EvalSha(ctx, c.lua().sha, []string{c.key, c.key + fenceSuffix}, c.token, c.n)
-	case cmdWriteback:
-		return p.EvalSha(ctx, c.lua().sha, []string{c.key, c.key + fenceSuffix}, c.token, c.n)
+		args = []any{"set", c.key, c.token, "nx", "px", c.n}
+	case cmdAcquireFenced, cmdWriteback:
+		evalsha([]string{c.key, c.key + fenceSuffix}, c.token, c.n)
 	case cmdExtend:
-		return p.EvalSha(ctx, c.lua().sha, []string{c.key}, c.token, c.n)
+		evalsha([]string{c.key}, c.token, c.n)
 	case cmdRelease:
-		return p.EvalSha(ctx, c.lua().sha, []string{c.key}, c.token)
+		evalsha([]string{c.key}, c.token)
 	case cmdAcquireMulti:
 		keys, flag := c.keys, "0"
 		if c.fenced {
 			keys, flag = withFenceKeys(c.keys), "1"
 		}
-		return p.EvalSha(ctx, c.lua().sha, keys, c.token, c.n, len(c.keys), flag)
+		evalsha(keys, c.token, c.n, len(c.keys), flag)
 	case cmdWritebackMulti:
-		return p.EvalSha(ctx, c.lua().sha, withFenceKeys(c.keys), c.token, c.n, len(c.keys))
+		evalsha(withFenceKeys(c.keys), c.token, c.n, len(c.keys))
 	case cmdExtendMulti:
-		return p.EvalSha(ctx, c.lua().sha, c.keys, c.token, c.n)
+		evalsha(c.keys, c.token, c.n)
 	case cmdReleaseMulti:
-		return p.EvalSha(ctx, c.lua().sha, c.keys, c.token)
+		evalsha(c.keys, c.token)
 	default:
-		return p.ScriptLoad(ctx, c.script.src)
+		args = []any{"script", "load", c.script.src}
 	}
+	rc := redis.NewCmd(ctx, args...)
+	p.Process(ctx, noRetry{rc})
+	return rc
 }
 
 // withFenceKeys returns keys followed by their fence counters' keys.
@@ -137,7 +157,7 @@ func withFenceKeys(keys []string) []string {
 }
 
 // plainRaw turns a go-redis command's result into the reply it was.
-func plainRaw(c redis.Cmder) raw {
+func plainRaw(c *redis.Cmd) raw {
 	err := c.Err()
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -145,14 +165,7 @@ func plainRaw(c redis.Cmder) raw {
 	case err != nil:
 		return raw{typ: '-', text: strings.TrimPrefix(err.Error(), "redis: ")}
 	}
-	var v any
-	switch c := c.(type) {
-	case *redis.Cmd:
-		v = c.Val()
-	case *redis.StringCmd:
-		v = c.Val()
-	}
-	switch v := v.(type) {
+	switch v := c.Val().(type) {
 	case int64:
 		return raw{typ: ':', n: v}
 	case string:

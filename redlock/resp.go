@@ -50,6 +50,10 @@ type respLink struct {
 	// rearm is when the write deadline is next moved forward (writer-owned).
 	rearm time.Time
 	once  sync.Once
+	// id and runID identify the connection on its server (CLIENT ID, and
+	// INFO's run_id), so that a later connection can end it there (kill).
+	id    int64
+	runID string
 }
 
 func (k *respLink) direct() bool { return true }
@@ -64,7 +68,7 @@ func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	defer cancel()
 	network := o.Network
 	if network == "" {
@@ -82,7 +86,15 @@ func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
 	}
 	k := &respLink{s: s, conn: conn, bw: bufio.NewWriterSize(conn, 32<<10), nt: s.l.opts.NodeTimeout}
 	br := bufio.NewReaderSize(conn, 32<<10)
+	// Close cuts the handshake short too (the stream's context).
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	runID, err := k.handshake(br, o, time.Now().Add(timeout))
+	if err == nil {
+		err = k.kill(br, s.staleLink(), time.Now().Add(timeout))
+	}
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		conn.Close()
 		return nil, "", fmt.Errorf("redlock: setting up the connection to %s: %w", o.Addr, err)
@@ -113,6 +125,7 @@ func (k *respLink) handshake(br *bufio.Reader, o *redis.Options, deadline time.T
 	}
 	k.array("INFO", "server")
 	names = append(names, "INFO server")
+	k.array("CLIENT", "ID")
 	if err := k.bw.Flush(); err != nil {
 		return "", err
 	}
@@ -133,7 +146,54 @@ func (k *respLink) handshake(br *bufio.Reader, o *redis.Options, deadline time.T
 			runID = runIDOf(r.text)
 		}
 	}
+	// CLIENT ID: a server or a user that refuses it only loses kill.
+	r, err := readRaw(br, false)
+	if err != nil {
+		return "", err
+	}
+	if r.typ == ':' {
+		k.id = r.n
+	}
+	k.runID = runID
 	return runID, nil
+}
+
+// kill ends old, the connection this one replaces, on the server, before
+// anything else is sent on this one: commands still travelling to the
+// server on old are then dropped with it, so none can run after a later
+// command sent here (a release after its SET, see docs/design.md §10).
+// It needs the CLIENT KILL permission; without it the Locker warns once
+// and goes on, with that guarantee lost. It does nothing when old is
+// nil, or when the server is not the one old was connected to (a restart
+// ended old; its client ids are reused).
+func (k *respLink) kill(br *bufio.Reader, old *respLink, deadline time.Time) error {
+	if old == nil || old.runID == "" || old.runID != k.runID {
+		return nil
+	}
+	if old.id == 0 {
+		k.warnNoKill("CLIENT ID refused")
+		return nil
+	}
+	k.conn.SetDeadline(deadline)
+	defer k.conn.SetDeadline(time.Time{})
+	k.array("CLIENT", "KILL", "ID", strconv.FormatInt(old.id, 10))
+	if err := k.bw.Flush(); err != nil {
+		return err
+	}
+	r, err := readRaw(br, false)
+	if err != nil {
+		return err
+	}
+	if r.typ == '-' {
+		k.warnNoKill(r.text)
+	}
+	return nil
+}
+
+func (k *respLink) warnNoKill(why string) {
+	k.s.noKill.Do(func() {
+		k.s.l.log.Warn("redlock: cannot end the previous connection on the server (grant +client|id +client|kill): a release sent after this reconnect may run before a SET still in flight on it", "master", k.s.l.addrs[k.s.i], "reason", why)
+	})
 }
 
 // write encodes batch and writes it in one go. The write deadline keeps a

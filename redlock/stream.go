@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"sync"
@@ -51,11 +52,17 @@ type stream struct {
 	writing  bool   // a goroutine owns the link's write side
 	link     link   // nil until connected, and after it broke
 	progress time.Time
-	failedAt time.Time // last failed dial
-	needLoad bool      // a NOSCRIPT reply: load the scripts before the next batch
-	invalid  error     // the master is another master's duplicate
-	tried    bool      // the first dial has ended (either way)
-	closed   bool
+	failedAt time.Time   // last failed dial
+	needLoad bool        // a NOSCRIPT reply: load the scripts before the next batch
+	probing  *time.Timer // armed while a release is parked or unanswered: see probe
+	// stale is a fast-path connection that ended with commands written
+	// and unanswered: the next connection ends it on the server first
+	// (respLink.kill), so that none of them runs after what follows.
+	stale   *respLink
+	noKill  sync.Once // warned that CLIENT KILL is refused
+	invalid error     // the master is another master's duplicate
+	tried   bool      // the first dial has ended (either way)
+	closed  bool
 	// shard: one shard of a Redis Cluster master (cluster.go), whose
 	// shardSet counts the master as tried; onRedirect, when set, is told
 	// of MOVED and ASK replies.
@@ -64,7 +71,10 @@ type stream struct {
 
 	wake chan struct{} // capacity 1: the flusher has work
 	quit chan struct{}
-	wg   sync.WaitGroup
+	// ctx ends at close: it cuts short a dial in progress.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // A link is one connection (or, on the plain path, a client) to a master.
@@ -95,6 +105,7 @@ const (
 
 func newStream(l *Locker, i int, dial func() (link, string, error), giveUpAfter time.Duration) *stream {
 	s := &stream{l: l, i: i, dial: dial, giveUpAfter: giveUpAfter, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Go(s.run)
 	return s
 }
@@ -138,6 +149,9 @@ func (s *stream) submit(c *cmd, now time.Time) submitted {
 		s.progress = now
 	}
 	s.queue = append(s.queue, c)
+	if c.isRelease() && s.probing == nil {
+		s.armProbeLocked() // it must not wait for other traffic (probe)
+	}
 	if s.writing {
 		s.mu.Unlock()
 		return sent
@@ -174,6 +188,49 @@ func (s *stream) parkLocked(c *cmd) {
 	c.round = nil
 	s.parked = append(s.parked, c)
 	s.trimParkedLocked()
+	s.armProbeLocked()
+}
+
+// probeDueLocked reports whether the probe still has something to do:
+// releases parked, or commands unanswered (among them, possibly, a
+// release written on a connection that went silent).
+func (s *stream) probeDueLocked() bool { return len(s.parked) > 0 || s.unansweredLocked() > 0 }
+
+// armProbeLocked makes sure the stream looks at its master again while a
+// release is parked or unanswered, whether or not anything else is
+// submitted to it: every NodeTimeout, but not more than once a second (a
+// master down for good is dialled once a second).
+func (s *stream) armProbeLocked() {
+	if s.probing == nil && !s.closed {
+		s.probing = time.AfterFunc(max(s.l.opts.NodeTimeout, probeEvery), s.probe)
+	}
+}
+
+// probeEvery is the shortest interval between probes of a master.
+const probeEvery = time.Second
+
+// probe delivers releases with no traffic to wait for: without a link it
+// dials (parked releases go out once the master answers); with a link
+// silent for longer than giveUpAfter it closes it, as the next submit
+// would, so that a lost connection is opened again and what was
+// unanswered on it (releases included) is parked and sent again.
+func (s *stream) probe() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probing = nil
+	if s.closed || !s.probeDueLocked() {
+		return
+	}
+	switch ln := s.link; {
+	case ln == nil && !s.writing && len(s.parked) > 0:
+		s.writing = true
+		s.kick()
+		return // a failed dial arms the probe again
+	case ln != nil && s.giveUpAfter > 0 && s.unansweredLocked() > 0 && time.Since(s.progress) > s.giveUpAfter:
+		ln.close() // its reader calls broken, which dials again
+		return
+	}
+	s.armProbeLocked()
 }
 
 // trimParkedLocked drops the oldest parked releases beyond maxDeferred.
@@ -236,7 +293,9 @@ func (s *stream) run() {
 func (s *stream) flush() {
 	for {
 		s.mu.Lock()
-		if s.closed || len(s.queue) == 0 {
+		// Without a link, parked releases are work too: dialling is how
+		// they reach the master.
+		if s.closed || len(s.queue) == 0 && (s.link != nil || len(s.parked) == 0) {
 			s.writing = false
 			s.mu.Unlock()
 			return
@@ -278,6 +337,12 @@ func (s *stream) flush() {
 						s.parkLocked(c)
 					}
 				}
+				if s.invalid != nil {
+					s.parked = nil
+				}
+				if len(s.parked) > 0 {
+					s.armProbeLocked()
+				}
 				s.mu.Unlock()
 				rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
 				now := time.Now()
@@ -286,7 +351,7 @@ func (s *stream) flush() {
 				}
 				return
 			}
-			s.link, s.failedAt = ln, time.Time{}
+			s.link, s.failedAt, s.stale = ln, time.Time{}, nil
 			s.answeredLocked(time.Now())
 		}
 		batch := s.takeLocked()
@@ -329,6 +394,11 @@ func (s *stream) answer(ln link, r raw, now time.Time) {
 	}
 	if r.noScript() {
 		s.needLoad = true
+		if s.resendLocked(c) {
+			s.answeredLocked(now)
+			s.mu.Unlock()
+			return
+		}
 	}
 	if s.onRedirect != nil && r.redirect() {
 		s.onRedirect()
@@ -336,6 +406,42 @@ func (s *stream) answer(ln link, r raw, now time.Time) {
 	s.answeredLocked(now)
 	s.mu.Unlock()
 	c.done(c.interpret(r), now)
+}
+
+// resendLocked queues c again after a NOSCRIPT reply, which means it did
+// not run; the scripts are loaded in front of the next batch (needLoad).
+// Releases and extensions may run late at any time (compare-and-delete,
+// compare-and-expire on a token no one else has). An acquisition may not
+// run after a release of its own token, so it is sent again only if no
+// such release is queued, in flight or parked ahead of it. Each command is
+// sent again once: a master that keeps answering NOSCRIPT fails it.
+func (s *stream) resendLocked(c *cmd) bool {
+	if c.resent || c.lua() == nil {
+		return false
+	}
+	if !c.isRelease() && c.kind != cmdExtend && c.kind != cmdExtendMulti && s.releaseAheadLocked(c.token) {
+		return false
+	}
+	c.resent = true
+	s.queue = append(s.queue, c)
+	if !s.writing {
+		s.writing = true
+		s.kick()
+	}
+	return true
+}
+
+// releaseAheadLocked reports whether a release of token is queued, in
+// flight or parked.
+func (s *stream) releaseAheadLocked(token string) bool {
+	for _, q := range [][]*cmd{s.queue, s.inflight[s.head:], s.parked} {
+		for _, c := range q {
+			if c.isRelease() && c.token == token {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // broken ends link ln after an I/O error: its unanswered commands fail,
@@ -349,6 +455,9 @@ func (s *stream) broken(ln link, err error) {
 	}
 	s.link = nil
 	lost := append([]*cmd(nil), s.inflight[s.head:]...)
+	if k, ok := ln.(*respLink); ok && len(lost) > 0 {
+		s.stale = k
+	}
 	clear(s.inflight)
 	s.inflight, s.head = s.inflight[:0], 0
 	// They were submitted before anything parked now: they go first.
@@ -361,7 +470,7 @@ func (s *stream) broken(ln link, err error) {
 	}
 	s.parked = append(again, s.parked...)
 	s.trimParkedLocked()
-	if len(s.queue) > 0 && !s.writing {
+	if (len(s.queue) > 0 || len(s.parked) > 0) && !s.writing {
 		s.writing = true
 		s.kick()
 	}
@@ -374,6 +483,14 @@ func (s *stream) broken(ln link, err error) {
 			c.done(rep, now)
 		}
 	}
+}
+
+// staleLink returns the connection a new one must end on the server
+// first, or nil; a successful dial forgets it.
+func (s *stream) staleLink() *respLink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stale
 }
 
 // close stops the stream: nothing more is written, parked releases are
@@ -389,8 +506,13 @@ func (s *stream) close() {
 	ln := s.link
 	s.link = nil
 	s.parked = nil
+	if s.probing != nil {
+		s.probing.Stop()
+		s.probing = nil
+	}
 	s.mu.Unlock()
 	close(s.quit)
+	s.cancel()
 	if ln != nil {
 		ln.close()
 	}
