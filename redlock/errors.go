@@ -32,6 +32,11 @@ func (e *invalidError) Unwrap() error { return ErrInvalid }
 
 func invalid(rule string) error { return &invalidError{rule} }
 
+// nilContext is the error of an operation called with a nil context.
+func nilContext(op string) error {
+	return invalid(op + ": nil context (pass context.Background() or a request's context)")
+}
+
 // Outcome is what became of the call to one master; the constants are in
 // package quorum (quorum.OK, quorum.TimedOut, ...).
 type Outcome = quorum.Outcome

@@ -203,6 +203,11 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	defer l.ops.Done()
 	lk.released = true
+	if lk.held != nil {
+		// A Held's Done closes before any release is sent (no-op when
+		// Held.Unlock already closed it).
+		lk.held.cancel(nil)
+	}
 	l.tel.unlocked(ctx, lk.resource)
 	expired := !time.Now().Before(lk.deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold)
