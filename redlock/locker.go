@@ -543,7 +543,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		info.Elapsed = time.Since(start)
 		info.Validity = budget.Validity(info.Elapsed)
 		inv := l.invalidErr()
-		if reason == "" && inv == nil && res.Err == nil && res.Reached && info.Validity > 0 {
+		if reason == "" && inv == nil && granted(res, budget, info.Elapsed) {
 			return nil
 		}
 		l.release(ctx, t, token, mayHold)
@@ -561,7 +561,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		case res.Err != nil:
 			e.cause, outcome = context.Cause(ctx), outCanceled
 		case res.Reached && reason == "":
-			e.Reason, outcome = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, budget.Window()), outExpired
+			e.Reason, outcome = lateReason(info.Elapsed, budget), outExpired
 		case res.Count(quorum.Refused) > 0:
 			outcome = outHeld
 		}
@@ -614,6 +614,18 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
 	l.log.DebugContext(ctx, "redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
+}
+
+// granted is the rule an acquisition and an extension both pass to
+// succeed: a majority agreed before ctx ended, and validity is left once
+// it did (the window from the round's start, less the round's time).
+func granted(res quorum.Result, b validity.Budget, elapsed time.Duration) bool {
+	return res.Err == nil && res.Reached && b.Validity(elapsed) > 0
+}
+
+// lateReason says why a round that reached a majority failed granted.
+func lateReason(elapsed time.Duration, b validity.Budget) string {
+	return fmt.Sprintf("majority arrived after %v, past the validity window %v", elapsed, b.Window())
 }
 
 // closedReason marks an acquisition that found the Locker closing between
