@@ -564,6 +564,9 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 			e.Reason, outcome = lateReason(info.Elapsed, budget), outExpired
 		case res.Count(quorum.Refused) > 0:
 			outcome = outHeld
+			if e.held() && e.Reason == "" {
+				e.Reason = "held by another owner"
+			}
 		}
 		l.tel.acquired(ctx, resource, outcome, info, 0)
 		l.log.DebugContext(ctx, "redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
