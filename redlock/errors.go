@@ -23,6 +23,9 @@ var (
 	ErrInvalid = errors.New("redlock: invalid argument")
 	// ErrClosed: the Locker was closed.
 	ErrClosed = errors.New("redlock: locker closed")
+	// ErrUnlocked: Unlock of a lock already unlocked. Nothing is sent; it
+	// says nothing about whether the lock had been lost.
+	ErrUnlocked = errors.New("redlock: already unlocked")
 	// ErrHeld: an acquisition failed because another owner holds the
 	// lock: more masters refused (another token there) than N − majority,
 	// whatever the others did. Such errors wrap ErrNotAcquired too.

@@ -141,7 +141,7 @@ func (h *Held) Unlock(ctx context.Context) error {
 // before it.
 func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
 	if ctx == nil {
-		return false, nilContext("unlock")
+		return false, nilContext("Unlock")
 	}
 	// Done closes first: the work the lock protects must stop before any
 	// master lets another owner in. The cause is the first one given, so
@@ -150,7 +150,7 @@ func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
 	h.stop()
 	lost = errors.Is(context.Cause(h.ctx), ErrLost)
 	err = h.Lock.Unlock(ctx)
-	if lost && !errors.Is(err, ErrLost) {
+	if lost && !errors.Is(err, ErrLost) && !errors.Is(err, ErrUnlocked) {
 		err = errors.Join(&Error{Op: "unlock", Resource: h.resource, Need: h.locker.need, Reason: "the lock was lost before unlock", kind: ErrLost}, err)
 	}
 	return lost, err
@@ -176,6 +176,9 @@ func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
 func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Context) error, opts ...LockOption) (err error) {
 	if fn == nil {
 		return invalid("Do: fn is nil")
+	}
+	if ctx == nil {
+		return nilContext("Do")
 	}
 	ctx, span := l.tel.start(ctx, "Do", resource)
 	defer func() { end(span, err) }()
@@ -209,6 +212,9 @@ type lockKeyCtx struct{}
 // FromContext returns the Lock that Do holds for the context it passed to
 // fn (for its Fence, Deadline, Token), and whether there is one.
 func FromContext(ctx context.Context) (*Lock, bool) {
+	if ctx == nil {
+		return nil, false
+	}
 	lk, ok := ctx.Value(lockKeyCtx{}).(*Lock)
 	return lk, ok
 }

@@ -93,8 +93,13 @@ func (lk *Lock) Deadline() time.Time {
 	return lk.deadline
 }
 
-// Valid reports whether the deadline is still ahead.
-func (lk *Lock) Valid() bool { return time.Now().Before(lk.Deadline()) }
+// Valid reports whether the lock is held: not unlocked, and its deadline
+// still ahead.
+func (lk *Lock) Valid() bool {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return !lk.released && time.Now().Before(lk.deadline)
+}
 
 // Acquisition returns the breakdown of the round that acquired the lock.
 func (lk *Lock) Acquisition() Acquisition { return lk.info }
@@ -113,6 +118,9 @@ func (lk *Lock) Acquisition() Acquisition { return lk.info }
 // expire. WithTTL sets the TTL of this extension and of later ones; an
 // invalid one fails with ErrInvalid and sends nothing.
 func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
+	if ctx == nil {
+		return nilContext("Extend")
+	}
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
 	outcome := "failed"
@@ -207,15 +215,20 @@ func (lk *Lock) setDeadlineLocked(d time.Time) {
 // the keys stay until their TTL. A master that refuses the release for
 // lack of permission (its ACL) makes it return an error wrapping
 // ErrInvalid that names the refused command: the key stays there until
-// its TTL.
+// its TTL. A second Unlock sends nothing and returns an error wrapping
+// ErrUnlocked (not ErrLost). A kept lock's Done closes before the first
+// release is sent.
 func (lk *Lock) Unlock(ctx context.Context) (err error) {
+	if ctx == nil {
+		return nilContext("Unlock")
+	}
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Unlock", lk.resource)
 	defer func() { end(span, err) }()
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	if lk.released {
-		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
+		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, kind: ErrUnlocked}
 	}
 	if !l.enter() {
 		return closedError("unlock", lk.resource)
