@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,12 +12,13 @@ import (
 	"github.com/quorumlab/redlock/redlock"
 )
 
-// Held.Unlock closes Done before it writes the first release: with one of
-// 3 masters stalled (the release round waits NodeTimeout for it), a second
-// Locker never acquires the resource while the first Held's Err is nil,
-// and Done is never seen open at or after Deadline(). 20 runs, all must
-// pass. NodeTimeout exceeds a third of the window, so the Unlock, made
-// when less than NodeTimeout/2 is left, spans the deadline.
+// Held.Unlock, and Do's release, close the lock's context before the first
+// release is written: with one of 3 masters stalled (the release round
+// waits NodeTimeout for it), a second Locker never acquires the resource
+// while the first holder's context is live, and that context is never seen
+// live at or after Deadline(). 20 runs of each, all must pass. NodeTimeout
+// exceeds a third of the window, so a release started when less than
+// NodeTimeout/2 is left spans the deadline.
 func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	const ttl, nt = 400 * time.Millisecond, 300 * time.Millisecond
@@ -32,64 +34,60 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 	if err := warm.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for run := range 20 {
-		resource := fmt.Sprintf("unlock-order-%d", run)
-		h, err := l.Hold(ctx, resource)
-		if err != nil {
-			t.Fatalf("run %d: %v", run, err)
-		}
-		// Unlock while less than NodeTimeout/2 is left: the release's wait
-		// for the stalled master then spans the deadline.
+	// nearDeadline waits until less than NodeTimeout/2 is left, then
+	// stalls master 2.
+	nearDeadline := func(lk *redlock.Lock) {
 		waitFor(t, "the deadline within NodeTimeout/2", func() bool {
-			left := time.Until(h.Deadline())
+			left := time.Until(lk.Deadline())
 			return left > 0 && left < nt/2
 		})
 		if err := c.Pause(2); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// check runs release (which returns the lock's context and Lock once
+	// they exist) while a second Locker tries the resource and a sampler
+	// watches the context.
+	check := func(name, resource string, release func(ready chan<- context.Context) (*redlock.Lock, error)) {
+		ready := make(chan context.Context, 1)
 		var unlocked atomic.Bool
-		var wg sync.WaitGroup
-		// The second Locker tries until it acquires or the Unlock returns.
 		var acquiredWhileOpen atomic.Bool
+		var lastOpen atomic.Int64 // the last instant the context was seen live
+		var wg sync.WaitGroup
 		wg.Go(func() {
-			for !unlocked.Load() {
-				lk, err := l2.TryLock(ctx, resource)
-				if err != nil {
-					continue
+			hctx := <-ready
+			wg.Go(func() {
+				for !unlocked.Load() {
+					lk, err := l2.TryLock(ctx, resource)
+					if err != nil {
+						continue
+					}
+					if hctx.Err() == nil {
+						acquiredWhileOpen.Store(true)
+					}
+					lk.Unlock(ctx)
+					return
 				}
-				if h.Err() == nil {
-					acquiredWhileOpen.Store(true)
-				}
-				lk.Unlock(ctx)
-				return
-			}
-		})
-		// Samples of Done: the last instant it was seen open.
-		var lastOpen atomic.Int64
-		wg.Go(func() {
+			})
 			for !unlocked.Load() {
 				now := time.Now()
-				if h.Err() == nil {
+				if hctx.Err() == nil {
 					lastOpen.Store(now.UnixNano())
 				}
 				time.Sleep(time.Millisecond) // sampling pace
 			}
 		})
-		uerr := h.Unlock(ctx)
+		lk, err := release(ready)
 		unlocked.Store(true)
 		wg.Wait()
-		deadline := h.Deadline()
-		if uerr != nil {
-			t.Errorf("run %d: Unlock: %v", run, uerr)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 		if acquiredWhileOpen.Load() {
-			t.Errorf("run %d: a second Locker acquired while the first Held's Err() was nil", run)
+			t.Errorf("%s: a second Locker acquired while the first holder's context was live", name)
 		}
-		if at := lastOpen.Load(); at != 0 && !time.Unix(0, at).Before(deadline) {
-			t.Errorf("run %d: Done still open %v after Deadline()", run, time.Unix(0, at).Sub(deadline))
-		}
-		if h.Err() == nil {
-			t.Errorf("run %d: Err() nil after Unlock", run)
+		if at := lastOpen.Load(); lk != nil && at != 0 && !time.Unix(0, at).Before(lk.Deadline()) {
+			t.Errorf("%s: context still live %v after Deadline()", name, time.Unix(0, at).Sub(lk.Deadline()))
 		}
 		c.ResumeAll()
 		// Every run starts with master 2 answering both Lockers again, so
@@ -103,5 +101,34 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 			return true
 		})
 		waitGone(t, c, resource, "the released keys to go")
+	}
+	for run := range 20 {
+		resource := fmt.Sprintf("unlock-order-%d", run)
+		check(fmt.Sprintf("Held.Unlock run %d", run), resource, func(ready chan<- context.Context) (*redlock.Lock, error) {
+			h, err := l.Hold(ctx, resource)
+			if err != nil {
+				t.Fatalf("run %d: %v", run, err)
+			}
+			nearDeadline(h.Lock)
+			ready <- h.Context()
+			err = h.Unlock(ctx)
+			if h.Err() == nil {
+				t.Errorf("run %d: Err() nil after Unlock", run)
+			}
+			return h.Lock, err
+		})
+	}
+	for run := range 20 {
+		resource := fmt.Sprintf("do-release-order-%d", run)
+		check(fmt.Sprintf("Do run %d", run), resource, func(ready chan<- context.Context) (*redlock.Lock, error) {
+			var lk *redlock.Lock
+			err := l.Do(ctx, resource, func(fctx context.Context) error {
+				lk, _ = redlock.FromContext(fctx)
+				nearDeadline(lk)
+				ready <- fctx
+				return nil
+			})
+			return lk, err
+		})
 	}
 }
