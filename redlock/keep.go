@@ -44,6 +44,9 @@ type Held struct {
 	lostAt atomic.Pointer[time.Time] // when it declared the lock lost (tests)
 	fired  chan struct{}             // closed when it has returned
 	moved  chan struct{}             // an Extend moved the deadline: the keeper re-plans
+	// unlocked: an Unlock has begun (endForUnlock); from then on the
+	// timer declares no loss.
+	unlocked atomic.Bool
 }
 
 // Hold acquires resource like Lock (retrying per Options.Retry until ctx
@@ -85,8 +88,8 @@ func (lk *Lock) keepUntil(life context.Context) *Held {
 func (h *Held) declareLost() {
 	h.firing.Store(true)
 	defer close(h.fired)
-	if h.ctx.Err() != nil {
-		return // unlocked (or Do's ctx ended) first: not a loss
+	if h.unlocked.Load() {
+		return // unlocked first: not a loss
 	}
 	now := time.Now()
 	h.lostAt.Store(&now)
@@ -143,10 +146,7 @@ func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
 	if ctx == nil {
 		return false, nilContext("Unlock")
 	}
-	// Done closes first: the work the lock protects must stop before any
-	// master lets another owner in. The cause is the first one given, so
-	// a loss declared earlier stays ErrLost.
-	h.cancel(nil)
+	h.endForUnlock()
 	h.stop()
 	lost = errors.Is(context.Cause(h.ctx), ErrLost)
 	err = h.Lock.Unlock(ctx)
@@ -154,6 +154,15 @@ func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
 		err = errors.Join(&Error{Op: "unlock", Resource: h.resource, Need: h.locker.need, Reason: "the lock was lost before unlock", kind: ErrLost}, err)
 	}
 	return lost, err
+}
+
+// endForUnlock closes Done at the start of an unlock, before anything is
+// sent: the work the lock protects must stop before any master lets
+// another owner in. The cause is the first one given, so a loss declared
+// earlier stays ErrLost.
+func (h *Held) endForUnlock() {
+	h.unlocked.Store(true)
+	h.cancel(nil)
 }
 
 // Do acquires resource (retrying per Options.Retry until ctx ends), runs fn

@@ -236,9 +236,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	defer l.ops.Done()
 	lk.released = true
 	if lk.held != nil {
-		// A Held's Done closes before any release is sent (no-op when
-		// Held.Unlock already closed it).
-		lk.held.cancel(nil)
+		lk.held.endForUnlock() // before any release is sent
 	}
 	l.tel.unlocked(ctx, lk.resource)
 	expired := !time.Now().Before(lk.deadline)

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -16,9 +17,9 @@ import (
 // release is written: with one of 3 masters stalled (the release round
 // waits NodeTimeout for it), a second Locker never acquires the resource
 // while the first holder's context is live, and that context is never seen
-// live at or after Deadline(). 20 runs of each, all must pass. NodeTimeout
-// exceeds a third of the window, so a release started when less than
-// NodeTimeout/2 is left spans the deadline.
+// live at or after Deadline(). 20 runs of each, all must pass. A release
+// started when less than NodeTimeout − 100ms is left spans the deadline
+// (NodeTimeout exceeds a third of the window, where Do's keeper extends).
 func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	const ttl, nt = 400 * time.Millisecond, 300 * time.Millisecond
@@ -34,12 +35,12 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 	if err := warm.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// nearDeadline waits until less than NodeTimeout/2 is left, then
-	// stalls master 2.
+	// nearDeadline waits until less than NodeTimeout − 100ms is left,
+	// then stalls master 2.
 	nearDeadline := func(lk *redlock.Lock) {
-		waitFor(t, "the deadline within NodeTimeout/2", func() bool {
+		waitFor(t, "the deadline within NodeTimeout − 100ms", func() bool {
 			left := time.Until(lk.Deadline())
-			return left > 0 && left < nt/2
+			return left > 60*time.Millisecond && left < nt-100*time.Millisecond
 		})
 		if err := c.Pause(2); err != nil {
 			t.Fatal(err)
@@ -80,7 +81,12 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 		lk, err := release(ready)
 		unlocked.Store(true)
 		wg.Wait()
-		if err != nil {
+		switch {
+		case errors.Is(err, redlock.ErrLost):
+			// The deadline passed before the release began: a loaded
+			// machine, not what this test is about.
+			t.Logf("%s: %v", name, err)
+		case err != nil:
 			t.Errorf("%s: %v", name, err)
 		}
 		if acquiredWhileOpen.Load() {
@@ -105,11 +111,14 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 	for run := range 20 {
 		resource := fmt.Sprintf("unlock-order-%d", run)
 		check(fmt.Sprintf("Held.Unlock run %d", run), resource, func(ready chan<- context.Context) (*redlock.Lock, error) {
-			h, err := l.Hold(ctx, resource)
+			// Kept only once near the deadline, so that no extension
+			// moves it meanwhile; the keeper's first is tens of ms away.
+			lk, err := l.TryLock(ctx, resource)
 			if err != nil {
 				t.Fatalf("run %d: %v", run, err)
 			}
-			nearDeadline(h.Lock)
+			nearDeadline(lk)
+			h := lk.Keep()
 			ready <- h.Context()
 			err = h.Unlock(ctx)
 			if h.Err() == nil {
