@@ -36,15 +36,19 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// nearDeadline waits until less than NodeTimeout − 100ms is left,
-	// then stalls master 2.
-	nearDeadline := func(lk *redlock.Lock) {
+	// then stalls master 2. It reports false, stalling nothing, when it
+	// saw that too late (60ms or less left: a loaded machine).
+	nearDeadline := func(lk *redlock.Lock) bool {
 		waitFor(t, "the deadline within NodeTimeout − 100ms", func() bool {
-			left := time.Until(lk.Deadline())
-			return left > 60*time.Millisecond && left < nt-100*time.Millisecond
+			return time.Until(lk.Deadline()) < nt-100*time.Millisecond
 		})
+		if time.Until(lk.Deadline()) <= 60*time.Millisecond {
+			return false
+		}
 		if err := c.Pause(2); err != nil {
 			t.Fatal(err)
 		}
+		return true
 	}
 	// check runs release (which returns the lock's context and Lock once
 	// they exist) while a second Locker tries the resource and a sampler
@@ -80,6 +84,10 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 		})
 		lk, err := release(ready)
 		unlocked.Store(true)
+		select {
+		case ready <- ctx: // release never got that far: let the watcher go
+		default:
+		}
 		wg.Wait()
 		switch {
 		case errors.Is(err, redlock.ErrLost):
@@ -113,11 +121,17 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 		check(fmt.Sprintf("Held.Unlock run %d", run), resource, func(ready chan<- context.Context) (*redlock.Lock, error) {
 			// Kept only once near the deadline, so that no extension
 			// moves it meanwhile; the keeper's first is tens of ms away.
-			lk, err := l.TryLock(ctx, resource)
-			if err != nil {
-				t.Fatalf("run %d: %v", run, err)
+			var lk *redlock.Lock
+			for {
+				var err error
+				if lk, err = l.TryLock(ctx, resource); err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if nearDeadline(lk) {
+					break
+				}
+				lk.Unlock(ctx) // seen too late: again
 			}
-			nearDeadline(lk)
 			h := lk.Keep()
 			ready <- h.Context()
 			err = h.Unlock(ctx)
@@ -133,7 +147,15 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 			var lk *redlock.Lock
 			err := l.Do(ctx, resource, func(fctx context.Context) error {
 				lk, _ = redlock.FromContext(fctx)
-				nearDeadline(lk)
+				for !nearDeadline(lk) {
+					// Seen too late: wait for the keeper's next extension.
+					waitFor(t, "the keeper to extend", func() bool {
+						return fctx.Err() != nil || time.Until(lk.Deadline()) >= nt-100*time.Millisecond
+					})
+					if fctx.Err() != nil {
+						return fmt.Errorf("lost while waiting: %w", context.Cause(fctx))
+					}
+				}
 				ready <- fctx
 				return nil
 			})
