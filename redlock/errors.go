@@ -23,6 +23,13 @@ var (
 	ErrInvalid = errors.New("redlock: invalid argument")
 	// ErrClosed: the Locker was closed.
 	ErrClosed = errors.New("redlock: locker closed")
+	// ErrUnlocked: Unlock of a lock already unlocked. Nothing is sent; it
+	// says nothing about whether the lock had been lost.
+	ErrUnlocked = errors.New("redlock: already unlocked")
+	// ErrHeld: an acquisition failed because another owner holds the
+	// lock: more masters refused (another token there) than N − majority,
+	// whatever the others did. Such errors wrap ErrNotAcquired too.
+	ErrHeld = errors.New("redlock: held by another owner")
 )
 
 type invalidError struct{ rule string }
@@ -31,6 +38,11 @@ func (e *invalidError) Error() string { return "redlock: invalid argument: " + e
 func (e *invalidError) Unwrap() error { return ErrInvalid }
 
 func invalid(rule string) error { return &invalidError{rule} }
+
+// nilContext is the error of an operation called with a nil context.
+func nilContext(op string) error {
+	return invalid(op + ": nil context (pass context.Background() or a request's context)")
+}
 
 // Outcome is what became of the call to one master; the constants are in
 // package quorum (quorum.OK, quorum.TimedOut, ...).
@@ -49,7 +61,8 @@ type NodeResult struct {
 }
 
 // Error is the error of an operation that did not succeed. It unwraps to
-// ErrNotAcquired, ErrLost or ErrClosed, and to the caller's context error
+// ErrNotAcquired (and ErrHeld when the refusals alone made a majority
+// impossible), ErrLost or ErrClosed, and to the caller's context error
 // when the context ended first. When a master refused a command for lack
 // of permission (its ACL), it also unwraps to ErrInvalid and its message
 // names what was refused (an Unlock so refused is ErrInvalid alone). Use
@@ -114,11 +127,23 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the sentinel (ErrNotAcquired, ErrLost or ErrClosed) and
-// the context error, if any.
+// Unwrap returns the sentinel (ErrNotAcquired, ErrLost or ErrClosed),
+// ErrHeld for an acquisition refused by too many masters, and the context
+// error, if any.
 func (e *Error) Unwrap() []error {
-	if e.cause != nil {
-		return []error{e.kind, e.cause}
+	errs := []error{e.kind}
+	if e.held() {
+		errs = append(errs, ErrHeld)
 	}
-	return []error{e.kind}
+	if e.cause != nil {
+		errs = append(errs, e.cause)
+	}
+	return errs
+}
+
+// held reports whether an acquisition's refusals alone (another owner's
+// token) made a majority impossible: refused > N − Need. With an even N a
+// round is decided then, before every master answered.
+func (e *Error) held() bool {
+	return e.kind == ErrNotAcquired && e.Op == "acquire" && e.Need > 0 && e.Count(quorum.Refused) > len(e.Nodes)-e.Need
 }

@@ -51,6 +51,8 @@ var fencedWrite = redis.NewScript(fencedWriteSrc)
 // and treat "0 rows updated" as ErrStaleFence.
 func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, owner, value string) error {
 	switch {
+	case ctx == nil:
+		return nilContext("WriteFenced")
 	case key == "":
 		return invalid("fenced write: key is empty")
 	case fence == 0:
@@ -90,6 +92,9 @@ func ownerDigest(token string) string {
 // ReadFenced returns the value and fence last accepted by WriteFenced for
 // key; a key never written gives "", 0 and no error.
 func ReadFenced(ctx context.Context, c redis.Cmdable, key string) (value string, fence uint64, err error) {
+	if ctx == nil {
+		return "", 0, nilContext("ReadFenced")
+	}
 	if c == nil || isNilPointer(c) {
 		return "", 0, invalid("fenced read: nil client")
 	}

@@ -212,8 +212,8 @@ func TestHoldUnlock(t *testing.T) {
 		t.Errorf("Err after Unlock = %v, want context.Canceled", h.Err())
 	}
 	noKeyOn(t, c, "held", 0, 1, 2)
-	if err := h.Unlock(t.Context()); !errors.Is(err, redlock.ErrLost) {
-		t.Errorf("second Unlock: %v, want ErrLost (already unlocked)", err)
+	if err := h.Unlock(t.Context()); !errors.Is(err, redlock.ErrUnlocked) || errors.Is(err, redlock.ErrLost) {
+		t.Errorf("second Unlock: %v, want ErrUnlocked, not ErrLost", err)
 	}
 }
 

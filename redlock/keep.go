@@ -44,6 +44,9 @@ type Held struct {
 	lostAt atomic.Pointer[time.Time] // when it declared the lock lost (tests)
 	fired  chan struct{}             // closed when it has returned
 	moved  chan struct{}             // an Extend moved the deadline: the keeper re-plans
+	// unlocked: an Unlock has begun (endForUnlock); from then on the
+	// timer declares no loss.
+	unlocked atomic.Bool
 }
 
 // Hold acquires resource like Lock (retrying per Options.Retry until ctx
@@ -85,6 +88,9 @@ func (lk *Lock) keepUntil(life context.Context) *Held {
 func (h *Held) declareLost() {
 	h.firing.Store(true)
 	defer close(h.fired)
+	if h.unlocked.Load() {
+		return // unlocked first: not a loss
+	}
 	now := time.Now()
 	h.lostAt.Store(&now)
 	h.cancel(ErrLost)
@@ -123,19 +129,40 @@ func (h *Held) Err() error {
 // work the lock protects.
 func (h *Held) Context() context.Context { return h.ctx }
 
-// Unlock stops the keeper (waiting for its goroutine), then unlocks as
-// Lock.Unlock does, and closes Done. It returns an error wrapping ErrLost
-// when the lock had been lost before (its keys are deleted all the same
-// where they are still ours), and Lock.Unlock's errors otherwise.
+// Unlock closes Done (Err: context.Canceled, unless the lock was lost
+// first), stops the keeper (waiting for its goroutine), then unlocks as
+// Lock.Unlock does: Done is closed before the first release is sent. It
+// returns an error wrapping ErrLost when the lock had been lost before
+// (its keys are deleted all the same where they are still ours), and
+// Lock.Unlock's errors otherwise.
 func (h *Held) Unlock(ctx context.Context) error {
-	h.stop()
-	lost := errors.Is(h.Err(), ErrLost)
-	err := h.Lock.Unlock(ctx)
-	h.cancel(nil)
-	if lost && !errors.Is(err, ErrLost) {
-		return errors.Join(&Error{Op: "unlock", Resource: h.resource, Need: h.locker.need, Reason: "the lock was lost before unlock", kind: ErrLost}, err)
-	}
+	_, err := h.unlock(ctx)
 	return err
+}
+
+// unlock is Unlock; lost reports that the lock had been declared lost
+// before it.
+func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
+	if ctx == nil {
+		return false, nilContext("Unlock")
+	}
+	h.endForUnlock()
+	h.stop()
+	lost = errors.Is(context.Cause(h.ctx), ErrLost)
+	err = h.Lock.Unlock(ctx)
+	if lost && !errors.Is(err, ErrLost) && !errors.Is(err, ErrUnlocked) {
+		err = errors.Join(&Error{Op: "unlock", Resource: h.resource, Need: h.locker.need, Reason: "the lock was lost before unlock", kind: ErrLost}, err)
+	}
+	return lost, err
+}
+
+// endForUnlock closes Done at the start of an unlock, before anything is
+// sent: the work the lock protects must stop before any master lets
+// another owner in. The cause is the first one given, so a loss declared
+// earlier stays ErrLost.
+func (h *Held) endForUnlock() {
+	h.unlocked.Store(true)
+	h.cancel(nil)
 }
 
 // Do acquires resource (retrying per Options.Retry until ctx ends), runs fn
@@ -159,6 +186,9 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	if fn == nil {
 		return invalid("Do: fn is nil")
 	}
+	if ctx == nil {
+		return nilContext("Do")
+	}
 	ctx, span := l.tel.start(ctx, "Do", resource)
 	defer func() { end(span, err) }()
 	lk, err := l.Lock(ctx, resource, opts...)
@@ -174,9 +204,7 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	}()
 	ferr := fn(h.ctx)
 	returned = true
-	h.stop()
-	lost := errors.Is(h.Err(), ErrLost)
-	uerr := h.Unlock(context.WithoutCancel(ctx))
+	lost, uerr := h.unlock(context.WithoutCancel(ctx))
 	switch {
 	case lost:
 		return errors.Join(fmt.Errorf("redlock: %q: %w while fn ran", resource, ErrLost), ferr)
@@ -193,6 +221,9 @@ type lockKeyCtx struct{}
 // FromContext returns the Lock that Do holds for the context it passed to
 // fn (for its Fence, Deadline, Token), and whether there is one.
 func FromContext(ctx context.Context) (*Lock, bool) {
+	if ctx == nil {
+		return nil, false
+	}
 	lk, ok := ctx.Value(lockKeyCtx{}).(*Lock)
 	return lk, ok
 }

@@ -93,23 +93,34 @@ func (lk *Lock) Deadline() time.Time {
 	return lk.deadline
 }
 
-// Valid reports whether the deadline is still ahead.
-func (lk *Lock) Valid() bool { return time.Now().Before(lk.Deadline()) }
+// Valid reports whether the lock is held: not unlocked, and its deadline
+// still ahead.
+func (lk *Lock) Valid() bool {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return !lk.released && time.Now().Before(lk.deadline)
+}
 
 // Acquisition returns the breakdown of the round that acquired the lock.
 func (lk *Lock) Acquisition() Acquisition { return lk.info }
 
 // Extend resets the TTL on every master that still holds this lock's
-// token (for a lock on several resources: every key of the set). It succeeds only when a majority did so and the round finished
-// before the current deadline; the new deadline counts from the extension's
-// own start. After the deadline it sends nothing and returns an error
-// wrapping ErrLost: a lapsed lock is never silently re-acquired. A failed
-// extension leaves the current deadline in place, so it may be retried
-// while time remains. After the Locker's Close it returns an error
-// wrapping ErrClosed: the lock may still be held until its keys expire.
-// WithTTL sets the TTL of this extension and of later ones; an invalid one
-// fails with ErrInvalid and sends nothing.
+// token (for a lock on several resources: every key of the set). It
+// succeeds only when a majority did so before the current deadline and,
+// as for an acquisition, validity is left: the new deadline, counted from
+// the extension's own start, is still ahead. Otherwise it returns an error
+// wrapping ErrLost. After the deadline it sends nothing: a lapsed lock is
+// never silently re-acquired. A failed extension leaves the current
+// deadline in place (it may be retried while time remains), unless it
+// asked for a shorter TTL: the deadline then moves to the extension's, as
+// the masters may have taken it. After the Locker's Close it returns an
+// error wrapping ErrClosed: the lock may still be held until its keys
+// expire. WithTTL sets the TTL of this extension and of later ones; an
+// invalid one fails with ErrInvalid and sends nothing.
 func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
+	if ctx == nil {
+		return nilContext("Extend")
+	}
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
 	outcome := "failed"
@@ -145,7 +156,19 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 		c.kind, c.token, c.n = kind, lk.token, ms
 		return true
 	})
+	elapsed := time.Since(start)
 	l.tel.round(ctx, l, "extend", res)
+	if granted(res, budget, elapsed) && time.Now().Before(lk.deadline) {
+		outcome = "extended"
+		lk.ttl, lk.budget = ttl, budget
+		lk.setDeadlineLocked(budget.Deadline(start))
+		return nil
+	}
+	if d := budget.Deadline(start); d.Before(lk.deadline) {
+		// A shorter TTL may have landed on any master asked: the lock
+		// is held no longer than the extension's window.
+		lk.setDeadlineLocked(d)
+	}
 	fail := func(reason string, cause error) error {
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrLost, cause: cause}
 	}
@@ -162,13 +185,17 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 		outcome = "expired"
 		return fail("the majority answered after the deadline", nil)
 	}
-	outcome = "extended"
-	lk.ttl, lk.budget = ttl, budget
-	lk.deadline = budget.Deadline(start)
+	outcome = "expired"
+	return fail(lateReason(elapsed, budget), nil)
+}
+
+// setDeadlineLocked moves the deadline, and a Held's loss timer with it.
+// lk.mu is held.
+func (lk *Lock) setDeadlineLocked(d time.Time) {
+	lk.deadline = d
 	if lk.held != nil {
 		lk.held.rearmLocked()
 	}
-	return nil
 }
 
 // Unlock deletes the lock's key on every master that may hold it, in
@@ -188,21 +215,29 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 // the keys stay until their TTL. A master that refuses the release for
 // lack of permission (its ACL) makes it return an error wrapping
 // ErrInvalid that names the refused command: the key stays there until
-// its TTL.
+// its TTL. A second Unlock sends nothing and returns an error wrapping
+// ErrUnlocked (not ErrLost). A kept lock's Done closes before the first
+// release is sent.
 func (lk *Lock) Unlock(ctx context.Context) (err error) {
+	if ctx == nil {
+		return nilContext("Unlock")
+	}
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Unlock", lk.resource)
 	defer func() { end(span, err) }()
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	if lk.released {
-		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
+		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, kind: ErrUnlocked}
 	}
 	if !l.enter() {
 		return closedError("unlock", lk.resource)
 	}
 	defer l.ops.Done()
 	lk.released = true
+	if lk.held != nil {
+		lk.held.endForUnlock() // before any release is sent
+	}
 	l.tel.unlocked(ctx, lk.resource)
 	expired := !time.Now().Before(lk.deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold)

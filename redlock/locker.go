@@ -53,7 +53,9 @@ type Locker struct {
 // reports the first rule the arguments break, as an error wrapping
 // ErrInvalid. It does not contact the masters: each is identified by its
 // run_id on first contact, and two masters that turn out to be one server
-// make every operation fail with ErrInvalid.
+// make every operation fail with ErrInvalid. Fewer than 3 masters, or an
+// even number, are accepted with one warning (Options.Logger) saying how
+// many failed masters they tolerate.
 //
 // Plain *redis.Client masters get the fast path: one dedicated, pipelined
 // connection per master, opened with the client's address, dialer, TLS
@@ -145,7 +147,27 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		return nil, fmt.Errorf("redlock: creating metrics: %w", err)
 	}
 	l.tel = tel
+	l.warnMasterCount()
 	return l, nil
+}
+
+// warnMasterCount logs, once per Locker, what fewer than 3 masters or an
+// even number of them tolerate: a majority of N survives N − Majority(N)
+// failed masters, and N+1 masters, for an even N, no more than N−1 do.
+func (l *Locker) warnMasterCount() {
+	n := len(l.masters)
+	if n >= 3 && n%2 == 1 {
+		return
+	}
+	f := n - l.need
+	var msg string
+	switch {
+	case f == 0:
+		msg = fmt.Sprintf("redlock: %d master(s) tolerate no master failing or stalling (a majority is all %d); use an odd number, at least 3", n, n)
+	default:
+		msg = fmt.Sprintf("redlock: %d masters tolerate %d master(s) failing, as %d do; an odd number gives the same tolerance with fewer masters", n, f, n-1)
+	}
+	l.log.WarnContext(context.Background(), msg, "masters", n, "majority", l.need, "tolerates", f)
 }
 
 func isNilPointer(v any) bool {
@@ -247,6 +269,9 @@ func (l *Locker) Close() error {
 // ctx's error if ctx ended first); errors.As gives an *Error with the
 // outcome on each master. WithTTL sets this lock's TTL.
 func (l *Locker) TryLock(ctx context.Context, resource string, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, nilContext("TryLock")
+	}
 	t, err := l.target(resource)
 	if err != nil {
 		return nil, err
@@ -271,6 +296,9 @@ func (l *Locker) TryLock(ctx context.Context, resource string, opts ...LockOptio
 // CROSSSLOT and counts as Failed); with RedsyncKeys, give them a common
 // hash tag, or lock them one by one in a fixed order.
 func (l *Locker) TryLockAll(ctx context.Context, resources []string, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, nilContext("TryLockAll")
+	}
 	t, err := l.targetAll(resources)
 	if err != nil {
 		return nil, err
@@ -300,6 +328,9 @@ func (l *Locker) tryLock(ctx context.Context, op string, t target, opts []LockOp
 // of permission (errors.Is(err, ErrInvalid)) is not retried. WithTTL sets
 // this lock's TTL.
 func (l *Locker) Lock(ctx context.Context, resource string, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, nilContext("Lock")
+	}
 	t, err := l.target(resource)
 	if err != nil {
 		return nil, err
@@ -311,6 +342,9 @@ func (l *Locker) Lock(ctx context.Context, resource string, opts ...LockOption) 
 // TryLockAll): it retries TryLockAll's round, waking on the release of any
 // of the resources.
 func (l *Locker) LockAll(ctx context.Context, resources []string, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, nilContext("LockAll")
+	}
 	t, err := l.targetAll(resources)
 	if err != nil {
 		return nil, err
@@ -543,7 +577,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		info.Elapsed = time.Since(start)
 		info.Validity = budget.Validity(info.Elapsed)
 		inv := l.invalidErr()
-		if reason == "" && inv == nil && res.Err == nil && res.Reached && info.Validity > 0 {
+		if reason == "" && inv == nil && granted(res, budget, info.Elapsed) {
 			return nil
 		}
 		l.release(ctx, t, token, mayHold)
@@ -561,9 +595,12 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		case res.Err != nil:
 			e.cause, outcome = context.Cause(ctx), outCanceled
 		case res.Reached && reason == "":
-			e.Reason, outcome = fmt.Sprintf("majority arrived after %v, past the validity window %v", info.Elapsed, budget.Window()), outExpired
+			e.Reason, outcome = lateReason(info.Elapsed, budget), outExpired
 		case res.Count(quorum.Refused) > 0:
 			outcome = outHeld
+			if e.held() && e.Reason == "" {
+				e.Reason = "held by another owner"
+			}
 		}
 		l.tel.acquired(ctx, resource, outcome, info, 0)
 		l.log.DebugContext(ctx, "redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
@@ -614,6 +651,18 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
 	l.log.DebugContext(ctx, "redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
+}
+
+// granted is the rule an acquisition and an extension both pass to
+// succeed: a majority agreed before ctx ended, and validity is left once
+// it did (the window from the round's start, less the round's time).
+func granted(res quorum.Result, b validity.Budget, elapsed time.Duration) bool {
+	return res.Err == nil && res.Reached && b.Validity(elapsed) > 0
+}
+
+// lateReason says why a round that reached a majority failed granted.
+func lateReason(elapsed time.Duration, b validity.Budget) string {
+	return fmt.Sprintf("majority arrived after %v, past the validity window %v", elapsed, b.Window())
 }
 
 // closedReason marks an acquisition that found the Locker closing between

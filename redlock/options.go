@@ -16,7 +16,7 @@ import (
 // allowance off: a zero DriftFactor or DriftConstant means the default.
 type Options struct {
 	// TTL is how long each master keeps the lock key, a whole number of
-	// milliseconds (Redis's PX resolution). Default: 10s.
+	// milliseconds (Redis's PX resolution), at most MaxTTL. Default: 10s.
 	TTL time.Duration
 
 	// DriftFactor is the relative clock-rate error allowed between this
@@ -133,6 +133,15 @@ type RetryPolicy struct {
 	MaxDelay time.Duration
 }
 
+// MaxTTL is the longest TTL a lock may have (Options.TTL, WithTTL): the
+// time a crashed holder can block everyone. Work that runs longer keeps a
+// shorter lock extended (Hold, Do). docs/design.md §2 says why 24h.
+const MaxTTL = 24 * time.Hour
+
+func aboveMaxTTL(what string, ttl time.Duration) string {
+	return fmt.Sprintf("%s %v is above MaxTTL (%v): keep a shorter lock extended instead (Hold, Do)", what, ttl, MaxTTL)
+}
+
 // Defaults, each named in its field's comment.
 const (
 	DefaultTTL       = 10 * time.Second
@@ -173,6 +182,9 @@ func (o Options) budget() validity.Budget {
 
 // validate reports the first rule a filled-in Options breaks.
 func (o Options) validate() error {
+	if o.TTL > MaxTTL {
+		return invalid(aboveMaxTTL("TTL", o.TTL))
+	}
 	if err := o.budget().Validate(); err != nil {
 		return invalid(err.Error())
 	}
@@ -202,7 +214,7 @@ type lockConfig struct {
 }
 
 // WithTTL sets the TTL of this one lock instead of Options.TTL, by the same
-// rules: a whole number of milliseconds, longer than NodeTimeout, and
+// rules: a whole number of milliseconds up to MaxTTL, longer than NodeTimeout, and
 // longer than its drift allowance plus SafetyMargin (an invalid TTL fails
 // the call with ErrInvalid). The lock's Deadline, its Acquisition breakdown
 // and its later extensions use it. Passed to Extend, it sets the TTL of that
@@ -228,6 +240,8 @@ func (l *Locker) ttlBudget(ttl time.Duration, opts []LockOption) (time.Duration,
 	o.TTL = c.ttl
 	b := o.budget()
 	switch err := b.Validate(); {
+	case c.ttl > MaxTTL:
+		return 0, b, invalid(aboveMaxTTL("WithTTL: TTL", c.ttl))
 	case err != nil:
 		return 0, b, invalid("WithTTL: " + err.Error())
 	case c.ttl%time.Millisecond != 0:

@@ -14,7 +14,6 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -105,16 +104,15 @@ func lockWithDelays(ctx context.Context, locker *redlock.Locker, resource string
 
 // snippet: errors
 func describe(err error) string {
-	var e *redlock.Error
 	switch {
 	case err == nil:
 		return "ok"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "ctx ended" // redsync: ErrFailed
-	case errors.Is(err, redlock.ErrNotAcquired) && errors.As(err, &e) && e.Count(quorum.Refused) >= e.Need:
-		return "taken" // redsync: *ErrTaken
+	case errors.Is(err, redlock.ErrHeld):
+		return "taken" // redsync: *ErrTaken (also wraps ErrNotAcquired)
 	case errors.Is(err, redlock.ErrNotAcquired):
-		return "not acquired" // e.Nodes: what each master did (timed out, failed, ...)
+		return "not acquired" // errors.As gives a *redlock.Error: what each master did
 	case errors.Is(err, redlock.ErrLost):
 		return "lost" // Extend or Unlock: not ours any more; redsync: ErrExtendFailed, (false, err)
 	case errors.Is(err, redlock.ErrClosed):
