@@ -249,7 +249,7 @@ func (lk *Lock) keep(h *Held) (stop func()) {
 				// timer ends the lock at its deadline, if it has not.
 				return
 			}
-			l.log.WarnContext(ctx, "redlock: extension failed; retrying while time remains", "resource", lk.resource, "err", err)
+			l.log.WarnContext(ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), l.logErr(err, lk.resource))
 			// Retry soon, but not in a tight loop against a stalled quorum.
 			next.Reset(max(l.opts.NodeTimeout, time.Until(lk.Deadline())/4))
 		}

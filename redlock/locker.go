@@ -566,7 +566,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 			outcome = outHeld
 		}
 		l.tel.acquired(ctx, resource, outcome, info, 0)
-		l.log.DebugContext(ctx, "redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
+		l.log.DebugContext(ctx, "redlock: acquire failed", l.logResource(resource), "token", shortToken(token), l.logErr(e, resource))
 		return e
 	}
 	if err := settle("acquire", res, ""); err != nil {
@@ -612,7 +612,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	}
 	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
-	l.log.DebugContext(ctx, "redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
+	l.log.DebugContext(ctx, "redlock: acquired", l.logResource(resource), "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
 }
 

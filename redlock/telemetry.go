@@ -33,6 +33,9 @@ const (
 	attrValidity = attribute.Key("redlock.validity")
 	attrFence    = attribute.Key("redlock.fence")
 	attrLatency  = attribute.Key("redlock.latency")
+	// OpenTelemetry's exception event (what Span.RecordError writes).
+	attrExcType    = attribute.Key("exception.type")
+	attrExcMessage = attribute.Key("exception.message")
 )
 
 // Acquisition outcomes, as the redlock.outcome attribute says them.
@@ -295,28 +298,38 @@ func (t *telemetry) resourceAttrs(resource string) []attribute.KeyValue {
 
 // start opens the span of one public operation. With a no-op tracer it
 // costs next to nothing; attributes are only built for a recording span.
-func (t *telemetry) start(ctx context.Context, op, resource string) (context.Context, trace.Span) {
+func (t *telemetry) start(ctx context.Context, op, resource string) (context.Context, opSpan) {
 	if !t.tracing() {
-		return ctx, nil
+		return ctx, opSpan{}
 	}
 	ctx, span := t.tracer.Start(ctx, t.spanNames[op], spanOpts...)
 	if span.IsRecording() {
 		span.SetAttributes(attrOp.String(op))
 		span.SetAttributes(t.resourceAttrs(resource)...)
 	}
-	return ctx, span
+	return ctx, opSpan{span: span, resource: resource, label: t.label}
 }
 
-// end records err on span and ends it.
-func end(span trace.Span, err error) {
-	if span == nil {
+// opSpan is the span of one operation on resource (span nil when not
+// tracing), so that end can take the name out of an error's text.
+type opSpan struct {
+	span     trace.Span
+	resource string
+	label    func(string) string
+}
+
+// end records err on s, the resource's name replaced (redact), and ends it.
+func end(s opSpan, err error) {
+	if s.span == nil {
 		return
 	}
-	if err != nil && span.IsRecording() {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+	if err != nil && s.span.IsRecording() {
+		msg := redact(err.Error(), s.resource, s.label)
+		s.span.AddEvent("exception", trace.WithAttributes(
+			attrExcType.String(reflect.TypeOf(err).String()), attrExcMessage.String(msg)))
+		s.span.SetStatus(codes.Error, msg)
 	}
-	span.End()
+	s.span.End()
 }
 
 // round records one round's per-master outcomes and latencies, and, on a
