@@ -89,6 +89,7 @@ func (h *Held) declareLost() {
 	h.lostAt.Store(&now)
 	h.cancel(ErrLost)
 	h.locker.tel.lostLease(h.ctx, h.resource, "deadline")
+	h.locker.tel.holdEnded(h.ctx, h.Lock, ErrLost)
 }
 
 // rearmLocked moves the lost timer to the lock's new deadline after a

@@ -46,6 +46,8 @@ type Lock struct {
 	released bool
 	keepOnce sync.Once
 	held     *Held // set by keepOnce, under mu
+
+	hold holdEntry // for the hold-time metrics (telemetry.go)
 }
 
 func (lk *Lock) isReleased() bool {
@@ -203,7 +205,8 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	defer l.ops.Done()
 	lk.released = true
-	l.tel.unlocked(ctx, lk.resource)
+	l.tel.unlocked(ctx, lk)
+	defer func() { l.tel.holdEnded(ctx, lk, err) }()
 	expired := !time.Now().Before(lk.deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold)
 	if ref := refusal(l.nodeResults(res)); ref != nil {

@@ -612,6 +612,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	}
 	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
+	l.tel.hold(lk)
 	l.log.DebugContext(ctx, "redlock: acquired", l.logResource(resource), "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
 }

@@ -2,9 +2,12 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quorumlab/redlock/quorum"
 	"go.opentelemetry.io/otel"
@@ -80,6 +83,11 @@ type telemetry struct {
 	heldCount    atomic.Int64
 	releaseCount [len(releaseOutcomes)]atomic.Int64
 	callDur      metric.Float64Histogram
+	holdDur      metric.Float64Histogram
+	// holding lists the locks acquired and not yet unlocked, oldest
+	// first, for the redlock.hold.oldest gauge.
+	holdMu  sync.Mutex
+	holding holdEntry // sentinel of a circular list
 	// callCount[i][outcome] counts commands to master i by outcome; the
 	// redlock.master.calls counter is observed from it at collection, so
 	// the hot path pays an atomic add, not a measurement.
@@ -194,13 +202,25 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	skipped, err := m.Int64ObservableGauge("redlock.master.skipped", metric.WithUnit("{master}"),
 		metric.WithDescription("1 while a master is skipped as not answering (silent for NodeTimeout with commands unanswered), else 0."))
 	keep(err)
+	t.holdDur, err = m.Float64Histogram("redlock.hold.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+		metric.WithDescription("How long a lock was held, from its acquisition to its release (released) or loss (lost: its deadline passed, or another owner took it)."))
+	keep(err)
+	oldest, err := m.Float64ObservableGauge("redlock.hold.oldest", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest lock acquired and not yet unlocked (a lock never unlocked stays counted), 0 when none."))
+	keep(err)
+	ttlGauge, err := m.Float64ObservableGauge("redlock.ttl", metric.WithUnit("s"),
+		metric.WithDescription("The Locker's TTL (Options.TTL; WithTTL may set another per lock)."))
+	keep(err)
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
+	t.holding.prev, t.holding.next = &t.holding, &t.holding
+	ttl := l.opts.TTL.Seconds()
 	t.noAttrs = newOptSet()
 	t.outcomeOpt = map[string]optSet{}
 	for _, o := range []string{outAcquired, outHeld, outNoQuorum, outExpired, outCanceled, outClosed,
-		"extended", "failed", "expired", "released", "deferred", "not_ours"} {
+		"extended", "failed", "expired", "released", "deferred", "not_ours", "lost"} {
 		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
 	}
 	t.spanNames = map[string]string{}
@@ -225,11 +245,13 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	for k, out := range releaseOutcomes {
 		relOpts[k] = metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(out)))
 	}
-	observed := []metric.Observable{deferred, dropped, skipped, calls}
+	observed := []metric.Observable{deferred, dropped, skipped, calls, oldest, ttlGauge}
 	if t.label == nil {
 		observed = append(observed, heldObs, relObs)
 	}
 	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveFloat64(ttlGauge, ttl)
+		o.ObserveFloat64(oldest, t.oldestAge().Seconds())
 		if t.label == nil {
 			o.ObserveInt64(heldObs, t.heldCount.Load())
 			for k := range releaseOutcomes {
@@ -450,7 +472,11 @@ func (t *telemetry) lockAttempts(ctx context.Context, n int, resource string) {
 	}
 }
 
-func (t *telemetry) unlocked(ctx context.Context, resource string) {
+func (t *telemetry) unlocked(ctx context.Context, lk *Lock) {
+	if t == nil {
+		return
+	}
+	t.unlist(&lk.hold)
 	if !t.metering() {
 		return
 	}
@@ -458,7 +484,61 @@ func (t *telemetry) unlocked(ctx context.Context, resource string) {
 		t.heldCount.Add(-1)
 		return
 	}
-	t.held.Add(ctx, -1, t.opts("", "", resource).add...)
+	t.held.Add(ctx, -1, t.opts("", "", lk.resource).add...)
+}
+
+// holdEntry is a Lock's place in its Locker's list of held locks, and
+// when it was acquired (zero when metrics were not recorded then).
+type holdEntry struct {
+	prev, next *holdEntry // under telemetry.holdMu; nil when not listed
+	at         time.Time
+	ended      atomic.Bool // redlock.hold.duration recorded
+}
+
+// hold starts lk's hold time, and lists it as held.
+func (t *telemetry) hold(lk *Lock) {
+	if !t.metering() {
+		return
+	}
+	e := &lk.hold
+	t.holdMu.Lock()
+	e.at = time.Now()
+	e.prev, e.next = t.holding.prev, &t.holding
+	e.prev.next, t.holding.prev = e, e
+	t.holdMu.Unlock()
+}
+
+func (t *telemetry) unlist(e *holdEntry) {
+	t.holdMu.Lock()
+	if e.next != nil {
+		e.prev.next, e.next.prev = e.next, e.prev
+		e.prev, e.next = nil, nil
+	}
+	t.holdMu.Unlock()
+}
+
+// oldestAge is the age of the oldest listed lock, or 0.
+func (t *telemetry) oldestAge() time.Duration {
+	t.holdMu.Lock()
+	defer t.holdMu.Unlock()
+	if t.holding.next == &t.holding {
+		return 0
+	}
+	return time.Since(t.holding.next.at)
+}
+
+// holdEnded records lk's hold time, once: lost when err is ErrLost (its
+// deadline passed, or another owner took it), else released.
+func (t *telemetry) holdEnded(ctx context.Context, lk *Lock, err error) {
+	e := &lk.hold
+	if !t.metering() || e.at.IsZero() || e.ended.Swap(true) {
+		return
+	}
+	outcome := "released"
+	if errors.Is(err, ErrLost) {
+		outcome = "lost"
+	}
+	t.holdDur.Record(ctx, time.Since(e.at).Seconds(), t.opts(attrOutcome, outcome, lk.resource).rec...)
 }
 
 // releaseOutcomes are the outcomes of redlock.releases, by index.
