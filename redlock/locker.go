@@ -32,7 +32,10 @@ type Locker struct {
 	streams []pathway
 	log     *slog.Logger
 	tel     *telemetry
-	wake    *waker
+	// noQuorumWarned is when Lock last warned of retrying without a
+	// majority answering (unix ns; logs.go).
+	noQuorumWarned atomic.Int64
+	wake           *waker
 
 	mu      sync.Mutex
 	closing bool
@@ -237,6 +240,7 @@ func (l *Locker) Close() error {
 		s.close()
 	}
 	l.tel.close()
+	l.log.Info("redlock: locker closed; locks not unlocked stay on the masters until their TTL", "masters", len(l.masters))
 	return nil
 }
 
@@ -325,6 +329,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	}
 	ctx, span := l.tel.start(ctx, op, t.resource)
 	attempt := 0 // rounds made
+	began, unanswered := time.Now(), 0
 	defer func() {
 		l.tel.lockAttempts(ctx, attempt, t.resource)
 		end(span, err)
@@ -356,6 +361,11 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
 				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
 				break
+			}
+			if unanswered++; !l.unanswered(err) {
+				unanswered = 0
+			} else if unanswered >= noQuorumAfter {
+				l.warnNoQuorum(ctx, t.resource, attempt, began, err)
 			}
 			if w == nil && heldElsewhere(err) {
 				// From now on a release of the key wakes this caller.

@@ -12,22 +12,25 @@ import (
 	"github.com/quorumlab/redlock/redlock"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // logRecorder is a slog.Handler that keeps every record, at every level.
 type logRecorder struct {
 	mu      sync.Mutex
 	records []slog.Record
+	traced  []bool      // records[i] came with a context holding a span
 	attrs   []slog.Attr // from WithAttrs
 }
 
 func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+func (h *logRecorder) Handle(ctx context.Context, r slog.Record) error {
 	r = r.Clone()
 	r.AddAttrs(h.attrs...)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.records = append(h.records, r)
+	h.traced = append(h.traced, trace.SpanContextFromContext(ctx).IsValid())
 	return nil
 }
 func (h *logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
@@ -130,8 +133,8 @@ func TestNoResourceNameOrTokenAnywhere(t *testing.T) {
 	}
 	noSecrets(t, reader, rec, secrets...)
 	recs := logs.all()
-	if len(recs) < 2 {
-		t.Fatalf("%d log records, want at least acquired and acquire failed", len(recs))
+	if len(recs) < 3 {
+		t.Fatalf("%d log records, want at least acquired, released and acquire failed", len(recs))
 	}
 	for _, r := range recs {
 		for _, text := range append(flat(r), "msg="+r.Message) {

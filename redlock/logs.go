@@ -1,13 +1,18 @@
 package redlock
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // resourceKey keys the hash that logs and span errors show instead of a
@@ -88,4 +93,43 @@ func (e logErrText) LogValue() slog.Value {
 		return slog.StringValue(e.err.Error())
 	}
 	return slog.StringValue(redact(e.err.Error(), e.resource, e.l.opts.ResourceLabel))
+}
+
+// noQuorumEvery bounds the warning of Lock calls that retry while fewer
+// than a majority of masters answer: one per Locker per interval.
+const noQuorumEvery = 10 * time.Second
+
+// noQuorumAfter is how many rounds in a row without a majority answering
+// a Lock call makes before it warns.
+const noQuorumAfter = 3
+
+// unanswered reports whether a failed round got fewer than a majority of
+// answers (ok or refused): masters down, or mistyped addresses.
+func (l *Locker) unanswered(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && len(e.Nodes) > 0 && e.Count(quorum.OK)+e.Count(quorum.Refused) < l.need
+}
+
+// warnNoQuorum logs that a Lock call keeps retrying without a majority
+// answering: once, then at most once per noQuorumEvery for the Locker.
+func (l *Locker) warnNoQuorum(ctx context.Context, resource string, attempts int, since time.Time, err error) {
+	now := time.Now().UnixNano()
+	last := l.noQuorumWarned.Load()
+	if last != 0 && now-last < int64(noQuorumEvery) || !l.noQuorumWarned.CompareAndSwap(last, now) {
+		return
+	}
+	l.log.WarnContext(ctx, "redlock: Lock keeps retrying: fewer than a majority of masters answer (check their addresses and health)",
+		l.logResource(resource), "attempts", attempts, "waited", time.Since(since), l.logErr(err, resource))
+}
+
+// unconfirmed counts the masters a release round sent to that did not
+// answer (they get the release when they answer again).
+func unconfirmed(res quorum.Result) int {
+	n := 0
+	for _, r := range res.Replies {
+		if r.Outcome != quorum.OK && r.Outcome != quorum.Refused && r.Err != errSkipped {
+			n++
+		}
+	}
+	return n
 }
