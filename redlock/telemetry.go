@@ -216,6 +216,16 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		return nil, errs[0]
 	}
 	t.holding.prev, t.holding.next = &t.holding, &t.holding
+	if t.label == nil {
+		// Counters of rare events start at 0, so that a scrape shows them
+		// before the first event and rate() and increase() see it.
+		for _, o := range []string{"extended", "failed", "expired", "canceled"} {
+			t.extensions.Add(context.Background(), 0, metric.WithAttributes(attrOutcome.String(o)))
+		}
+		for _, r := range []string{"deadline", "expired_before_unlock", "taken"} {
+			t.lost.Add(context.Background(), 0, metric.WithAttributes(attrReason.String(r)))
+		}
+	}
 	ttl := l.opts.TTL.Seconds()
 	t.noAttrs = newOptSet()
 	t.outcomeOpt = map[string]optSet{}
