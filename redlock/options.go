@@ -119,9 +119,10 @@ type Options struct {
 
 	// ResourceLabel, when set, maps a resource name to a label that metrics
 	// and spans carry as redlock.resource.label (e.g. the resource's type,
-	// "invoice" for "invoice:42"). It must return few distinct values:
-	// every value is a time series. Default: nil, no resource attribute at
-	// all (names can be unbounded, and personal data).
+	// "invoice" for "invoice:42"); span errors and logs show it with the
+	// name's hash. It must return few distinct values: every value is a
+	// time series. Default: nil, no resource attribute at all (names can be
+	// unbounded, and personal data).
 	ResourceLabel func(resource string) string
 }
 
