@@ -32,10 +32,7 @@ type Locker struct {
 	streams []pathway
 	log     *slog.Logger
 	tel     *telemetry
-	// noQuorumWarned is when Lock last warned of retrying without a
-	// majority answering (unix ns; logs.go).
-	noQuorumWarned atomic.Int64
-	wake           *waker
+	wake    *waker
 
 	mu      sync.Mutex
 	closing bool
@@ -47,6 +44,10 @@ type Locker struct {
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition.
 	betweenRounds func()
+
+	// noQuorumWarned is when Lock last warned of retrying without a
+	// majority answering (unix ns; logs.go).
+	noQuorumWarned atomic.Int64
 }
 
 // New returns a Locker over masters, which must be independent Redis
@@ -362,9 +363,9 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
 				break
 			}
-			if unanswered++; !l.unanswered(err) {
+			if !l.unanswered(err) {
 				unanswered = 0
-			} else if unanswered >= noQuorumAfter {
+			} else if unanswered++; unanswered >= noQuorumAfter {
 				l.warnNoQuorum(ctx, t.resource, attempt, began, err)
 			}
 			if w == nil && heldElsewhere(err) {
