@@ -205,8 +205,8 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	defer l.ops.Done()
 	lk.released = true
-	l.tel.unlocked(ctx, lk)
-	defer func() { l.tel.holdEnded(ctx, lk, err) }()
+	l.tel.unlocked(ctx, lk.resource)
+	defer func() { l.tel.unlockedHold(ctx, lk, err) }()
 	expired := !time.Now().Before(lk.deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold)
 	if ref := refusal(l.nodeResults(res)); ref != nil {

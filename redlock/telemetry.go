@@ -482,11 +482,7 @@ func (t *telemetry) lockAttempts(ctx context.Context, n int, resource string) {
 	}
 }
 
-func (t *telemetry) unlocked(ctx context.Context, lk *Lock) {
-	if t == nil {
-		return
-	}
-	t.unlist(&lk.hold)
+func (t *telemetry) unlocked(ctx context.Context, resource string) {
 	if !t.metering() {
 		return
 	}
@@ -494,7 +490,7 @@ func (t *telemetry) unlocked(ctx context.Context, lk *Lock) {
 		t.heldCount.Add(-1)
 		return
 	}
-	t.held.Add(ctx, -1, t.opts("", "", lk.resource).add...)
+	t.held.Add(ctx, -1, t.opts("", "", resource).add...)
 }
 
 // holdEntry is a Lock's place in its Locker's list of held locks, and
@@ -535,6 +531,15 @@ func (t *telemetry) oldestAge() time.Duration {
 		return 0
 	}
 	return time.Since(t.holding.next.at)
+}
+
+// unlockedHold ends lk's hold at Unlock (err is Unlock's): it takes lk
+// off the list of held locks and records its hold time.
+func (t *telemetry) unlockedHold(ctx context.Context, lk *Lock, err error) {
+	if t != nil {
+		t.unlist(&lk.hold)
+		t.holdEnded(ctx, lk, err)
+	}
 }
 
 // holdEnded records lk's hold time, once: lost when err is ErrLost (its
