@@ -45,9 +45,9 @@ type Locker struct {
 	// two rounds of a fenced acquisition.
 	betweenRounds func()
 
-	// noQuorumWarned is when Lock last warned of retrying without a
-	// majority answering (unix ns; logs.go).
-	noQuorumWarned atomic.Int64
+	// Rounds in a row without a majority answering, since when, and when
+	// that was last logged (unix ns; logs.go).
+	noQuorumRounds, noQuorumSince, noQuorumWarned atomic.Int64
 }
 
 // New returns a Locker over masters, which must be independent Redis
@@ -330,7 +330,6 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	}
 	ctx, span := l.tel.start(ctx, op, t.resource)
 	attempt := 0 // rounds made
-	began, unanswered := time.Now(), 0
 	defer func() {
 		l.tel.lockAttempts(ctx, attempt, t.resource)
 		end(span, err)
@@ -362,11 +361,6 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
 				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
 				break
-			}
-			if !l.unanswered(err) {
-				unanswered = 0
-			} else if unanswered++; unanswered >= noQuorumAfter {
-				l.warnNoQuorum(ctx, t.resource, attempt, began, err)
 			}
 			if w == nil && heldElsewhere(err) {
 				// From now on a release of the key wakes this caller.
@@ -578,6 +572,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		}
 		l.tel.acquired(ctx, resource, outcome, info, 0)
 		l.log.DebugContext(ctx, "redlock: acquire failed", l.logResource(resource), "token", shortToken(token), l.logErr(e, resource))
+		l.noteRound(ctx, resource, e)
 		return e
 	}
 	if err := settle("acquire", res, ""); err != nil {
@@ -624,6 +619,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
 	l.tel.hold(lk)
+	l.noteRound(ctx, resource, nil)
 	l.log.DebugContext(ctx, "redlock: acquired", l.logResource(resource), "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
 }

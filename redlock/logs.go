@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -95,31 +94,36 @@ func (e logErrText) LogValue() slog.Value {
 	return slog.StringValue(redact(e.err.Error(), e.resource, e.l.opts.ResourceLabel))
 }
 
-// noQuorumEvery bounds the warning of Lock calls that retry while fewer
+// noQuorumEvery bounds the warning of acquisitions retried while fewer
 // than a majority of masters answer: one per Locker per interval.
 const noQuorumEvery = 10 * time.Second
 
-// noQuorumAfter is how many rounds in a row without a majority answering
-// a Lock call makes before it warns.
+// noQuorumAfter is how many acquisition rounds in a row without a majority
+// answering come before the warning.
 const noQuorumAfter = 3
 
-// unanswered reports whether a failed round got fewer than a majority of
-// answers (ok or refused): masters down, or mistyped addresses.
-func (l *Locker) unanswered(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && len(e.Nodes) > 0 && e.Count(quorum.OK)+e.Count(quorum.Refused) < l.need
-}
-
-// warnNoQuorum logs that a Lock call keeps retrying without a majority
-// answering: once, then at most once per noQuorumEvery for the Locker.
-func (l *Locker) warnNoQuorum(ctx context.Context, resource string, attempts int, since time.Time, err error) {
-	now := time.Now().UnixNano()
-	last := l.noQuorumWarned.Load()
-	if last != 0 && now-last < int64(noQuorumEvery) || !l.noQuorumWarned.CompareAndSwap(last, now) {
+// noteRound counts acquisition rounds in a row that got fewer than a
+// majority of answers (ok or refused: masters down, or mistyped addresses),
+// and warns after noQuorumAfter of them: once, then at most once per
+// noQuorumEvery. err is the round's failure, nil when it acquired.
+func (l *Locker) noteRound(ctx context.Context, resource string, err *Error) {
+	if err == nil || len(err.Nodes) == 0 || err.Count(quorum.OK)+err.Count(quorum.Refused) >= l.need {
+		if l.noQuorumRounds.Load() != 0 {
+			l.noQuorumRounds.Store(0)
+		}
 		return
 	}
-	l.log.WarnContext(ctx, "redlock: Lock keeps retrying: fewer than a majority of masters answer (check their addresses and health)",
-		l.logResource(resource), "attempts", attempts, "waited", time.Since(since), l.logErr(err, resource))
+	now := time.Now().UnixNano()
+	n := l.noQuorumRounds.Add(1)
+	if n == 1 {
+		l.noQuorumSince.Store(now)
+	}
+	last := l.noQuorumWarned.Load()
+	if n < noQuorumAfter || last != 0 && now-last < int64(noQuorumEvery) || !l.noQuorumWarned.CompareAndSwap(last, now) {
+		return
+	}
+	l.log.WarnContext(ctx, "redlock: acquisitions keep failing: fewer than a majority of masters answer (check their addresses and health)",
+		l.logResource(resource), "rounds", n, "since", time.Duration(now-l.noQuorumSince.Load()), l.logErr(err, resource))
 }
 
 // unconfirmed counts the masters a release round sent to that did not

@@ -254,12 +254,12 @@ func TestLockWarnsWithoutMajority(t *testing.T) {
 	if _, err := l.Lock(ctx, "nowhere:secret-5"); !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("Lock: %v", err)
 	}
-	warned := logs.find("redlock: Lock keeps retrying")
+	warned := logs.find("redlock: acquisitions keep failing")
 	if len(warned) != 1 || warned[0].Level != slog.LevelWarn {
 		t.Fatalf("%d warnings in 1.5s of retries, want exactly 1 (then at most one per 10s): %v", len(warned), messages(logs))
 	}
-	if attr(warned[0], "attempts") == "" {
-		t.Errorf("the warning does not say how many attempts")
+	if attr(warned[0], "rounds") == "" {
+		t.Errorf("the warning does not say how many rounds")
 	}
 	for _, r := range logs.all() {
 		for _, text := range flat(r) {
