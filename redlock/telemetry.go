@@ -85,9 +85,10 @@ type telemetry struct {
 	callDur      metric.Float64Histogram
 	holdDur      metric.Float64Histogram
 	// holding lists the locks acquired and not yet unlocked, oldest
-	// first, for the redlock.hold.oldest gauge.
-	holdMu  sync.Mutex
-	holding holdEntry // sentinel of a circular list
+	// first, for the redlock.hold.oldest gauge: in shards, taken in turn,
+	// so that 64 workers do not queue on one mutex.
+	holding   [holdShards]holdShard
+	nextShard atomic.Uint32
 	// callCount[i][outcome] counts commands to master i by outcome; the
 	// redlock.master.calls counter is observed from it at collection, so
 	// the hot path pays an atomic add, not a measurement.
@@ -215,7 +216,10 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
-	t.holding.prev, t.holding.next = &t.holding, &t.holding
+	for i := range t.holding {
+		h := &t.holding[i].head
+		h.prev, h.next = h, h
+	}
 	if t.label == nil {
 		// Counters of rare events start at 0, so that a scrape shows them
 		// before the first event and rate() and increase() see it.
@@ -496,9 +500,21 @@ func (t *telemetry) unlocked(ctx context.Context, resource string) {
 // holdEntry is a Lock's place in its Locker's list of held locks, and
 // when it was acquired (zero when metrics were not recorded then).
 type holdEntry struct {
-	prev, next *holdEntry // under telemetry.holdMu; nil when not listed
-	at         time.Time
+	prev, next *holdEntry  // under shard.mu; nil when not listed
+	shard      *holdShard  // set before the Lock is handed out
+	at         time.Time   // likewise
 	ended      atomic.Bool // redlock.hold.duration recorded
+}
+
+// holdShards is how many lists of held locks a Locker keeps.
+const holdShards = 16
+
+// holdShard is one circular list of held locks (head is its sentinel),
+// appended in time order, so its first entry is its oldest.
+type holdShard struct {
+	mu   sync.Mutex
+	head holdEntry
+	_    [64]byte // keeps shards off each other's cache lines
 }
 
 // hold starts lk's hold time, and lists it as held.
@@ -507,30 +523,42 @@ func (t *telemetry) hold(lk *Lock) {
 		return
 	}
 	e := &lk.hold
-	t.holdMu.Lock()
-	e.at = time.Now()
-	e.prev, e.next = t.holding.prev, &t.holding
-	e.prev.next, t.holding.prev = e, e
-	t.holdMu.Unlock()
+	s := &t.holding[t.nextShard.Add(1)%holdShards]
+	s.mu.Lock()
+	e.shard, e.at = s, time.Now()
+	e.prev, e.next = s.head.prev, &s.head
+	e.prev.next, s.head.prev = e, e
+	s.mu.Unlock()
 }
 
 func (t *telemetry) unlist(e *holdEntry) {
-	t.holdMu.Lock()
+	s := e.shard
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
 	if e.next != nil {
 		e.prev.next, e.next.prev = e.next, e.prev
 		e.prev, e.next = nil, nil
 	}
-	t.holdMu.Unlock()
+	s.mu.Unlock()
 }
 
 // oldestAge is the age of the oldest listed lock, or 0.
 func (t *telemetry) oldestAge() time.Duration {
-	t.holdMu.Lock()
-	defer t.holdMu.Unlock()
-	if t.holding.next == &t.holding {
+	var oldest time.Time
+	for i := range t.holding {
+		s := &t.holding[i]
+		s.mu.Lock()
+		if first := s.head.next; first != &s.head && (oldest.IsZero() || first.at.Before(oldest)) {
+			oldest = first.at
+		}
+		s.mu.Unlock()
+	}
+	if oldest.IsZero() {
 		return 0
 	}
-	return time.Since(t.holding.next.at)
+	return time.Since(oldest)
 }
 
 // unlockedHold ends lk's hold at Unlock (err is Unlock's): it takes lk
