@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,10 +87,39 @@ func TestHoldDuration(t *testing.T) {
 	if v, _ := gauge(t, ms, "redlock.hold.oldest"); v != 0 {
 		t.Fatalf("redlock.hold.oldest = %v with no lock held, want 0", v)
 	}
+	// With several locks held, the gauge follows the oldest one still held.
+	first, err := l.TryLock(t.Context(), "hold:first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for firstAt := time.Now(); time.Since(firstAt) < 100*time.Millisecond; {
+		time.Sleep(10 * time.Millisecond) // let the first lock age
+	}
+	beforeLater := time.Now()
+	var later []*redlock.Lock
+	for i := range 20 { // over every shard of the list
+		lk, err := l.TryLock(t.Context(), fmt.Sprintf("hold:later-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		later = append(later, lk)
+	}
+	if v, _ := gauge(t, collect(t, reader), "redlock.hold.oldest"); v < 0.1 {
+		t.Fatalf("redlock.hold.oldest = %v with a lock held for over 100ms", v)
+	}
+	first.Unlock(t.Context())
+	// The first lock is over 100ms older than any later one.
+	if v, _ := gauge(t, collect(t, reader), "redlock.hold.oldest"); v > time.Since(beforeLater).Seconds() {
+		t.Fatalf("redlock.hold.oldest = %v after the oldest lock was unlocked: older than every lock still held", v)
+	}
+	for _, lk := range later {
+		lk.Unlock(t.Context())
+	}
+
 	// A second Unlock records nothing more.
 	lk.Unlock(t.Context())
-	if n := count(t, collect(t, reader), "redlock.hold.duration"); n != 1 {
-		t.Fatalf("hold.duration has %d values after a second Unlock, want 1", n)
+	if n := count(t, collect(t, reader), "redlock.hold.duration"); n != 22 {
+		t.Fatalf("hold.duration has %d values after 22 Unlocks and a second Unlock, want 22", n)
 	}
 
 	// A kept lock lost at its deadline: one value, lost, at the loss.
@@ -110,8 +140,8 @@ func TestHoldDuration(t *testing.T) {
 	if n := count(t, ms, "redlock.hold.duration", outcome.String("lost")); n != 1 {
 		t.Fatalf("hold.duration{lost} = %d values, want 1", n)
 	}
-	if n := count(t, ms, "redlock.hold.duration", outcome.String("released")); n != 1 {
-		t.Fatalf("hold.duration{released} = %d values after a lost Do, want still 1", n)
+	if n := count(t, ms, "redlock.hold.duration", outcome.String("released")); n != 22 {
+		t.Fatalf("hold.duration{released} = %d values after a lost Do, want still 22", n)
 	}
 	if s := histSum(t, ms, "redlock.hold.duration", "lost"); s > 0.5 {
 		t.Fatalf("hold.duration{lost} = %vs, over the 500ms TTL: loss is declared before the deadline", s)
