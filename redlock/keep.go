@@ -95,6 +95,8 @@ func (h *Held) declareLost() {
 	h.lostAt.Store(&now)
 	h.cancel(ErrLost)
 	h.locker.tel.lostLease(h.ctx, h.resource, "deadline")
+	h.locker.tel.holdEnded(h.ctx, h.Lock, ErrLost)
+	h.locker.log.ErrorContext(h.ctx, "redlock: lost: no extension succeeded before the deadline; stop touching the resource", h.locker.logResource(h.resource), "token", shortToken(h.token), "reason", "deadline")
 }
 
 // rearmLocked moves the lost timer to the lock's new deadline after a
@@ -253,6 +255,7 @@ func (lk *Lock) keep(h *Held) (stop func()) {
 		defer close(done)
 		next := time.NewTimer(lk.extendIn())
 		defer next.Stop()
+		failed := 0 // extensions failed in a row
 		for {
 			select {
 			case <-quit:
@@ -272,15 +275,20 @@ func (lk *Lock) keep(h *Held) (stop func()) {
 			err := lk.Extend(ectx) // on success it re-arms h.lost and signals h.moved
 			ecancel()
 			if err == nil {
+				if failed > 0 {
+					l.log.InfoContext(ctx, "redlock: extended after a failure", l.logResource(lk.resource), "token", shortToken(lk.token), "failed", failed)
+				}
+				failed = 0
 				continue
 			}
+			failed++
 			if errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalid) || lk.isReleased() || !time.Now().Before(lk.Deadline()) {
 				// Nothing more can extend it (closed, refused by the
 				// masters' ACL, unlocked, or past its deadline): the
 				// timer ends the lock at its deadline, if it has not.
 				return
 			}
-			l.log.WarnContext(ctx, "redlock: extension failed; retrying while time remains", "resource", lk.resource, "err", err)
+			l.log.WarnContext(ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 			// Retry soon, but not in a tight loop against a stalled quorum.
 			next.Reset(max(l.opts.NodeTimeout, time.Until(lk.Deadline())/4))
 		}

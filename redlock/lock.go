@@ -46,6 +46,8 @@ type Lock struct {
 	released bool
 	keepOnce sync.Once
 	held     *Held // set by keepOnce, under mu
+
+	hold holdEntry // for the hold-time metrics (telemetry.go)
 }
 
 func (lk *Lock) isReleased() bool {
@@ -239,13 +241,16 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 		lk.held.endForUnlock() // before any release is sent
 	}
 	l.tel.unlocked(ctx, lk.resource)
+	defer func() { l.tel.unlockedHold(ctx, lk, err) }()
 	expired := !time.Now().Before(lk.deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold)
 	if ref := refusal(l.nodeResults(res)); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say
 		// so rather than return nil.
-		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res),
+		err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res),
 			Reason: "the lock's keys stay until their TTL on the masters that refused", kind: ErrInvalid, cause: ref}
+		l.log.WarnContext(ctx, "redlock: released with errors", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
+		return err
 	}
 	reason := ""
 	switch {
@@ -256,7 +261,16 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 		reason = "another owner's token is on too many masters for this lock to have held a majority"
 		l.tel.lostLease(ctx, lk.resource, "taken")
 	default:
+		if unconfirmed := unconfirmed(res); unconfirmed > 0 {
+			l.log.InfoContext(ctx, "redlock: released with errors; masters that did not answer get the release when they answer again", l.logResource(lk.resource), "token", shortToken(lk.token), "unconfirmed", unconfirmed)
+		} else {
+			l.log.DebugContext(ctx, "redlock: released", l.logResource(lk.resource), "token", shortToken(lk.token))
+		}
 		return nil
 	}
-	return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrLost}
+	err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrLost}
+	if lk.held == nil || !lk.held.firing.Load() { // a Held's loss was logged when it happened
+		l.log.ErrorContext(ctx, "redlock: lost", l.logResource(lk.resource), "token", shortToken(lk.token), "reason", reason, l.logErr(err, lk.resource))
+	}
+	return err
 }

@@ -44,6 +44,10 @@ type Locker struct {
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition.
 	betweenRounds func()
+
+	// Rounds in a row without a majority answering, since when, and when
+	// that was last logged (unix ns; logs.go).
+	noQuorumRounds, noQuorumSince, noQuorumWarned atomic.Int64
 }
 
 // New returns a Locker over masters, which must be independent Redis
@@ -259,6 +263,7 @@ func (l *Locker) Close() error {
 		s.close()
 	}
 	l.tel.close()
+	l.log.Info("redlock: locker closed; locks not unlocked stay on the masters until their TTL", "masters", len(l.masters))
 	return nil
 }
 
@@ -603,7 +608,8 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 			}
 		}
 		l.tel.acquired(ctx, resource, outcome, info, 0)
-		l.log.DebugContext(ctx, "redlock: acquire failed", "resource", resource, "token", shortToken(token), "err", e)
+		l.log.DebugContext(ctx, "redlock: acquire failed", l.logResource(resource), "token", shortToken(token), l.logErr(e, resource))
+		l.noteRound(ctx, resource, e)
 		return e
 	}
 	if err := settle("acquire", res, ""); err != nil {
@@ -649,7 +655,9 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	}
 	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
-	l.log.DebugContext(ctx, "redlock: acquired", "resource", resource, "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
+	l.tel.hold(lk)
+	l.noteRound(ctx, resource, nil)
+	l.log.DebugContext(ctx, "redlock: acquired", l.logResource(resource), "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	return lk, nil
 }
 

@@ -84,11 +84,17 @@ type Options struct {
 	// Retry is how Lock retries. TryLock makes one round regardless.
 	Retry RetryPolicy
 
-	// Logger receives debug records of acquisitions and warnings of failed
-	// extensions in Do, through the *Context methods so that records
-	// correlate with traces. Tokens are logged shortened. Default: nil,
-	// which discards.
+	// Logger receives a record at each step of a lock's life (README,
+	// "Logs"), through the *Context methods so that records correlate
+	// with traces. Tokens are logged shortened; resources as a short keyed
+	// hash, stable within the process (see LogResourceNames). Default:
+	// nil, which discards.
 	Logger *slog.Logger
+
+	// LogResourceNames makes log records show resource names instead of
+	// their hash (with ResourceLabel set, records show the label and the
+	// hash). Default: false.
+	LogResourceNames bool
 
 	// MeterProvider and TracerProvider receive the Locker's metrics and
 	// spans (README, "Observability"). Default: nil, the global providers
@@ -113,9 +119,10 @@ type Options struct {
 
 	// ResourceLabel, when set, maps a resource name to a label that metrics
 	// and spans carry as redlock.resource.label (e.g. the resource's type,
-	// "invoice" for "invoice:42"). It must return few distinct values:
-	// every value is a time series. Default: nil, no resource attribute at
-	// all (names can be unbounded, and personal data).
+	// "invoice" for "invoice:42"); span errors and logs show it with the
+	// name's hash. It must return few distinct values: every value is a
+	// time series. Default: nil, no resource attribute at all (names can be
+	// unbounded, and personal data).
 	ResourceLabel func(resource string) string
 }
 

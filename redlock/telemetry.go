@@ -2,9 +2,12 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quorumlab/redlock/quorum"
 	"go.opentelemetry.io/otel"
@@ -33,6 +36,9 @@ const (
 	attrValidity = attribute.Key("redlock.validity")
 	attrFence    = attribute.Key("redlock.fence")
 	attrLatency  = attribute.Key("redlock.latency")
+	// OpenTelemetry's exception event (what Span.RecordError writes).
+	attrExcType    = attribute.Key("exception.type")
+	attrExcMessage = attribute.Key("exception.message")
 )
 
 // Acquisition outcomes, as the redlock.outcome attribute says them.
@@ -77,6 +83,12 @@ type telemetry struct {
 	heldCount    atomic.Int64
 	releaseCount [len(releaseOutcomes)]atomic.Int64
 	callDur      metric.Float64Histogram
+	holdDur      metric.Float64Histogram
+	// holding lists the locks acquired and not yet unlocked, oldest
+	// first, for the redlock.hold.oldest gauge: in shards, taken in turn,
+	// so that 64 workers do not queue on one mutex.
+	holding   [holdShards]holdShard
+	nextShard atomic.Uint32
 	// callCount[i][outcome] counts commands to master i by outcome; the
 	// redlock.master.calls counter is observed from it at collection, so
 	// the hot path pays an atomic add, not a measurement.
@@ -191,13 +203,38 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	skipped, err := m.Int64ObservableGauge("redlock.master.skipped", metric.WithUnit("{master}"),
 		metric.WithDescription("1 while a master is skipped as not answering (silent for NodeTimeout with commands unanswered), else 0."))
 	keep(err)
+	t.holdDur, err = m.Float64Histogram("redlock.hold.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+		metric.WithDescription("How long a lock was held, from its acquisition to its release (released) or loss (lost: its deadline passed, or another owner took it)."))
+	keep(err)
+	oldest, err := m.Float64ObservableGauge("redlock.hold.oldest", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest lock acquired and not yet unlocked (a lock never unlocked stays counted), 0 when none."))
+	keep(err)
+	ttlGauge, err := m.Float64ObservableGauge("redlock.ttl", metric.WithUnit("s"),
+		metric.WithDescription("The Locker's TTL (Options.TTL; WithTTL may set another per lock)."))
+	keep(err)
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
+	for i := range t.holding {
+		h := &t.holding[i].head
+		h.prev, h.next = h, h
+	}
+	if t.label == nil {
+		// Counters of rare events start at 0, so that a scrape shows them
+		// before the first event and rate() and increase() see it.
+		for _, o := range []string{"extended", "failed", "expired", "canceled"} {
+			t.extensions.Add(context.Background(), 0, metric.WithAttributes(attrOutcome.String(o)))
+		}
+		for _, r := range []string{"deadline", "expired_before_unlock", "taken"} {
+			t.lost.Add(context.Background(), 0, metric.WithAttributes(attrReason.String(r)))
+		}
+	}
+	ttl := l.opts.TTL.Seconds()
 	t.noAttrs = newOptSet()
 	t.outcomeOpt = map[string]optSet{}
 	for _, o := range []string{outAcquired, outHeld, outNoQuorum, outExpired, outCanceled, outClosed,
-		"extended", "failed", "expired", "released", "deferred", "not_ours"} {
+		"extended", "failed", "expired", "released", "deferred", "not_ours", "lost"} {
 		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
 	}
 	t.spanNames = map[string]string{}
@@ -222,11 +259,13 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	for k, out := range releaseOutcomes {
 		relOpts[k] = metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(out)))
 	}
-	observed := []metric.Observable{deferred, dropped, skipped, calls}
+	observed := []metric.Observable{deferred, dropped, skipped, calls, oldest, ttlGauge}
 	if t.label == nil {
 		observed = append(observed, heldObs, relObs)
 	}
 	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveFloat64(ttlGauge, ttl)
+		o.ObserveFloat64(oldest, t.oldestAge().Seconds())
 		if t.label == nil {
 			o.ObserveInt64(heldObs, t.heldCount.Load())
 			for k := range releaseOutcomes {
@@ -295,28 +334,38 @@ func (t *telemetry) resourceAttrs(resource string) []attribute.KeyValue {
 
 // start opens the span of one public operation. With a no-op tracer it
 // costs next to nothing; attributes are only built for a recording span.
-func (t *telemetry) start(ctx context.Context, op, resource string) (context.Context, trace.Span) {
+func (t *telemetry) start(ctx context.Context, op, resource string) (context.Context, opSpan) {
 	if !t.tracing() {
-		return ctx, nil
+		return ctx, opSpan{}
 	}
 	ctx, span := t.tracer.Start(ctx, t.spanNames[op], spanOpts...)
 	if span.IsRecording() {
 		span.SetAttributes(attrOp.String(op))
 		span.SetAttributes(t.resourceAttrs(resource)...)
 	}
-	return ctx, span
+	return ctx, opSpan{span: span, resource: resource, label: t.label}
 }
 
-// end records err on span and ends it.
-func end(span trace.Span, err error) {
-	if span == nil {
+// opSpan is the span of one operation on resource (span nil when not
+// tracing), so that end can take the name out of an error's text.
+type opSpan struct {
+	span     trace.Span
+	resource string
+	label    func(string) string
+}
+
+// end records err on s, the resource's name replaced (redact), and ends it.
+func end(s opSpan, err error) {
+	if s.span == nil {
 		return
 	}
-	if err != nil && span.IsRecording() {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+	if err != nil && s.span.IsRecording() {
+		msg := redact(err.Error(), s.resource, s.label)
+		s.span.AddEvent("exception", trace.WithAttributes(
+			attrExcType.String(reflect.TypeOf(err).String()), attrExcMessage.String(msg)))
+		s.span.SetStatus(codes.Error, msg)
 	}
-	span.End()
+	s.span.End()
 }
 
 // round records one round's per-master outcomes and latencies, and, on a
@@ -446,6 +495,93 @@ func (t *telemetry) unlocked(ctx context.Context, resource string) {
 		return
 	}
 	t.held.Add(ctx, -1, t.opts("", "", resource).add...)
+}
+
+// holdEntry is a Lock's place in its Locker's list of held locks, and
+// when it was acquired (zero when metrics were not recorded then).
+type holdEntry struct {
+	prev, next *holdEntry  // under shard.mu; nil when not listed
+	shard      *holdShard  // set before the Lock is handed out
+	at         time.Time   // likewise
+	ended      atomic.Bool // redlock.hold.duration recorded
+}
+
+// holdShards is how many lists of held locks a Locker keeps.
+const holdShards = 16
+
+// holdShard is one circular list of held locks (head is its sentinel),
+// appended in time order, so its first entry is its oldest.
+type holdShard struct {
+	mu   sync.Mutex
+	head holdEntry
+	_    [64]byte // keeps shards off each other's cache lines
+}
+
+// hold starts lk's hold time, and lists it as held.
+func (t *telemetry) hold(lk *Lock) {
+	if !t.metering() {
+		return
+	}
+	e := &lk.hold
+	s := &t.holding[t.nextShard.Add(1)%holdShards]
+	s.mu.Lock()
+	e.shard, e.at = s, time.Now()
+	e.prev, e.next = s.head.prev, &s.head
+	e.prev.next, s.head.prev = e, e
+	s.mu.Unlock()
+}
+
+func (t *telemetry) unlist(e *holdEntry) {
+	s := e.shard
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if e.next != nil {
+		e.prev.next, e.next.prev = e.next, e.prev
+		e.prev, e.next = nil, nil
+	}
+	s.mu.Unlock()
+}
+
+// oldestAge is the age of the oldest listed lock, or 0.
+func (t *telemetry) oldestAge() time.Duration {
+	var oldest time.Time
+	for i := range t.holding {
+		s := &t.holding[i]
+		s.mu.Lock()
+		if first := s.head.next; first != &s.head && (oldest.IsZero() || first.at.Before(oldest)) {
+			oldest = first.at
+		}
+		s.mu.Unlock()
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return time.Since(oldest)
+}
+
+// unlockedHold ends lk's hold at Unlock (err is Unlock's): it takes lk
+// off the list of held locks and records its hold time.
+func (t *telemetry) unlockedHold(ctx context.Context, lk *Lock, err error) {
+	if t != nil {
+		t.unlist(&lk.hold)
+		t.holdEnded(ctx, lk, err)
+	}
+}
+
+// holdEnded records lk's hold time, once: lost when err is ErrLost (its
+// deadline passed, or another owner took it), else released.
+func (t *telemetry) holdEnded(ctx context.Context, lk *Lock, err error) {
+	e := &lk.hold
+	if !t.metering() || e.at.IsZero() || e.ended.Swap(true) {
+		return
+	}
+	outcome := "released"
+	if errors.Is(err, ErrLost) {
+		outcome = "lost"
+	}
+	t.holdDur.Record(ctx, time.Since(e.at).Seconds(), t.opts(attrOutcome, outcome, lk.resource).rec...)
 }
 
 // releaseOutcomes are the outcomes of redlock.releases, by index.

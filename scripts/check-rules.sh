@@ -2,7 +2,9 @@
 # Checks and unit-tests the Prometheus rules shipped in observability/ with
 # promtool. make test runs it. promtool comes with Debian's prometheus
 # package, installed here when we are root; where it cannot be installed the
-# check is skipped with a message saying so (it never passes silently).
+# check is skipped with a message saying so (it never passes silently). The
+# dashboard (redlock-dashboard.json) is checked by go test ./cmd/redlock-bench:
+# its queries with promtool, its metrics against a live scrape.
 set -euo pipefail
 cd "$(dirname "$0")/../observability"
 log() { echo "check-rules: $*" >&2; }

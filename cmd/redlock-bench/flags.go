@@ -45,6 +45,7 @@ type config struct {
 	chartPath   string
 	quiet       bool
 	printSchema bool
+	version     bool
 	metricsAddr string
 }
 
@@ -89,10 +90,11 @@ Flags:
 `
 
 // parseFlags parses args (without the program name). -h prints the usage to
-// stderr and returns flag.ErrHelp.
-func parseFlags(args []string, stderr io.Writer) (*config, error) {
+// help (stdout) and returns flag.ErrHelp; a bad flag is a short usageError,
+// without the usage.
+func parseFlags(args []string, help io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	var (
 		cfg       config
 		addrs     string
@@ -124,6 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.chartPath, "chart", "", "also write an SVG `FILE` with latency and validity-margin CDFs per implementation and scenario")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress line on stderr (it is off anyway when stderr is not a terminal)")
 	fs.BoolVar(&cfg.printSchema, "schema", false, "print the JSON Schema of -json output and exit")
+	fs.BoolVar(&cfg.version, "version", false, "print the version (module version and VCS revision) and exit")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve the redlock-otel cells' metrics in Prometheus format at http://`host:port`/metrics while the bench runs (-scenarios telemetry)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageHead, defaultMasters, defaultMasters, describeImpls(), describeScenarios())
@@ -131,9 +134,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(help)
+			fs.Usage()
 			return nil, err
 		}
-		return nil, &usageError{err.Error()} // flag has printed the usage already
+		return nil, &usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q (every option is a flag; see -h)", fs.Arg(0))

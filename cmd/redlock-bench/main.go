@@ -19,30 +19,43 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/quorumlab/redlock/internal/version"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode says err on stderr and returns the exit code: 0 for none and
+// for -h, 2 for a usage error (a short message and a hint, not the
+// usage), 1 for any other error.
+func exitCode(err error, stderr io.Writer) int {
 	var ue *usageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
-		fmt.Fprintln(os.Stderr, "run redlock-bench -h for the flags")
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "redlock-bench:", err)
+		fmt.Fprintln(stderr, "run redlock-bench -h for the flags")
+		return 2
 	}
+	fmt.Fprintln(stderr, "redlock-bench:", err)
+	return 1
 }
 
 // run is the whole command; main only maps its error to an exit code
 // (usageError: 2, other errors: 1).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, stderr)
+	cfg, err := parseFlags(args, stdout)
 	if err != nil {
+		return err
+	}
+	if cfg.version {
+		_, err := fmt.Fprintln(stdout, version.String("redlock-bench"))
 		return err
 	}
 	if cfg.printSchema {

@@ -44,6 +44,7 @@ type config struct {
 	tlsInsecure bool
 	json        bool
 	quiet       bool
+	version     bool
 
 	set map[string]bool // flags given explicitly on the command line
 }
@@ -60,7 +61,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsCA, "tls-ca", c.tlsCA, "PEM file of CA certificates to verify rediss:// masters with (default: the system's)")
 	fs.BoolVar(&c.tlsInsecure, "tls-insecure", c.tlsInsecure, "do not verify rediss:// masters' certificates (testing only)")
 	fs.BoolVar(&c.json, "json", c.json, "machine-readable output on stdout")
-	fs.BoolVar(&c.quiet, "q", c.quiet, "no progress lines on stderr")
+	fs.BoolVar(&c.quiet, "q", c.quiet, "no progress lines on stderr (there are none anyway when stderr is not a terminal)")
+	fs.BoolVar(&c.version, "version", c.version, "print the version (module version and VCS revision) and exit")
 }
 
 // fileConfig is the -config file.
@@ -240,7 +242,7 @@ func redactURL(s string) string {
 }
 
 // parseArgs parses args with fs, allowing flags after positional
-// arguments ("release RES --force"); "--" ends the flags.
+// arguments ("release RES -force"); "--" ends the flags.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {

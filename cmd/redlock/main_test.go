@@ -11,9 +11,12 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"io"
 	"math/big"
 	"net"
 	"os"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -198,8 +201,14 @@ func TestInspect(t *testing.T) {
 	if q.ValidUntil == nil || !q.ValidUntil.After(lk.Deadline()) || q.ValidUntil.After(after.Add(60*time.Second)) || q.ValidUntil.Before(before) {
 		t.Errorf("valid_until %v; holder's deadline %v", q.ValidUntil, lk.Deadline())
 	}
+	if strings.Contains(errOut, "asking") {
+		t.Errorf("progress on a stderr that is not a terminal:\n%s", errOut)
+	}
+	isTerminal = func(io.Writer) bool { return true }
+	_, _, errOut = cli(t, "inspect", "invoice:42", "-masters", masters)
+	isTerminal = func(io.Writer) bool { return false }
 	if !strings.Contains(errOut, "inspect: asking 5 masters") {
-		t.Errorf("no progress line on stderr:\n%s", errOut)
+		t.Errorf("no progress line on a terminal's stderr:\n%s", errOut)
 	}
 
 	code, text, errOut := cli(t, "inspect", "invoice:42", "-masters", masters)
@@ -225,6 +234,8 @@ func TestInspectUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
+	isTerminal = func(io.Writer) bool { return true } // for the progress lines
+	t.Cleanup(func() { isTerminal = func(io.Writer) bool { return false } })
 	code, out, errOut := cli(t, "inspect", "-json", "-timeout", "300ms", "-masters", mastersFlag(c.Addrs()), "job")
 	res := decode[inspectResult](t, out)
 	if code != exitOK || !res.Quorum.Held || res.Quorum.On != 4 || res.Quorum.Answered != 4 || res.Nodes[4].Answered ||
@@ -348,10 +359,10 @@ func TestReleaseForce(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"release", "invoice:7", "--force"}, "needs --reason TEXT"},
-		{[]string{"release", "invoice:7", "--force", "--reason", "  "}, "needs --reason TEXT"},
-		{[]string{"release", "invoice:7", "--reason", "stuck"}, "it needs --force"},
-		{[]string{"release", "--force", "--reason", "stuck"}, "release takes one RESOURCE"},
+		{[]string{"release", "invoice:7", "-force"}, "needs -reason TEXT"},
+		{[]string{"release", "invoice:7", "-force", "-reason", "  "}, "needs -reason TEXT"},
+		{[]string{"release", "invoice:7", "-reason", "stuck"}, "it needs -force"},
+		{[]string{"release", "-force", "-reason", "stuck"}, "release takes one RESOURCE"},
 	} {
 		code, _, errOut := cli(t, append(tc.args, "-masters", masters)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
@@ -363,7 +374,7 @@ func TestReleaseForce(t *testing.T) {
 	}
 
 	start := time.Now()
-	code, out, errOut := cli(t, "release", "invoice:7", "--force", "--reason", "holder host-1 died (ticket 12)", "--who", "alice", "-masters", masters)
+	code, out, errOut := cli(t, "release", "invoice:7", "-force", "-reason", "holder host-1 died (ticket 12)", "-who", "alice", "-masters", masters)
 	if code != exitOK {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -409,7 +420,7 @@ func TestReleaseForce(t *testing.T) {
 	}
 
 	// Nothing held: refused, and no audit record.
-	code, _, errOut = cli(t, "release", "invoice:8", "--force", "--reason", "x", "-masters", masters)
+	code, _, errOut = cli(t, "release", "invoice:8", "-force", "-reason", "x", "-masters", masters)
 	if code != exitRefused || !strings.Contains(errOut, "nothing to release") || strings.Contains(errOut, `"event"`) {
 		t.Errorf("unheld: exit %d:\n%s", code, errOut)
 	}
@@ -434,7 +445,7 @@ func TestReleaseDisagreement(t *testing.T) {
 	}
 	want := []string{tA, tA, tB, tB, ""}
 
-	code, _, errOut := cli(t, "release", "split", "--force", "--reason", "stuck", "-masters", masters)
+	code, _, errOut := cli(t, "release", "split", "-force", "-reason", "stuck", "-masters", masters)
 	if code != exitRefused || !strings.Contains(errOut, "the masters disagree") || !strings.Contains(errOut, short(tA)+" on 2") ||
 		!strings.Contains(errOut, "Nothing was deleted") || strings.Contains(errOut, `"event"`) {
 		t.Errorf("disagreement: exit %d:\n%s", code, errOut)
@@ -442,7 +453,7 @@ func TestReleaseDisagreement(t *testing.T) {
 	if got := values(t, c, key); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("a refused release changed the masters: %q", got)
 	}
-	code, _, errOut = cli(t, "release", "split", "--force", "--reason", "stuck", "--token", "host-c:3/AAAAAA", "-masters", masters)
+	code, _, errOut = cli(t, "release", "split", "-force", "-reason", "stuck", "-token", "host-c:3/AAAAAA", "-masters", masters)
 	if code != exitRefused || !strings.Contains(errOut, "on none of the 5 masters") {
 		t.Errorf("--token matching nothing: exit %d:\n%s", code, errOut)
 	}
@@ -451,7 +462,7 @@ func TestReleaseDisagreement(t *testing.T) {
 	}
 
 	// Named by its shortened form, as inspect shows it.
-	code, out, errOut := cli(t, "release", "split", "--force", "--reason", "host-a is gone", "--token", short(tA), "-masters", masters, "-json")
+	code, out, errOut := cli(t, "release", "split", "-force", "-reason", "host-a is gone", "-token", short(tA), "-masters", masters, "-json")
 	if code != exitOK {
 		t.Fatalf("--token: exit %d:\n%s", code, errOut)
 	}
@@ -466,11 +477,11 @@ func TestReleaseDisagreement(t *testing.T) {
 		}
 	}
 	res := decode[releaseResult](t, out)
-	if !res.Released || res.Deleted != 2 || rec.Chosen != "--token" || len(res.AuditWritten) != 5 {
+	if !res.Released || res.Deleted != 2 || rec.Chosen != "-token" || len(res.AuditWritten) != 5 {
 		t.Errorf("result %+v", res)
 	}
 	for i := range c.N() {
-		if msgs := auditStream(t, c, i); len(msgs) != 1 || !strings.Contains(msgs[0].Values["record"].(string), `"chosen":"--token"`) {
+		if msgs := auditStream(t, c, i); len(msgs) != 1 || !strings.Contains(msgs[0].Values["record"].(string), `"chosen":"-token"`) {
 			t.Errorf("master %d: audit stream %v", i, msgs)
 		}
 	}
@@ -489,7 +500,7 @@ func TestReleaseLeavesOtherTokens(t *testing.T) {
 		}
 		c.Client(i).Set(t.Context(), key, tok, time.Minute)
 	}
-	code, _, errOut := cli(t, "release", "r", "--force", "--reason", "test", "-masters", mastersFlag(c.Addrs()))
+	code, _, errOut := cli(t, "release", "r", "-force", "-reason", "test", "-masters", mastersFlag(c.Addrs()))
 	if got := values(t, c, key); code != exitOK || strings.Join(got, ",") != ",,,,"+tB {
 		t.Errorf("exit %d, masters %q:\n%s", code, got, errOut)
 	}
@@ -503,7 +514,7 @@ func TestReleaseTooFewMasters(t *testing.T) {
 		c.Client(i).Set(t.Context(), key, tA, time.Minute)
 	}
 	addrs := append(c.Addrs(), closedAddr(t), closedAddr(t), closedAddr(t))
-	code, _, errOut := cli(t, "release", "r", "--force", "--reason", "test", "-masters", mastersFlag(addrs))
+	code, _, errOut := cli(t, "release", "r", "-force", "-reason", "test", "-masters", mastersFlag(addrs))
 	if code != exitQuorum || !strings.Contains(errOut, "only 2 of 5 masters answered") || !all(values(t, c, key), tA) {
 		t.Errorf("exit %d, masters %q:\n%s", code, values(t, c, key), errOut)
 	}
@@ -555,7 +566,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"inspect"}, "one RESOURCE"},
 		{[]string{"inspect", "a", "b", "-masters", "h:1"}, "one RESOURCE"},
 		{[]string{"inspect", "x", "-masters", "h:1", "-limit", "3"}, "inspect does not take -limit"},
-		{[]string{"list", "-masters", "h:1", "--reason", "x"}, "list does not take -reason"},
+		{[]string{"list", "-masters", "h:1", "-reason", "x"}, "list does not take -reason"},
 		{[]string{"list", "-masters", "h:1", "-limit", "0"}, "-limit 0 must be positive"},
 		{[]string{"inspect", "x", "-masters", "nohost"}, `bad master address "nohost"`},
 		{[]string{"inspect", "x", "-masters", "redis://u:s3cret@h:1/notadb"}, "bad master URL redis://…@h:1/notadb"},
@@ -575,6 +586,31 @@ func TestUsageErrors(t *testing.T) {
 	code, out, _ := cli(t, "-h")
 	if code != exitOK || !strings.Contains(out, "exit codes:") || !strings.Contains(out, "-limit int") {
 		t.Errorf("-h: exit %d:\n%s", code, out)
+	}
+}
+
+// Common Go CLI conventions: -h prints the usage to stdout and exits 0; an
+// unknown flag gets a short error and a hint on stderr (not the usage) and
+// exit 2; -version prints the build's version; the usage spells every flag
+// with one dash.
+func TestCLIConventions(t *testing.T) {
+	for _, h := range [][]string{{"-h"}, {"-help"}, {"help"}, {"inspect", "-h"}} {
+		code, out, errOut := cli(t, h...)
+		if code != exitOK || !strings.HasPrefix(out, "redlock: inspect, list and force-release") || errOut != "" {
+			t.Errorf("%q: exit %d, stdout %.80q, stderr %q", h, code, out, errOut)
+		}
+	}
+	code, out, errOut := cli(t, "-nope")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "-nope") || !strings.Contains(errOut, "redlock -h") || len(errOut) > 200 {
+		t.Errorf("unknown flag: exit %d, stdout %q, stderr (%d bytes) %q", code, out, len(errOut), errOut)
+	}
+	code, out, errOut = cli(t, "-version")
+	if code != exitOK || !strings.HasPrefix(out, "redlock ") || !strings.Contains(out, runtime.Version()) || errOut != "" {
+		t.Errorf("-version: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	_, usage, _ := cli(t, "-h")
+	if m := regexp.MustCompile(`(^|\s)--[a-z]`).FindString(usage); m != "" {
+		t.Errorf("the usage spells a flag with two dashes (%q):\n%s", m, usage)
 	}
 }
 

@@ -31,7 +31,7 @@ type releaseFlags struct {
 
 // who is the operator behind a forced release.
 type who struct {
-	Name   string `json:"name"` // --who, else the OS user
+	Name   string `json:"name"` // -who, else the OS user
 	OSUser string `json:"os_user"`
 	Host   string `json:"host"`
 	PID    int    `json:"pid"`
@@ -85,14 +85,14 @@ func whoAmI(override string) who {
 	return w
 }
 
-// checkRelease refuses a release called without --force or a reason,
+// checkRelease refuses a release called without -force or a reason,
 // before any master is contacted.
 func checkRelease(f releaseFlags) error {
 	if !f.force {
-		return usagef("release deletes another process's lock: it needs --force, and --reason TEXT")
+		return usagef("release deletes another process's lock: it needs -force, and -reason TEXT")
 	}
 	if strings.TrimSpace(f.reason) == "" {
-		return usagef("release --force needs --reason TEXT (it goes into the audit record)")
+		return usagef("release -force needs -reason TEXT (it goes into the audit record)")
 	}
 	return nil
 }
@@ -124,14 +124,14 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 		}
 		switch len(matches) {
 		case 0:
-			return refuse(exitRefused, "the token given with --token is on none of the %d masters that answered", q.Answered)
+			return refuse(exitRefused, "the token given with -token is on none of the %d masters that answered", q.Answered)
 		case 1:
-			target, chosen = matches[0].token, "--token"
+			target, chosen = matches[0].token, "-token"
 		default:
-			return refuse(exitRefused, "--token matches %d different tokens; give more of it", len(matches))
+			return refuse(exitRefused, "-token matches %d different tokens; give more of it", len(matches))
 		}
 	case !q.Decided:
-		return refuse(exitQuorum, "only %d of %d masters answered and the answers do not settle who holds the lock; retry when more answer, or name the token with --token", q.Answered, n)
+		return refuse(exitQuorum, "only %d of %d masters answered and the answers do not settle who holds the lock; retry when more answer, or name the token with -token", q.Answered, n)
 	case q.Held:
 		target, chosen = q.top, "majority"
 	case len(q.Holders) == 0:
@@ -142,7 +142,7 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 			seen = append(seen, fmt.Sprintf("%s on %d", h.Holder, h.Masters))
 		}
 		return refuse(exitRefused, "no token is on a majority (%d of %d): the masters disagree (%s). Nothing was deleted. "+
-			"If you are sure, name one with --token (as shown, e.g. --token %s)", q.Majority, n, strings.Join(seen, ", "), q.Holders[0].Holder)
+			"If you are sure, name one with -token (as shown, e.g. -token %s)", q.Majority, n, strings.Join(seen, ", "), q.Holders[0].Holder)
 	}
 
 	rec := auditRecord{

@@ -7,8 +7,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
+
+	"github.com/quorumlab/redlock/internal/version"
+	"golang.org/x/term"
 )
+
+// isTerminal reports whether w is a terminal: progress goes to stderr only
+// then. A variable, for tests.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
 
 const usageText = `redlock: inspect, list and force-release the locks of github.com/quorumlab/redlock
 
@@ -22,10 +33,10 @@ usage:
       lock keys (SCAN, never KEYS) of resources starting with PREFIX, merged
       across masters: on how many each is held, the holder, the largest PTTL.
       At most -limit resources (default 1000), read on every master.
-  redlock [flags] release RESOURCE --force --reason TEXT [--token T] [--who NAME]
+  redlock [flags] release RESOURCE -force -reason TEXT [-token T] [-who NAME]
       compare-and-delete, on every master, of the token that is on a majority
       (never a blind DEL; the fence counter is never deleted). Refused when no
-      token is on a majority unless --token names one (the whole token, or as
+      token is on a majority unless -token names one (the whole token, or as
       inspect shows it). Writes an audit record (JSON) to stderr and to the
       stream <prefix>audit on every master that answers.
 
@@ -39,8 +50,8 @@ masters (first found): -masters LIST, the "masters" of -config FILE, $REDLOCK_MA
 exit codes:
   0  done (inspect, list: the masters that answered settle the view)
   1  refused or failed: nothing held on a majority to release, masters disagree,
-     --token matches nothing, or the delete did not reach enough masters
-  2  usage: bad flags or arguments, missing --force or --reason, bad address or config
+     -token matches nothing, or the delete did not reach enough masters
+  2  usage: bad flags or arguments, missing -force or -reason, bad address or config
   3  too few masters answered to decide (the output still shows what they said)
 
 flags:
@@ -81,6 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	global.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	if c.version {
+		fmt.Fprintln(stdout, version.String("redlock"))
+		return exitOK
+	}
 	if global.NArg() == 0 {
 		return fail(usagef("no command: give inspect, list or release"))
 	}
@@ -98,6 +113,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(usagef("unknown command %q: give inspect, list or release", cmd))
 	}
 	pos, err := parseArgs(fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		return fail(err)
+	}
 	if err != nil {
 		return fail(usagef("%s: %v", cmd, err))
 	}
@@ -138,7 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	s := newSession(r, stderr, c.quiet)
+	s := newSession(r, stderr, c.quiet || !isTerminal(stderr))
 	defer s.close()
 	switch cmd {
 	case "inspect":

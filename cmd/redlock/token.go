@@ -64,7 +64,7 @@ func printable(s string) string {
 	}, strings.ToValidUTF8(s, "?"))
 }
 
-// matchToken reports whether the user's --token names t: the whole token,
+// matchToken reports whether the user's -token names t: the whole token,
 // or its shortened form as shown (with or without the "…"), as long as it
 // shows at least 6 characters of the random part.
 func matchToken(given, t string) bool {

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// cli runs the command as main does, and returns its exit code and output.
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = exitCode(run(t.Context(), args, &out, &errb), &errb)
+	return code, out.String(), errb.String()
+}
+
+// Common Go CLI conventions: -h prints the usage to stdout and exits 0; an
+// unknown flag gets a short error and a hint on stderr (not the usage) and
+// exit 2; -version prints the build's version; the usage spells every flag
+// with one dash.
+func TestCLIConventions(t *testing.T) {
+	for _, h := range []string{"-h", "-help", "--help"} {
+		code, out, errOut := cli(t, h)
+		if code != 0 || !strings.HasPrefix(out, "redlock-bench measures") || errOut != "" {
+			t.Errorf("%s: exit %d, stdout %.80q, stderr %q", h, code, out, errOut)
+		}
+	}
+	code, out, errOut := cli(t, "-nope")
+	if code != 2 || out != "" || !strings.Contains(errOut, "-nope") || !strings.Contains(errOut, "redlock-bench -h") || len(errOut) > 200 {
+		t.Errorf("unknown flag: exit %d, stdout %q, stderr (%d bytes) %q", code, out, len(errOut), errOut)
+	}
+	code, out, errOut = cli(t, "-workers", "0")
+	if code != 2 || out != "" || len(errOut) > 300 {
+		t.Errorf("bad value: exit %d, stdout %q, stderr (%d bytes) %q", code, out, len(errOut), errOut)
+	}
+	code, out, errOut = cli(t, "-version")
+	if code != 0 || !strings.HasPrefix(out, "redlock-bench ") || !strings.Contains(out, runtime.Version()) || errOut != "" {
+		t.Errorf("-version: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	_, usage, _ := cli(t, "-h")
+	if m := regexp.MustCompile(`(^|\s)--[a-z]`).FindString(usage); m != "" {
+		t.Errorf("the usage spells a flag with two dashes (%q)", m)
+	}
+}
