@@ -124,9 +124,16 @@ lab-cut-%:     ; @$(MAKE) --no-print-directory lab-cut N=$*
 lab-heal-%:    ; @$(MAKE) --no-print-directory lab-heal N=$*
 
 # ---- bench -------------------------------------------------------------------
-.PHONY: bench
+.PHONY: bench bench-docker
 bench: ## compare redlock with redsync on five masters (BENCH_FLAGS="-workers 64 -json out.json -chart out.svg")
 	$(GO) run ./cmd/redlock-bench $(BENCH_FLAGS)
+
+# One step: the local image if missing, then five containers the bench
+# starts and removes itself (stall = docker pause, partition = network
+# disconnect).
+bench-docker: image ## the bench on five Docker containers it starts itself, with the partition scenario (BENCH_FLAGS as for bench)
+	REDLOCK_REDIS_IMAGE=$${REDLOCK_REDIS_IMAGE:-$(LOCAL_IMAGE)} \
+	$(GO) run ./cmd/redlock-bench -docker -scenarios uncontended,contended,stall,partition $(BENCH_FLAGS)
 
 # ---- chaos -------------------------------------------------------------------
 .PHONY: chaos
