@@ -136,8 +136,34 @@ bench-docker: image ## the bench on five Docker containers it starts itself, wit
 	$(GO) run ./cmd/redlock-bench -docker -scenarios uncontended,contended,stall,partition $(BENCH_FLAGS)
 
 # ---- chaos -------------------------------------------------------------------
-.PHONY: chaos
-chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_FLAGS=-chaos.seed=N replays)
+# CHAOS_FLAGS='-chaos.backend docker' faults Docker containers instead of
+# processes (docker pause, network disconnect, container kill and restart).
+SOAK_SEEDS    ?= 10
+SOAK_SECTIONS ?= 50000
+SOAK_BACKENDS ?= process docker
+SOAK_DIR      ?= soak
+SOAK_MIN      ?= 1000000
+# Extra go test flags for every run.
+SOAK_FLAGS    ?=
+.PHONY: chaos chaos-soak
+chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_FLAGS=-chaos.seed=N replays, CHAOS_FLAGS='-chaos.backend docker')
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 45m $(CHAOS_FLAGS)"; \
 	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 45m $(CHAOS_FLAGS)
+
+# SOAK_SEEDS random seeds × SOAK_BACKENDS, each a long inside-the-assumptions
+# run to SOAK_SECTIONS critical sections, one JSON per run in
+# tests/chaos/$(SOAK_DIR)/; then the summary (per run: sections, violations,
+# stale writes accepted, heap and goroutines at start and end) and the check
+# against SOAK_MIN sections over ≥ SOAK_SEEDS seeds and both backends.
+chaos-soak: ## ≥ 1 000 000 critical sections inside the assumptions over 10 seeds × process and docker, 0 violations (SOAK_SEEDS, SOAK_SECTIONS, SOAK_MIN scale it)
+	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
+	mkdir -p tests/chaos/$(SOAK_DIR); \
+	for k in $$(seq 1 $(SOAK_SEEDS)); do \
+		seed=$$(( $$(od -An -N6 -tu8 /dev/urandom | tr -d ' ') )); \
+		for b in $(SOAK_BACKENDS); do \
+			cmd="$(GO) test ./tests/chaos -count=1 -run TestChaos\$$/^inside -chaos.long -chaos.backend $$b -chaos.seed $$seed -chaos.sections $(SOAK_SECTIONS) -chaos.json $(SOAK_DIR)/$$b-$$seed.json -timeout 4h $(SOAK_FLAGS)"; \
+			echo "$$cmd"; $$cmd || exit 1; \
+		done; \
+	done; \
+	$(GO) test ./tests/chaos -count=1 -run 'TestSoakSummary$$' -chaos.soak $(SOAK_DIR) -chaos.soak.min-sections $(SOAK_MIN) -chaos.soak.min-seeds $(SOAK_SEEDS) -v

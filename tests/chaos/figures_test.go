@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,13 +25,9 @@ func loadSummaries(t *testing.T) (main Summary, all []Summary) {
 		t.Fatalf("no run JSON in tests/chaos (%v)", err)
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		s, err := ReadSummary(f)
 		if err != nil {
 			t.Fatal(err)
-		}
-		var s Summary
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatalf("%s: %v", f, err)
 		}
 		if f == "results.json" {
 			main = s
