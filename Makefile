@@ -136,8 +136,11 @@ bench-docker: image ## the bench on five Docker containers it starts itself, wit
 	$(GO) run ./cmd/redlock-bench -docker -scenarios uncontended,contended,stall,partition $(BENCH_FLAGS)
 
 # ---- chaos -------------------------------------------------------------------
-# CHAOS_FLAGS='-chaos.backend docker' faults Docker containers instead of
-# processes (docker pause, network disconnect, container kill and restart).
+# CHAOS_BACKEND=docker faults Docker containers instead of processes
+# (docker pause, network disconnect, container kill and restart) and writes
+# results-docker.json, so the process run's results.json stays.
+CHAOS_BACKEND ?= process
+CHAOS_JSON     = results$(if $(filter docker,$(CHAOS_BACKEND)),-docker).json
 SOAK_SEEDS    ?= 10
 SOAK_SECTIONS ?= 50000
 SOAK_BACKENDS ?= process docker
@@ -146,10 +149,10 @@ SOAK_MIN      ?= 1000000
 # Extra go test flags for every run.
 SOAK_FLAGS    ?=
 .PHONY: chaos chaos-soak
-chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_FLAGS=-chaos.seed=N replays, CHAOS_FLAGS='-chaos.backend docker')
+chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_BACKEND=docker: on containers; CHAOS_FLAGS=-chaos.seed=N replays)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
-	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 45m $(CHAOS_FLAGS)"; \
-	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 45m $(CHAOS_FLAGS)
+	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.backend $(CHAOS_BACKEND) -chaos.json $(CHAOS_JSON) -v -timeout 45m $(CHAOS_FLAGS)"; \
+	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.backend $(CHAOS_BACKEND) -chaos.json $(CHAOS_JSON) -v -timeout 45m $(CHAOS_FLAGS)
 
 # SOAK_SEEDS random seeds × SOAK_BACKENDS, each a long inside-the-assumptions
 # run to SOAK_SECTIONS critical sections, one JSON per run in

@@ -66,9 +66,10 @@ func TestHelperClient(t *testing.T) {
 // matter within seconds; latency stays below NodeTimeout/2 each way.
 // On Docker masters (docker: true) the faults are the containers' own:
 // docker pause, network disconnect, container kill and a new container;
-// there is no proxy, so no latency fault. A new container takes about
-// half a second, as long as the TTL, so the restart-empty row there runs
-// with a 3 s TTL to keep its restart "at once" relative to the locks.
+// there is no proxy, so no latency fault. Removing a container and
+// starting a new one takes about a second, longer than the TTL and far
+// longer than a 20-80 ms hold, so the restart-empty row there runs with a
+// 3 s TTL and 1.2-2.2 s holds: the restart lands while a lock is held.
 func workloads(long, docker bool) []Workload {
 	const ttl, nodeTimeout = 500 * time.Millisecond, 50 * time.Millisecond
 	plan := func(maxFaulted int, kinds ...Kind) Plan {
@@ -116,7 +117,9 @@ func workloads(long, docker bool) []Workload {
 		HoldMin: 20 * time.Millisecond, HoldMax: 40 * time.Millisecond,
 	}
 	if docker {
+		// A holder must still hold when the new containers answer.
 		restart.Plan.TTL = 3 * time.Second
+		restart.HoldMin, restart.HoldMax = 1200*time.Millisecond, 2200*time.Millisecond
 		for _, w := range []*Workload{&inside, &restart, &jump, &pause} {
 			w.Name += " (docker)"
 		}
