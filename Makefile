@@ -54,7 +54,7 @@ help: ## list the verbs
 test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test -race -count=1 -p 1 -timeout 15m ./..."; $(GO) test -race -count=1 -p 1 -timeout 15m ./... && \
-	echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; (cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)
+	{ echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...; }
 
 # A module importing only the library must get go-redis and nothing else it
 # does not use (in its go.mod and go.sum): part of make test.
