@@ -49,9 +49,12 @@ help: ## list the verbs
 # -p 1: one package at a time. The tests stall, slow and kill real masters
 # and measure rounds against node timeouts; packages racing each other for
 # two cores under -race turn healthy masters into "slow" ones.
+# labdocker (the lab's Docker backend on testcontainers-go) is a module of
+# its own, which ./... does not descend into: its tests run second.
 test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
-	echo "$(GO) test -race -count=1 -p 1 -timeout 15m ./..."; $(GO) test -race -count=1 -p 1 -timeout 15m ./...
+	echo "$(GO) test -race -count=1 -p 1 -timeout 15m ./..."; $(GO) test -race -count=1 -p 1 -timeout 15m ./... && \
+	{ echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...; }
 
 # A module importing only the library must get go-redis and nothing else it
 # does not use (in its go.mod and go.sum): part of make test.
@@ -121,13 +124,49 @@ lab-cut-%:     ; @$(MAKE) --no-print-directory lab-cut N=$*
 lab-heal-%:    ; @$(MAKE) --no-print-directory lab-heal N=$*
 
 # ---- bench -------------------------------------------------------------------
-.PHONY: bench
+.PHONY: bench bench-docker
 bench: ## compare redlock with redsync on five masters (BENCH_FLAGS="-workers 64 -json out.json -chart out.svg")
 	$(GO) run ./cmd/redlock-bench $(BENCH_FLAGS)
 
+# One step: the local image if missing, then five containers the bench
+# starts and removes itself (stall = docker pause, partition = network
+# disconnect).
+bench-docker: image ## the bench on five Docker containers it starts itself, with the partition scenario (BENCH_FLAGS as for bench)
+	REDLOCK_REDIS_IMAGE=$${REDLOCK_REDIS_IMAGE:-$(LOCAL_IMAGE)} \
+	$(GO) run ./cmd/redlock-bench -docker -scenarios uncontended,contended,stall,partition $(BENCH_FLAGS)
+
 # ---- chaos -------------------------------------------------------------------
-.PHONY: chaos
-chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_FLAGS=-chaos.seed=N replays)
+# CHAOS_BACKEND=docker faults Docker containers instead of processes
+# (docker pause, network disconnect, container kill and restart) and writes
+# results-docker.json, so the process run's results.json stays.
+CHAOS_BACKEND ?= process
+CHAOS_JSON     = results$(if $(filter docker,$(CHAOS_BACKEND)),-docker).json
+SOAK_SEEDS    ?= 10
+SOAK_SECTIONS ?= 50000
+SOAK_BACKENDS ?= process docker
+SOAK_DIR      ?= soak
+SOAK_MIN      ?= 1000000
+# Extra go test flags for every run.
+SOAK_FLAGS    ?=
+.PHONY: chaos chaos-soak
+chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_BACKEND=docker: on containers; CHAOS_FLAGS=-chaos.seed=N replays)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
-	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 45m $(CHAOS_FLAGS)"; \
-	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.json results.json -v -timeout 45m $(CHAOS_FLAGS)
+	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.backend $(CHAOS_BACKEND) -chaos.json $(CHAOS_JSON) -v -timeout 45m $(CHAOS_FLAGS)"; \
+	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.backend $(CHAOS_BACKEND) -chaos.json $(CHAOS_JSON) -v -timeout 45m $(CHAOS_FLAGS)
+
+# SOAK_SEEDS random seeds × SOAK_BACKENDS, each a long inside-the-assumptions
+# run to SOAK_SECTIONS critical sections, one JSON per run in
+# tests/chaos/$(SOAK_DIR)/; then the summary (per run: sections, violations,
+# stale writes accepted, heap and goroutines at start and end) and the check
+# against SOAK_MIN sections over ≥ SOAK_SEEDS seeds and both backends.
+chaos-soak: ## ≥ 1 000 000 critical sections inside the assumptions over 10 seeds × process and docker, 0 violations (SOAK_SEEDS, SOAK_SECTIONS, SOAK_MIN scale it)
+	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
+	mkdir -p tests/chaos/$(SOAK_DIR); \
+	for k in $$(seq 1 $(SOAK_SEEDS)); do \
+		seed=$$(( $$(od -An -N6 -tu8 /dev/urandom | tr -d ' ') )); \
+		for b in $(SOAK_BACKENDS); do \
+			cmd="$(GO) test ./tests/chaos -count=1 -run TestChaos\$$/^inside -chaos.long -chaos.backend $$b -chaos.seed $$seed -chaos.sections $(SOAK_SECTIONS) -chaos.json $(SOAK_DIR)/$$b-$$seed.json -timeout 4h $(SOAK_FLAGS)"; \
+			echo "$$cmd"; $$cmd || exit 1; \
+		done; \
+	done; \
+	$(GO) test ./tests/chaos -count=1 -run 'TestSoakSummary$$' -chaos.soak $(SOAK_DIR) -chaos.soak.min-sections $(SOAK_MIN) -chaos.soak.min-seeds $(SOAK_SEEDS) -v

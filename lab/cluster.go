@@ -115,14 +115,9 @@ func StartClusters(ctx context.Context, n, shards int, opts *Options) (*Clusters
 		c.closeNodes()
 		return nil, errors.Join(err, be.close())
 	}
-	flat := make([]string, n*shards)
-	errs := make([]error, n*shards)
-	var wg sync.WaitGroup
-	for k := range flat {
-		wg.Go(func() { flat[k], errs[k] = be.start(ctx, k) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	// The first failed start cancels the others.
+	flat, err := startAll(ctx, n*shards, be.start)
+	if err != nil {
 		return fail(err)
 	}
 	for i := range n {
@@ -133,12 +128,7 @@ func StartClusters(ctx context.Context, n, shards int, opts *Options) (*Clusters
 		}
 		c.nodes = append(c.nodes, row)
 	}
-	errs = make([]error, n)
-	for i := range n {
-		wg.Go(func() { errs[i] = c.form(ctx, i) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := fanOut(ctx, n, c.form); err != nil {
 		return fail(err)
 	}
 	for i := range n {

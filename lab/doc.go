@@ -6,10 +6,11 @@
 //
 //   - Process (the default, unix only): one redis-server process per free
 //     127.0.0.1 port, each in its own temporary directory.
-//   - Docker: one container per master, driven through the docker command
-//     line, on a network of its own. The image (Options.Image) must already
-//     be present locally: the lab never pulls. DockerAvailable tells tests
-//     whether they can run.
+//   - Docker: one container per master on a network of its own, run by
+//     module github.com/quorumlab/redlock/labdocker (testcontainers-go;
+//     a module apart so that an importer of redlock never loads it):
+//     labdocker.Start, labdocker.ForTest. The image (Options.Image) must
+//     already be present locally: the lab never pulls.
 //
 // Masters have no replication, and no persistence unless
 // Options.AppendFsyncAlways. Start returns once every master answers; Close

@@ -23,25 +23,28 @@ type Backend string
 const (
 	// Process runs each master as a local redis-server process (unix only).
 	Process Backend = "process"
-	// Docker runs each master in a container of Options.Image, through
-	// the docker command line, on a network of its own.
+	// Docker runs each master in a container of Options.Image on a
+	// network of its own, through the Driver of module labdocker
+	// (testcontainers-go).
 	Docker Backend = "docker"
 )
 
 // Options configures a Cluster. The zero value works.
 type Options struct {
-	// Backend runs the masters as local processes or Docker containers.
-	// Default: $REDLOCK_LAB_BACKEND if set (how `make test` runs the
-	// process-backed tests on Docker where redis-server cannot be
-	// installed), else Process.
+	// Backend runs the masters as local processes or Docker containers
+	// (which needs NewDriver: labdocker.Options sets both).
+	// Default: $REDLOCK_LAB_BACKEND if set, else Process.
 	Backend Backend
 	// RedisServer is the redis-server binary, a path or a name looked up in
 	// PATH; only the Process backend uses it. Default: "redis-server".
 	RedisServer string
 	// Image is the Redis image the Docker backend runs. It must already be
-	// present locally: the lab never pulls (see DockerAvailable).
+	// present locally: the lab never pulls (see labdocker.Available).
 	// Default: $REDLOCK_REDIS_IMAGE if set, else "redis:7.4-alpine".
 	Image string
+	// NewDriver runs the masters of a backend other than Process; set by
+	// labdocker for the Docker backend. Default: nil.
+	NewDriver NewDriver
 	// AppendFsyncAlways turns on AOF with appendfsync always, what fencing
 	// needs to survive a restart of the process. Note that Restart still
 	// starts from EMPTY data. Default: false (save "", appendonly no).
@@ -83,9 +86,9 @@ type Options struct {
 // be found.
 var ErrNoRedisServer = errors.New("lab: redis-server not found: install it (apt-get install redis-server), set Options.RedisServer, or use the Docker backend")
 
-// ErrNoDocker is returned by DockerAvailable, and by Start with the Docker
-// backend, when no Docker engine answers or the image is not present
-// locally (the lab never pulls one).
+// ErrNoDocker is returned by labdocker.Available, and by Start with the
+// Docker backend, when no Docker engine answers, the image is not present
+// locally (the lab never pulls one), or no driver is set.
 var ErrNoDocker = errors.New("lab: Docker backend unavailable")
 
 var (
@@ -206,31 +209,30 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 		if o.TLS || o.ACLUser != "" {
 			return nil, ErrNeedsProcessBackend
 		}
-		db, err := newDockerBackend(ctx, imageOrDefault(o.Image), o.AppendFsyncAlways, n, o.Logger)
+		if o.NewDriver == nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoDocker, errNoDriver)
+		}
+		d, err := o.NewDriver(ctx, n, o)
 		if err != nil {
 			return nil, err
 		}
-		be = db
+		be = driverBackend{d}
 	default:
 		return nil, fmt.Errorf("lab: unknown backend %q (want %q or %q)", o.Backend, Process, Docker)
 	}
 	c := &Cluster{
-		n:       n,
-		be:      be,
-		sec:     sec,
-		log:     o.Logger,
-		servers: make([]string, n),
-		jump:    redis.NewScript(jumpClockLua),
+		n:    n,
+		be:   be,
+		sec:  sec,
+		log:  o.Logger,
+		jump: redis.NewScript(jumpClockLua),
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { c.servers[i], errs[i] = be.start(ctx, i) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	// The first failed start cancels the others; nothing is left running.
+	servers, err := startAll(ctx, n, be.start)
+	if err != nil {
 		return nil, errors.Join(err, be.close())
 	}
+	c.servers = servers
 	c.addrs = c.servers
 	if o.Proxy {
 		c.addrs = make([]string, n)
@@ -260,7 +262,7 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 // ForTest starts n masters like Start and closes them in tb.Cleanup. It
 // fails the test with the reason when they cannot start, including when
 // redis-server is missing (ErrNoRedisServer) or Docker is (ErrNoDocker);
-// check DockerAvailable first to skip instead.
+// labdocker.ForTest skips instead where there is no Docker.
 func ForTest(tb testing.TB, n int, opts *Options) *Cluster {
 	tb.Helper()
 	c, err := Start(tb.Context(), n, opts)

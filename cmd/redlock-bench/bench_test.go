@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/quorumlab/redlock/labdocker"
 	"go.uber.org/goleak"
 )
 
@@ -715,5 +717,81 @@ func TestRepeat(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "-repeat 2: every row is the run of median ops/s of 2 interleaved runs") {
 		t.Fatalf("table lacks the -repeat note:\n%s", out.String())
+	}
+}
+
+// TestSmokeDocker runs the stall and partition scenarios on five
+// containers the bench starts itself: the header names the masters and
+// both fault methods, stall freezes masters (redsync completes nothing
+// with two paused) and ours goes on with two cut off the network.
+func TestSmokeDocker(t *testing.T) {
+	if err := labdocker.Available(t.Context()); err != nil {
+		t.Skipf("skipping: needs Docker: %v", err)
+	}
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	args := []string{"-docker", "-scenarios", "stall,partition", "-impls", "redlock,redsync", "-duration", "2s", "-workers", "2", "-q", "-json", jsonPath}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run %q: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := checkJSON(t, b)
+	if rep.Masters.Kind != "lab-docker" || rep.Masters.N != 5 {
+		t.Errorf("masters = %s × %d, want lab-docker × 5", rep.Masters.Kind, rep.Masters.N)
+	}
+	for _, want := range []string{"docker pause", "partition: docker network disconnect"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("header lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	phaseOps := func(sc, im, name string) int64 {
+		for _, r := range rep.Results {
+			if r.Scenario != sc || r.Impl != im {
+				continue
+			}
+			for _, p := range r.Phases {
+				if p.Name == name {
+					return p.Ops
+				}
+			}
+		}
+		t.Fatalf("no phase %s/%s/%q", sc, im, name)
+		return 0
+	}
+	if n := phaseOps("stall", "redsync", "2 stopped"); n != 0 {
+		t.Errorf("redsync completed %d ops with two containers paused; the pause did not take effect", n)
+	}
+	if n := phaseOps("stall", "redlock", "2 stopped"); n == 0 {
+		t.Error("ours completed nothing with two of five containers paused")
+	}
+	if n := phaseOps("partition", "redlock", "2 cut"); n == 0 {
+		t.Error("ours completed nothing with two of five containers cut")
+	}
+}
+
+// -docker excludes the other masters, partition needs -docker, and "all"
+// without -docker leaves partition out.
+func TestParseDockerFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-docker", "-embedded"},
+		{"-docker", "-addrs", "127.0.0.1:1"},
+		{"-docker", "-cluster", "3x1"},
+		{"-scenarios", "partition"},
+	} {
+		var ue *usageError
+		if _, err := parseFlags(args, io.Discard); !errors.As(err, &ue) {
+			t.Errorf("parseFlags(%q) = %v, want a usage error", args, err)
+		}
+	}
+	cfg, err := parseFlags([]string{"-scenarios", "all"}, io.Discard)
+	if err != nil || slices.Contains(cfg.scenarios, "partition") {
+		t.Errorf("-scenarios all without -docker: %v, %v; want no partition", cfg, err)
+	}
+	cfg, err = parseFlags([]string{"-docker", "-scenarios", "all"}, io.Discard)
+	if err != nil || !slices.Contains(cfg.scenarios, "partition") || !cfg.docker {
+		t.Errorf("-docker -scenarios all: %+v, %v; want partition", cfg, err)
 	}
 }

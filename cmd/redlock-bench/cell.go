@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // drainBound is how long a cell waits, after its time is up and every
@@ -90,19 +92,20 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	var ops atomic.Int64
 	stopProgress := env.progress.cell(env.index, fmt.Sprintf("%s × %s × %dw", c.sc.name, c.impl.name, c.workers), start, env.duration, &ops)
 
-	// Faults: one goroutine walks the phases and stops/resumes masters;
-	// it resumes everything before it returns.
+	// Faults and workers are one errgroup: one goroutine walks the phases
+	// and stops/resumes masters (resuming everything before it returns);
+	// a fault that fails ends the cell at once, since what the workers
+	// would measure is no longer the scenario.
 	phases := c.sc.phaseList()
+	g, gctx := errgroup.WithContext(runCtx)
 	var faultErrs []error
-	faultDone := make(chan struct{})
-	go func() {
-		defer close(faultDone)
-		faultErrs = drivePhases(runCtx, env.ms, phases, start, env.duration)
-	}()
+	g.Go(func() error {
+		faultErrs = drivePhases(gctx, env.ms, c.sc.fault(env.ms), phases, start, env.duration)
+		return errors.Join(faultErrs...)
+	})
 
 	var lastUnlock atomic.Int64 // shared resource: offset of the latest Unlock call
 	recs := make([]*recorder, c.workers)
-	var wg sync.WaitGroup
 	for w := range c.workers {
 		rec := &recorder{}
 		recs[w] = rec
@@ -110,16 +113,16 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 		if c.sc.shared {
 			resource = base + "/shared"
 		}
-		wg.Go(func() { work(runCtx, im, resource, c.sc.shared, start, rec, &lastUnlock, &ops) })
+		g.Go(func() error { work(gctx, im, resource, c.sc.shared, start, rec, &lastUnlock, &ops); return nil })
 	}
 
-	<-runCtx.Done()
-	<-faultDone
+	<-gctx.Done()
 	if loaded != nil {
 		loaded.wait()
 	}
 	wdone := make(chan struct{})
-	go func() { wg.Wait(); close(wdone) }()
+	var faultErr error
+	go func() { faultErr = g.Wait(); close(wdone) }()
 	var drainErr error
 	select {
 	case <-wdone:
@@ -129,6 +132,10 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	stopProgress()
 	if drainErr != nil {
 		return Result{}, drainErr // the stuck goroutines end when the process does
+	}
+	if faultErr != nil {
+		_ = im.close()
+		return Result{}, fmt.Errorf("%s: fault: %w", c.label(), faultErr)
 	}
 	closeErr := im.close()
 	var cmds *commandWindow
@@ -161,7 +168,7 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 		loaded.close()
 	}
 	res.Notes = append(res.Notes, statNotes...)
-	for _, e := range append(faultErrs, closeErr, delErr) {
+	for _, e := range []error{closeErr, delErr} {
 		if e != nil {
 			res.Notes = append(res.Notes, e.Error())
 		}
@@ -229,12 +236,12 @@ func work(ctx context.Context, im impl, resource string, shared bool, start time
 
 // drivePhases stops and resumes masters at each phase's start, then waits
 // for the end of the cell and resumes every master it stopped.
-func drivePhases(ctx context.Context, ms *masters, phases []phase, start time.Time, d time.Duration) []error {
+func drivePhases(ctx context.Context, ms *masters, f fault, phases []phase, start time.Time, d time.Duration) []error {
 	var errs []error
 	paused := map[int]bool{}
 	defer func() {
 		for _, i := range slices.Sorted(maps.Keys(paused)) {
-			if err := ms.resume(i); err != nil {
+			if err := f.resume(i); err != nil {
 				errs = append(errs, fmt.Errorf("resuming master %d: %w", i, err))
 			}
 		}
@@ -260,8 +267,8 @@ func drivePhases(ctx context.Context, ms *masters, phases []phase, start time.Ti
 		for _, i := range slices.Sorted(maps.Keys(paused)) {
 			if !want[i] {
 				delete(paused, i)
-				if err := ms.resume(i); err != nil {
-					errs = append(errs, fmt.Errorf("resuming master %d: %w", i, err))
+				if err := f.resume(i); err != nil {
+					return append(errs, fmt.Errorf("resuming master %d: %w", i, err))
 				}
 			}
 		}
@@ -278,9 +285,8 @@ func drivePhases(ctx context.Context, ms *masters, phases []phase, start time.Ti
 				}
 				until = next.to
 			}
-			if err := ms.pause(ctx, i, frac(d, until-ph.from)); err != nil {
-				errs = append(errs, fmt.Errorf("stopping master %d: %w", i, err))
-				continue
+			if err := f.stop(ctx, i, frac(d, until-ph.from)); err != nil {
+				return append(errs, fmt.Errorf("stopping master %d: %w", i, err))
 			}
 			paused[i] = true
 		}

@@ -36,6 +36,7 @@ type config struct {
 	clusters    int // -cluster NxS: N lab Redis Clusters (cluster.go)
 	shards      int // of S shards each
 	embedded    bool
+	docker      bool  // -docker: five containers started by labdocker (docker.go)
 	workers     []int // worker counts, in the order given; each runs every cell
 	duration    time.Duration
 	ttl         time.Duration
@@ -112,6 +113,8 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 	fs.IntVar(&cfg.masters, "masters", defaultMasters, "how many masters to start when -addrs is not given")
 	fs.StringVar(&cluster, "cluster", "", "start `NxS` local Redis Clusters as the masters: N independent clusters of S shard masters each\n(e.g. 3x3; redis-server in cluster mode, no replicas), each one master reached through a go-redis ClusterClient;\nstall then stops every shard of a cluster")
 	fs.BoolVar(&cfg.embedded, "embedded", false, "use in-process miniredis masters even if redis-server is installed")
+	fs.BoolVar(&cfg.docker, "docker", false, "start the masters as Docker containers of the local image ($REDLOCK_REDIS_IMAGE; make image) with labdocker:\n"+
+		"stall is docker pause, and the partition scenario (docker network disconnect) can run")
 	fs.StringVar(&workers, "workers", strconv.Itoa(defaultWorkers), "concurrent workers (goroutines) per cell, or a comma-separated `list` of counts to sweep (e.g. 1,8,64,256):\n"+
 		"every scenario × implementation then runs once per count, in the order given; ratios compare the same\n"+
 		"scenario and count, and a summary line per scenario gives redlock ÷ redsync-failfast at each count.\n"+
@@ -189,6 +192,9 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		}
 		cfg.masters = cfg.clusters
 	}
+	if cfg.docker && (len(cfg.addrs) > 0 || cfg.embedded || cfg.clusters > 0) {
+		return nil, usagef("-docker excludes -addrs, -embedded and -cluster")
+	}
 	switch {
 	case cfg.masters < 1:
 		return nil, usagef("-masters must be at least 1, got %d", cfg.masters)
@@ -209,6 +215,12 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 	}
 	if cfg.scenarios, err = pickNames("-scenarios", scenarios, scenarioNames()); err != nil {
 		return nil, err
+	}
+	if slices.Contains(cfg.scenarios, "partition") && !cfg.docker {
+		if strings.TrimSpace(scenarios) != "all" {
+			return nil, usagef("-scenarios partition needs -docker (only containers can be cut off their network)")
+		}
+		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "partition" })
 	}
 	if cfg.impls, err = pickNames("-impls", impls, implNames()); err != nil {
 		return nil, err

@@ -21,7 +21,10 @@ type masters struct {
 	// it stopped (only the CLIENT PAUSE method needs it: it ends by itself).
 	pause  func(ctx context.Context, i int, for_ time.Duration) error
 	resume func(i int) error
-	close  func() error
+	// cut and heal partition master i and end it; nil where the masters
+	// cannot be cut (only -docker's can).
+	cut, heal func(i int) error
+	close     func() error
 	// admin has one default client per master, for deleting the bench's
 	// keys between cells.
 	admin []*redis.Client
@@ -46,6 +49,9 @@ func openMasters(ctx context.Context, cfg *config, stderr io.Writer) (*masters, 
 	}
 	if cfg.clusters > 0 {
 		return startClusterMasters(ctx, cfg.clusters, cfg.shards) // cluster.go
+	}
+	if cfg.docker {
+		return startDockerMasters(ctx, cfg.masters) // docker.go
 	}
 	if !cfg.embedded {
 		cl, err := lab.Start(ctx, cfg.masters, nil)

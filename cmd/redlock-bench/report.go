@@ -52,7 +52,8 @@ type Env struct {
 // Masters says which masters were measured and how a stall was made.
 type Masters struct {
 	// Kind is "addrs" (given with -addrs), "lab" (local redis-server
-	// processes), "lab-cluster" (local Redis Clusters, -cluster; each
+	// processes), "lab-docker" (containers, -docker), "lab-cluster" (local
+	// Redis Clusters, -cluster; each
 	// address is one cluster's nodes, comma-separated) or "embedded"
 	// (in-process miniredis: library overhead, no network, no real
 	// server).
@@ -60,7 +61,9 @@ type Masters struct {
 	N           int      `json:"n"`
 	Addrs       []string `json:"addrs"`
 	StallMethod string   `json:"stall_method"`
-	Note        string   `json:"note"`
+	// PartitionMethod is how the partition scenario cuts a master (-docker).
+	PartitionMethod string `json:"partition_method,omitempty"`
+	Note            string `json:"note"`
 }
 
 // Config is the command line in force.

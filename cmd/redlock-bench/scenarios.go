@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // phase is a slice of a cell's time, as fractions of its duration, and the
@@ -29,6 +31,23 @@ type scenario struct {
 	impls []string
 	// optIn scenarios run only when -scenarios names them.
 	optIn bool
+	// partition: the phases cut masters off the network instead of
+	// stopping them (needs masters that can be cut: -docker).
+	partition bool
+}
+
+// fault is how a scenario takes a master away and brings it back.
+type fault struct {
+	stop   func(ctx context.Context, i int, for_ time.Duration) error
+	resume func(i int) error
+}
+
+// fault returns the scenario's way of faulting ms's masters.
+func (s scenario) fault(ms *masters) fault {
+	if s.partition && ms.cut != nil {
+		return fault{stop: func(_ context.Context, i int, _ time.Duration) error { return ms.cut(i) }, resume: ms.heal}
+	}
+	return fault{stop: ms.pause, resume: ms.resume}
 }
 
 // phaseList returns the phases, or the single implicit one.
@@ -51,6 +70,14 @@ var stallPhases = []phase{
 	{name: "recovered", from: 0.8, to: 1},
 }
 
+// Partition timeline: the stall timeline with cuts instead of stops.
+var partitionPhases = []phase{
+	{name: "healthy", from: 0, to: 0.2},
+	{name: "1 cut", from: 0.2, to: 0.5, paused: []int{0}},
+	{name: "2 cut", from: 0.5, to: 0.8, paused: []int{0, 1}},
+	{name: "recovered", from: 0.8, to: 1},
+}
+
 // scenarios is the plan, in run order.
 var scenarios = []scenario{
 	{
@@ -66,6 +93,13 @@ var scenarios = []scenario{
 		name:   "stall",
 		desc:   "uncontended, with master 0 stopped for 20–80% of the run and master 1 too for 50–80%",
 		phases: stallPhases,
+	},
+	{
+		name:      "partition",
+		desc:      "as stall, but master 0, then 1 too, is cut off the network (docker network disconnect: refused, not silent); needs -docker (only when named)",
+		phases:    partitionPhases,
+		partition: true,
+		optIn:     true,
 	},
 	{
 		name:  "fencing",

@@ -199,6 +199,9 @@ func renderTable(w io.Writer, rep *Report) error {
 		m.N, m.Kind, fmtWorkers(rep.Config.Workers), time.Duration(rep.Config.DurationSeconds*float64(time.Second)),
 		time.Duration(rep.Config.TTLMs)*time.Millisecond, rep.Env.GOOS, rep.Env.GOARCH, rep.Env.CPUs, rep.Env.GoVersion)
 	fmt.Fprintf(w, "masters: %s\nstall:   %s\n", m.Note, m.StallMethod)
+	if m.PartitionMethod != "" {
+		fmt.Fprintf(w, "partition: %s\n", m.PartitionMethod)
+	}
 	if m.Kind == "embedded" {
 		fmt.Fprintln(w, "NOTE:    EMBEDDED MASTERS — these figures are library overhead over in-process miniredis, not Redis over a network.")
 	}

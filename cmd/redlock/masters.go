@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // session is one command's connections to the masters.
@@ -46,16 +47,17 @@ func (s *session) progressf(format string, a ...any) {
 	fmt.Fprintf(s.stderr, format+"\n", a...)
 }
 
-// each runs f for every master at once and returns once all have
-// returned, with each master's error; it reports progress as masters
-// answer.
+// each runs f for every master at once (an errgroup) and returns once all
+// have returned, with each master's error; it reports progress as masters
+// answer. A master's error is its report, not the group's: one master
+// down must not stop the others' answers. An interrupt (ctx) stops all.
 func (s *session) each(ctx context.Context, what string, f func(ctx context.Context, i int, c *redis.Client) error) []error {
 	n := len(s.clients)
 	s.progressf("%s: asking %d masters (timeout %v each)…", what, n, s.r.timeout)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	for i, c := range s.clients {
-		wg.Go(func() {
+		g.Go(func() error {
 			start := time.Now()
 			errs[i] = f(ctx, i, c)
 			if errs[i] != nil {
@@ -63,9 +65,10 @@ func (s *session) each(ctx context.Context, what string, f func(ctx context.Cont
 			} else {
 				s.progressf("  %s: ok (%v)", s.r.masters[i].name, time.Since(start).Round(100*time.Microsecond))
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every goroutine returns nil: the errors are in errs
 	return errs
 }
 

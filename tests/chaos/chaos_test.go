@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,8 @@ var (
 	long     = flag.Bool("chaos.long", false, "run the long chaos scenarios (≥ 100 000 critical sections inside the assumptions); make chaos")
 	seedFlag = flag.Uint64("chaos.seed", 0, "seed of the fault schedules (0: a random one, printed); re-run with it to replay")
 	jsonOut  = flag.String("chaos.json", "", "write the results as JSON to this file")
+	backend  = flag.String("chaos.backend", "process", "what runs the faulted masters: process (redis-server, faults through the proxy) or docker (containers: docker pause, network disconnect, container kill and restart)")
+	sections = flag.Int("chaos.sections", 0, "with -chaos.long: critical sections the inside scenario runs to (0: 100 000; then it ends as soon as they are in, after 10 s); make chaos-soak")
 )
 
 // seed is the run's seed, set in TestMain: tests never change it.
@@ -29,6 +32,10 @@ var seed uint64
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if *backend != "process" && *backend != "docker" {
+		fmt.Fprintf(os.Stderr, "chaos: -chaos.backend %q: want process or docker\n", *backend)
+		os.Exit(2)
+	}
 	if os.Getenv(HelperEnv) == "" {
 		seed = *seedFlag
 		if seed == 0 {
@@ -57,10 +64,20 @@ func TestHelperClient(t *testing.T) {
 
 // The workload scenarios. TTL 500 ms and NodeTimeout 50 ms make faults
 // matter within seconds; latency stays below NodeTimeout/2 each way.
-func workloads(long bool) []Workload {
+// On Docker masters (docker: true) the faults are the containers' own:
+// docker pause, network disconnect, container kill and a new container;
+// there is no proxy, so no latency fault. Removing a container and
+// starting a new one takes about a second, longer than the TTL and far
+// longer than a 20-80 ms hold, so the restart-empty row there runs with a
+// 3 s TTL and 1.2-2.2 s holds: the restart lands while a lock is held.
+func workloads(long, docker bool) []Workload {
 	const ttl, nodeTimeout = 500 * time.Millisecond, 50 * time.Millisecond
 	plan := func(maxFaulted int, kinds ...Kind) Plan {
 		return Plan{Kinds: kinds, Masters: 5, MaxFaulted: maxFaulted, Clients: 2, TTL: ttl, NodeTimeout: nodeTimeout}
+	}
+	insideKinds := []Kind{PauseMasters, KillDelayed, Latency, Cut}
+	if docker {
+		insideKinds = []Kind{PauseMasters, KillDelayed, Cut}
 	}
 	short := func(w Workload, d time.Duration) Workload {
 		w.Duration, w.MaxDuration = d, d
@@ -74,7 +91,7 @@ func workloads(long bool) []Workload {
 	}
 	inside := Workload{
 		Name: "inside: minority faults", Inside: true,
-		Plan: plan(2, PauseMasters, KillDelayed, Latency, Cut),
+		Plan: plan(2, insideKinds...),
 		// One client is a subprocess (never paused here): its sections are
 		// merged with the others' on the shared CLOCK_MONOTONIC, so a
 		// clean run also shows the cross-process history is consistent.
@@ -99,9 +116,22 @@ func workloads(long bool) []Workload {
 		InProcess: 3, Subprocess: 2, Resources: []string{"r0", "r1"},
 		HoldMin: 20 * time.Millisecond, HoldMax: 40 * time.Millisecond,
 	}
+	if docker {
+		// A holder must still hold when the new containers answer.
+		restart.Plan.TTL = 3 * time.Second
+		restart.HoldMin, restart.HoldMax = 1200*time.Millisecond, 2200*time.Millisecond
+		for _, w := range []*Workload{&inside, &restart, &jump, &pause} {
+			w.Name += " (docker)"
+		}
+	}
 	if long {
+		minSections, minD, maxD := 100000, 60*time.Second, 25*time.Minute
+		if *sections > 0 {
+			// 100-300 sections a second here: room for a loaded machine.
+			minSections, minD, maxD = *sections, 10*time.Second, max(maxD, time.Duration(*sections/50)*time.Second)
+		}
 		return []Workload{
-			lng(inside, 60*time.Second, 100000, 25*time.Minute),
+			lng(inside, minD, minSections, maxD),
 			lng(restart, 60*time.Second, 0, 60*time.Second),
 			lng(jump, 60*time.Second, 0, 60*time.Second),
 			lng(pause, 60*time.Second, 0, 60*time.Second),
@@ -120,12 +150,12 @@ func TestChaos(t *testing.T) {
 		results = append(results, r)
 		t.Log(r)
 	}
-	for _, w := range workloads(*long) {
+	for _, w := range workloads(*long, *backend == "docker") {
 		t.Run(w.Name, func(t *testing.T) {
 			for _, f := range NewSchedule(ScheduleRand(seed, w.Name), w.Plan) {
 				t.Logf("schedule: %s", f)
 			}
-			r := Run(t, w, seed)
+			r := Run(t, w, seed, *backend)
 			record(r)
 			// Restarting masters empty at once also wipes fence counters,
 			// outside fencing's assumption: report stale writes accepted
@@ -189,10 +219,20 @@ func TestChaos(t *testing.T) {
 	Table(&b, results)
 	fmt.Printf("chaos: seed=%d long=%v wall=%v\n%s", seed, *long, time.Since(started).Round(time.Second), b.String())
 	if *jsonOut != "" {
+		cmd := "go test ./tests/chaos -run 'TestChaos$' -chaos.seed=" + fmt.Sprint(seed) + map[bool]string{true: " -chaos.long", false: ""}[*long]
 		s := Summary{
 			Seed: seed, Long: *long, Started: started.UTC().Format(time.RFC3339),
-			Command: "go test ./tests/chaos -run 'TestChaos$' -chaos.seed=" + fmt.Sprint(seed) + map[bool]string{true: " -chaos.long", false: ""}[*long],
-			Wall:    time.Since(started).Round(time.Second).String(), Results: results,
+			Command: cmd, Wall: time.Since(started).Round(time.Second).String(), Results: results,
+		}
+		if *backend != "process" {
+			s.Backend = *backend
+			s.Command += " -chaos.backend " + *backend
+		}
+		if *sections > 0 {
+			s.Command += fmt.Sprintf(" -chaos.sections %d", *sections)
+		}
+		if h, err := os.Hostname(); err == nil {
+			s.Machine = fmt.Sprintf("%s: %d CPUs, %s/%s, %s", h, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 		}
 		if err := WriteJSON(*jsonOut, s); err != nil {
 			t.Error(err)
@@ -314,7 +354,7 @@ func TestCheckerResourceLog(t *testing.T) {
 
 // A seed reproduces the fault schedule.
 func TestScheduleReplay(t *testing.T) {
-	for _, w := range workloads(true) {
+	for _, w := range append(workloads(true, false), workloads(true, true)...) {
 		a := NewSchedule(ScheduleRand(seed, w.Name), w.Plan)
 		b := NewSchedule(ScheduleRand(seed, w.Name), w.Plan)
 		if len(a) == 0 || !reflect.DeepEqual(a, b) {

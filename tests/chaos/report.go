@@ -44,9 +44,11 @@ func Table(w io.Writer, rs []Result) {
 type Summary struct {
 	Seed    uint64   `json:"seed"`
 	Long    bool     `json:"long"`
+	Backend string   `json:"backend,omitempty"` // "" = process
 	Command string   `json:"command"`
 	Started string   `json:"started"`
 	Wall    string   `json:"wall"`
+	Machine string   `json:"machine,omitempty"`
 	Results []Result `json:"results"`
 }
 
@@ -57,6 +59,19 @@ func WriteJSON(path string, s Summary) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadSummary reads a JSON document WriteJSON wrote.
+func ReadSummary(path string) (Summary, error) {
+	var s Summary
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
 }
 
 // String is a one-line account of a result for the test log.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/labdocker"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -69,15 +71,39 @@ type Result struct {
 	Verdict
 	// Notes say what a scenario showed in words (constructed scenarios).
 	Notes string `json:"notes,omitempty"`
+	// Backend runs the faulted masters: "" (process) or "docker".
+	Backend string `json:"backend,omitempty"`
+	// The test process's live heap (after a GC) and goroutines, with every
+	// in-process Locker running, once the clients have started and just
+	// before they stop: flat over a long run, or a leak.
+	HeapStart      uint64 `json:"heap_start_bytes,omitempty"`
+	HeapEnd        uint64 `json:"heap_end_bytes,omitempty"`
+	GoroutineStart int    `json:"goroutines_start,omitempty"`
+	GoroutineEnd   int    `json:"goroutines_end,omitempty"`
+}
+
+// footprint is the live heap after a GC and the goroutine count.
+func footprint() (uint64, int) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc, runtime.NumGoroutine()
 }
 
 // Run runs w on fresh masters with the fault schedule drawn from seed and
 // returns the checked result. It leaves no master, subprocess or goroutine
 // running.
-func Run(tb testing.TB, w Workload, seed uint64) Result {
+func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 	tb.Helper()
 	sched := NewSchedule(ScheduleRand(seed, w.Name), w.Plan)
-	c := lab.ForTest(tb, w.Plan.Masters, &lab.Options{Proxy: true})
+	var c *lab.Cluster
+	if backend == "docker" {
+		// No proxy: Cut is docker network disconnect, Pause docker pause,
+		// Kill and Restart remove the container and start a new one.
+		c = labdocker.ForTest(tb, w.Plan.Masters, nil)
+	} else {
+		c = lab.ForTest(tb, w.Plan.Masters, &lab.Options{Proxy: true})
+	}
 	db := lab.ForTest(tb, 1, nil).Client(0) // the resource: never faulted
 	h := &History{}
 
@@ -116,6 +142,7 @@ func Run(tb testing.TB, w Workload, seed uint64) Result {
 		subs = append(subs, sc)
 	}
 
+	heapStart, gorStart := footprint()
 	// The run ends at Duration once MinSections are in, or at MaxDuration.
 	var applied atomic.Int64
 	var faults sync.WaitGroup
@@ -141,6 +168,7 @@ func Run(tb testing.TB, w Workload, seed uint64) Result {
 			break
 		}
 	}
+	heapEnd, gorEnd := footprint()
 	cancel()
 	faults.Wait() // every fault undone
 	c.ResumeAll()
@@ -153,7 +181,11 @@ func Run(tb testing.TB, w Workload, seed uint64) Result {
 	closeLockers()
 	wall := time.Since(started)
 
-	r := Result{Scenario: w.Name, Faults: describeKinds(w.Plan.Kinds), Inside: w.Inside, Seed: seed, Wall: wall, FaultsRun: int(applied.Load())}
+	r := Result{Scenario: w.Name, Faults: describeKinds(w.Plan.Kinds), Inside: w.Inside, Seed: seed, Wall: wall, FaultsRun: int(applied.Load()),
+		HeapStart: heapStart, HeapEnd: heapEnd, GoroutineStart: gorStart, GoroutineEnd: gorEnd}
+	if backend != "process" {
+		r.Backend = backend
+	}
 	r.Verdict = Check(h.Sections(), h.Writes())
 	r.fillAcquires(h.Acquires())
 	return r

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/labdocker"
 )
 
 // started records the id (the redlock-lab.cluster label) of every cluster
@@ -87,13 +88,11 @@ func leftovers(ctx context.Context, id string) (string, error) {
 // none of its containers or networks remain.
 func dockerCluster(t *testing.T) *lab.Cluster {
 	t.Helper()
-	if err := lab.DockerAvailable(t.Context()); err != nil {
+	if err := labdocker.Available(t.Context()); err != nil {
 		t.Skipf("skipping: these tests need Docker masters: %v", err)
 	}
-	// The leftover checks go through the CLI, which must reach the engine.
-	// (lab drives Docker through the same CLI, so DockerAvailable has
-	// checked this already; the check stays so the skip says why should lab
-	// ever reach the engine some other way.)
+	// The leftover checks go through the CLI (not through labdocker's
+	// client), which must reach the engine too.
 	if _, err := docker(t.Context(), "version", "--format", "{{.Server.Version}}"); err != nil {
 		t.Skipf("skipping: the docker CLI, which checks for leftover containers, cannot reach an engine: %v", err)
 	}
@@ -110,7 +109,7 @@ func dockerCluster(t *testing.T) *lab.Cluster {
 		}
 	})
 	start := time.Now()
-	c := lab.ForTest(t, 5, &lab.Options{Backend: lab.Docker})
+	c := labdocker.ForTest(t, 5, nil)
 	id = clusterID(t, c.Addrs()[0])
 	started.mu.Lock()
 	started.ids = append(started.ids, id)

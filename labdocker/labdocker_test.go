@@ -1,9 +1,11 @@
-package lab_test
+package labdocker_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -12,27 +14,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/labdocker"
 )
 
-// dockerCluster starts n masters on the Docker backend, or skips the test
-// when no engine answers or the image is missing (set REDLOCK_REDIS_IMAGE to
-// a local image where nothing can be pulled).
-func dockerCluster(t *testing.T, n int, opts *lab.Options) *lab.Cluster {
-	t.Helper()
-	if err := lab.DockerAvailable(t.Context()); err != nil {
-		t.Skipf("skipping Docker backend test: %v", err)
-	}
-	var o lab.Options
-	if opts != nil {
-		o = *opts
-	}
-	o.Backend = lab.Docker
-	return lab.ForTest(t, n, &o)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// dockerCLI runs the docker command line, skipping the test if it is absent.
+// dockerCLI runs the docker command line, skipping the test if it is absent:
+// the checks look at the engine through it, not through labdocker.
 func dockerCLI(t *testing.T, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("docker"); err != nil {
@@ -46,7 +37,7 @@ func dockerCLI(t *testing.T, args ...string) string {
 }
 
 // clusterID finds the redlock-lab.cluster label of the container publishing
-// addr (127.0.0.1:port), through the CLI rather than the lab's own code.
+// addr (127.0.0.1:port).
 func clusterID(t *testing.T, addr string) string {
 	t.Helper()
 	out := dockerCLI(t, "ps", "-a", "--filter", "label=redlock-lab.cluster",
@@ -61,6 +52,95 @@ func clusterID(t *testing.T, addr string) string {
 	return ""
 }
 
+// probe returns a client that honours ctx deadlines on socket I/O (default
+// go-redis clients do not), for checks against paused or cut masters.
+func probe(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	cl := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		PoolSize:              1,
+	})
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// pingWithin pings with a ctx bounded by d.
+func pingWithin(cl *redis.Client, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return cl.Ping(ctx).Err()
+}
+
+// eventually polls cond until it returns nil or the deadline passes.
+func eventually(t *testing.T, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %v", within, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkKillRestartEmpty is the Kill/Restart contract both backends keep:
+// a killed master answers nothing, Kill is idempotent, Pause of a killed
+// master fails, Restart comes back EMPTY on the same address and the
+// long-lived default client reconnects by itself, and Restart of a running
+// master empties it too. afterKill, if set, checks backend specifics.
+func checkKillRestartEmpty(t *testing.T, c *lab.Cluster, afterKill func()) {
+	t.Helper()
+	ctx := t.Context()
+	addr := c.Addrs()[0]
+	if err := c.Client(0).Set(ctx, "survivor", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	if afterKill != nil {
+		afterKill()
+	}
+	if err := pingWithin(probe(t, addr), 200*time.Millisecond); err == nil {
+		t.Fatal("PING to a killed master succeeded")
+	}
+	if err := c.Kill(0); err != nil {
+		t.Fatalf("second Kill: %v", err)
+	}
+	if err := c.Pause(0); err == nil {
+		t.Fatal("Pause of a killed master succeeded")
+	}
+	if err := c.Restart(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Addrs()[0]; got != addr {
+		t.Fatalf("address after Restart = %s, want %s", got, addr)
+	}
+	eventually(t, 5*time.Second, func() error { return c.Client(0).Ping(ctx).Err() })
+	if n, err := c.Client(0).DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("DBSIZE after Restart = %d, %v; want 0", n, err)
+	}
+	if err := c.Client(0).Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		n, err := c.Client(0).DBSize(ctx).Result()
+		if err == nil && n != 0 {
+			return fmt.Errorf("DBSIZE = %d after Restart", n)
+		}
+		return err
+	})
+}
+
 func dbsize(t *testing.T, cl *redis.Client) int64 {
 	t.Helper()
 	n, err := cl.DBSize(t.Context()).Result()
@@ -72,7 +152,7 @@ func dbsize(t *testing.T, cl *redis.Client) int64 {
 
 func TestDockerMasters(t *testing.T) {
 	start := time.Now()
-	c := dockerCluster(t, 3, nil)
+	c := labdocker.ForTest(t, 3, nil)
 	t.Logf("3 Docker masters up in %v", time.Since(start))
 	t.Cleanup(c.ResumeAll)
 	ctx := t.Context()
@@ -219,10 +299,10 @@ func TestDockerMasters(t *testing.T) {
 }
 
 func TestDockerCloseRemovesEverything(t *testing.T) {
-	if err := lab.DockerAvailable(t.Context()); err != nil {
+	if err := labdocker.Available(t.Context()); err != nil {
 		t.Skipf("skipping Docker backend test: %v", err)
 	}
-	c, err := lab.Start(t.Context(), 3, &lab.Options{Backend: lab.Docker})
+	c, err := labdocker.Start(t.Context(), 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,10 +351,10 @@ func TestDockerCloseRemovesEverything(t *testing.T) {
 }
 
 func TestDockerMissingImage(t *testing.T) {
-	if err := lab.DockerAvailable(t.Context()); err != nil {
+	if err := labdocker.Available(t.Context()); err != nil {
 		t.Skipf("skipping Docker backend test: %v", err)
 	}
-	_, err := lab.Start(t.Context(), 1, &lab.Options{Backend: lab.Docker, Image: "redlock-lab/no-such-image:none"})
+	_, err := labdocker.Start(t.Context(), 1, &lab.Options{Image: "redlock-lab/no-such-image:none"})
 	if !errors.Is(err, lab.ErrNoDocker) {
 		t.Fatalf("Start with a missing image = %v, want ErrNoDocker", err)
 	}
@@ -284,7 +364,7 @@ func TestDockerMissingImage(t *testing.T) {
 }
 
 func TestDockerAppendFsyncAlways(t *testing.T) {
-	c := dockerCluster(t, 1, &lab.Options{AppendFsyncAlways: true})
+	c := labdocker.ForTest(t, 1, &lab.Options{AppendFsyncAlways: true})
 	ctx := t.Context()
 	got, err := c.Client(0).ConfigGet(ctx, "append*").Result()
 	if err != nil {
@@ -309,7 +389,7 @@ func TestDockerAppendFsyncAlways(t *testing.T) {
 func TestDockerCutThroughProxy(t *testing.T) {
 	// With Options.Proxy the proxy does the cutting: a blackhole (timeout),
 	// and Latency works as on the process backend.
-	c := dockerCluster(t, 1, &lab.Options{Proxy: true})
+	c := labdocker.ForTest(t, 1, &lab.Options{Proxy: true})
 	p := probe(t, c.Addrs()[0])
 	if err := pingWithin(p, time.Second); err != nil {
 		t.Fatal(err)
@@ -328,22 +408,53 @@ func TestDockerCutThroughProxy(t *testing.T) {
 }
 
 func TestDockerLatencyNeedsProxy(t *testing.T) {
-	c := dockerCluster(t, 1, nil)
+	c := labdocker.ForTest(t, 1, nil)
 	if err := c.Latency(0, time.Millisecond); err == nil || !strings.Contains(err.Error(), "Options.Proxy") {
 		t.Errorf("Latency without Proxy on Docker = %v, want an error naming Options.Proxy", err)
 	}
 }
 
-func TestDockerNoCLI(t *testing.T) {
-	// The Docker backend drives the docker command line: without it,
-	// DockerAvailable and Start say so rather than fail later.
-	t.Setenv("PATH", t.TempDir())
-	err := lab.DockerAvailable(t.Context())
-	if !errors.Is(err, lab.ErrNoDocker) || !strings.Contains(err.Error(), "docker command line") {
-		t.Fatalf("DockerAvailable without a docker CLI = %v, want ErrNoDocker naming the command line", err)
+func TestLabWithoutDriver(t *testing.T) {
+	// lab alone cannot run Docker masters: it says where the backend is.
+	_, err := lab.Start(t.Context(), 1, &lab.Options{Backend: lab.Docker})
+	if !errors.Is(err, lab.ErrNoDocker) || !strings.Contains(err.Error(), "labdocker") {
+		t.Fatalf("lab.Start on Docker without a driver = %v, want ErrNoDocker naming labdocker", err)
 	}
-	_, err = lab.Start(t.Context(), 1, &lab.Options{Backend: lab.Docker})
-	if !errors.Is(err, lab.ErrNoDocker) {
-		t.Fatalf("Start on Docker without a docker CLI = %v, want ErrNoDocker", err)
+}
+
+// What a crashed run leaves (labelled with a process that has exited) is
+// removed by Sweep; what a live process owns is not.
+func TestSweepRemovesCrashedRuns(t *testing.T) {
+	if err := labdocker.Available(t.Context()); err != nil {
+		t.Skipf("skipping: needs Docker: %v", err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("sweeptest%d", time.Now().UnixNano())
+	labels := func(pid int) []string {
+		return []string{"--label", "redlock-lab.cluster=" + id, "--label", "redlock-lab.pid=" + strconv.Itoa(pid), "--label", "redlock-lab.host=" + host}
+	}
+	image := labdocker.Image("")
+	net := "redlock-sweep-" + id
+	dockerCLI(t, append(append([]string{"network", "create"}, labels(dead.Process.Pid)...), net)...)
+	dockerCLI(t, append(append([]string{"create", "--network", net}, labels(dead.Process.Pid)...), image, "redis-server")...)
+	live := dockerCLI(t, append(append([]string{"create"}, labels(os.Getppid())...), image, "redis-server")...)
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", live).Run() })
+	n, err := labdocker.Sweep(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 2 {
+		t.Errorf("Sweep removed %d, want at least the dead run's container and network", n)
+	}
+	label := "label=redlock-lab.cluster=" + id
+	if got := dockerCLI(t, "ps", "-aq", "--no-trunc", "--filter", label); got != live {
+		t.Errorf("containers of %s after Sweep: %q, want only the live process's %s", id, got, live)
+	}
+	if got := dockerCLI(t, "network", "ls", "-q", "--filter", label); got != "" {
+		t.Errorf("networks of %s after Sweep: %q, want none", id, got)
 	}
 }
