@@ -66,6 +66,10 @@ func (c *cmd) describe() string {
 		return "SET"
 	case cmdLoad:
 		return "SCRIPT LOAD"
+	case cmdJoin:
+		return "ZADD"
+	case cmdLeave:
+		return "ZREM"
 	}
 	if sc := c.lua(); sc != nil {
 		return "EVALSHA of " + scriptDesc(sc)

@@ -335,8 +335,14 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// caller queues behind them instead of racing the one the next release
 	// wakes (two rounds at once can split the masters and both fail).
 	round := true
-	if l.wake.busy(t) {
+	queued := l.queued(t)
+	joined, woke := false, false // in the masters' queue; this round follows a wake
+	if l.wake.busy(t) || (queued && l.wake.handingOn(t, l.opts.Retry.MaxDelay)) {
 		w, round = l.wake.wait(t), false
+		if queued {
+			l.join(ctx, t, w)
+			joined = true
+		}
 	}
 	for {
 		if round {
@@ -357,12 +363,24 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
 				break
 			}
-			if w == nil && heldElsewhere(err) {
-				// From now on a release of the key wakes this caller.
-				w = l.wake.wait(t)
+			if heldElsewhere(err) {
+				if w == nil {
+					// From now on a release of the key wakes this caller.
+					w = l.wake.wait(t)
+				}
+				if queued {
+					// (Again:) a release may have taken it off the queue.
+					l.join(ctx, t, w)
+					joined = true
+				}
 			}
 		}
-		d := l.backoff(max(attempt, 1))
+		n := max(attempt, 1)
+		if joined {
+			// Woken by name: the timer only covers a lost wake.
+			n += queuedBackoffSteps
+		}
+		d := l.backoff(n)
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -383,10 +401,11 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			// The backoff covers a lost release message. Only the first
 			// waiter in line needs to poll: the others are woken in turn.
 			round = w == nil || l.wake.first(w)
+			woke = false
 			continue
 		case <-woken:
 			timer.Stop()
-			round = true
+			round, woke = true, true
 			continue
 		}
 		break
@@ -397,7 +416,42 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	if w != nil {
 		l.wake.done(w)
 	}
+	// A caller that got the lock on a wake was taken off the queue by the
+	// release that woke it; any other leaves it.
+	if joined && (err != nil || !woke) {
+		l.queueRound(ctx, t, w, cmdLeave)
+	}
 	return lk, err
+}
+
+// queuedBackoffSteps is how many doublings later the backoff of a caller
+// in the masters' queue starts: it is woken by name, and polls only in
+// case the wake is lost.
+const queuedBackoffSteps = 4
+
+// queued reports whether callers waiting for t join its queue on the
+// masters: one resource, with a lock key that has a hash tag (the queue's
+// key must share its slot on a Redis Cluster master).
+func (l *Locker) queued(t target) bool { return !t.multi() && !l.opts.RedsyncKeys }
+
+// join puts w in t's queue on every master (ZADD NX: a caller already
+// there keeps its place).
+func (l *Locker) join(ctx context.Context, t target, w *waiter) {
+	l.queueRound(ctx, t, w, cmdJoin)
+}
+
+// queueRound sends w's join or leave to every master and waits for a
+// majority, within NodeTimeout. Its outcome does not matter to the lock:
+// the queue only decides whom a release wakes.
+func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKind) {
+	if !l.enter() {
+		return
+	}
+	defer l.ops.Done()
+	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
+		c.kind, c.key, c.token, c.n = kind, t.key, w.id, w.score
+		return true
+	})
 }
 
 // heldElsewhere reports whether a failed round found the lock held by
@@ -546,7 +600,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		if reason == "" && inv == nil && res.Err == nil && res.Reached && info.Validity > 0 {
 			return nil
 		}
-		l.release(ctx, t, token, mayHold)
+		l.releaseRound(ctx, t, token, mayHold, false)
 		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
 		// A master that refused the command for lack of permission is
 		// named, and makes the error ErrInvalid too.
@@ -682,16 +736,37 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 // another owner's token is there. A master that is not answering gets the
 // release when it answers again; one that does not answer in time gets it
 // from the stream all the same.
+// A release (not the clean-up of a failed round, which held no majority)
+// also hands the key to the next caller in its queue.
 func (l *Locker) release(ctx context.Context, t target, token string, mayHold []bool) quorum.Result {
+	return l.releaseRound(ctx, t, token, mayHold, l.queued(t))
+}
+
+func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHold []bool, handOn bool) quorum.Result {
 	kind := cmdRelease
 	if t.multi() {
 		kind = cmdReleaseMulti
 	}
+	var pop uint64
+	if handOn {
+		pop = 1
+	}
 	res := l.round(context.WithoutCancel(ctx), time.Now(), true, func(c *cmd) bool {
 		t.set(c)
-		c.kind, c.token = kind, token
+		c.kind, c.token, c.n = kind, token, pop
 		return mayHold[c.node]
 	})
+	if handOn {
+		n := 0
+		for _, r := range res.Replies {
+			if r.Outcome == quorum.OK && r.Value == 2 {
+				n++
+			}
+		}
+		if n >= l.need {
+			l.wake.handed(t.key)
+		}
+	}
 	l.tel.round(ctx, l, "release", res)
 	l.tel.released(ctx, t.resource, res, l.need)
 	return res

@@ -108,7 +108,11 @@ func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) redis.Cmder {
 	case cmdExtend:
 		return p.EvalSha(ctx, c.lua().sha, []string{c.key}, c.token, c.n)
 	case cmdRelease:
-		return p.EvalSha(ctx, c.lua().sha, []string{c.key}, c.token)
+		return p.EvalSha(ctx, c.lua().sha, []string{c.key, queueKey(c.key)}[:c.releaseKeys()], c.token)
+	case cmdJoin:
+		return p.Do(ctx, "ZADD", queueKey(c.key), "NX", c.n, c.token)
+	case cmdLeave:
+		return p.Do(ctx, "ZREM", queueKey(c.key), c.token)
 	case cmdAcquireMulti:
 		keys, flag := c.keys, "0"
 		if c.fenced {

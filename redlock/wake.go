@@ -2,7 +2,11 @@ package redlock
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +30,14 @@ import (
 // safety: a message that is lost, or a subscription that is down, only
 // leaves the waiter on its backoff timer.
 
+// With a queue on the masters (queued: one resource, lock keys with a
+// hash tag), a waiter also joins the key's queue there, and a release
+// names the longest-waiting caller of every Locker: a Locker wakes its
+// waiter only when a majority of masters named it, so one release wakes
+// one caller across all Lockers. A release that names nobody (an empty
+// queue, or a master without the queue) wakes this Locker's first waiter,
+// as before.
+
 // lingerFor is how long a key stays subscribed after its last waiter left,
 // so that a key contended now and then is not subscribed and unsubscribed
 // around every wait.
@@ -44,6 +56,9 @@ type waker struct {
 	cancel context.CancelFunc
 
 	waiting atomic.Int64 // waiters registered: busy's fast answer when 0
+	id      string       // this Locker's part of its waiters' ids in the queues
+	suffix  string       // of the channel on which a release names one of its waiters
+	seq     atomic.Uint64
 	drop    atomic.Bool  // tests: ignore every announcement
 	woken   atomic.Int64 // waiters woken, for tests
 }
@@ -54,6 +69,10 @@ type waitQueue struct {
 	waiters   []*waiter
 	tally     map[string]int // digest of a released token → masters that announced it
 	idleSince time.Time      // when the last waiter left (zero while there are waiters)
+	// handedAt is when a release last named a queued caller (zero once a
+	// release named nobody): the masters' queue is not empty, and a new
+	// caller joins it rather than race the one being woken.
+	handedAt time.Time
 }
 
 // waiter is one Lock call waiting for any of its keys to be released.
@@ -61,6 +80,10 @@ type waiter struct {
 	ch     chan struct{} // one buffered wake
 	keys   []string
 	queued bool // registered in the queues (not when the Locker was closing)
+	// Its entry in the key's queue on the masters: id, and score, the
+	// instant (Unix µs) it started waiting, kept when it joins again.
+	id    string
+	score uint64
 }
 
 // subscriber owns one master's subscription connection.
@@ -73,6 +96,10 @@ type subscriber struct {
 
 func newWaker(l *Locker) *waker {
 	w := &waker{l: l, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // never fails (Go ≥ 1.24)
+	w.id = hex.EncodeToString(b[:])
+	w.suffix = ":w:" + w.id
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
 }
@@ -85,7 +112,8 @@ func (w *waker) wait(t target) *waiter {
 	if keys == nil {
 		keys = []string{t.key}
 	}
-	wt := &waiter{ch: make(chan struct{}, 1), keys: keys}
+	wt := &waiter{ch: make(chan struct{}, 1), keys: keys,
+		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), score: uint64(time.Now().UnixMicro())}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -135,6 +163,29 @@ func (w *waker) busy(t target) bool {
 		}
 	}
 	return false
+}
+
+// channel is where a release of key names one of this Locker's waiters
+// (release.lua).
+func (w *waker) channel(key string) string { return key + w.suffix }
+
+// handed records that this Locker's release of key woke a queued caller.
+func (w *waker) handed(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[key]; q != nil {
+		q.handedAt = time.Now()
+	}
+}
+
+// handingOn reports whether a release of t's key recently woke a queued
+// caller (within maxAge): a new caller then joins the queue behind it
+// instead of racing it, which would split the masters' votes.
+func (w *waker) handingOn(t target, maxAge time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[t.key]
+	return q != nil && !q.handedAt.IsZero() && time.Since(q.handedAt) < maxAge
 }
 
 // first reports whether no waiter for the same keys is ahead of wt in
@@ -193,33 +244,81 @@ func (w *waker) done(wt *waiter) {
 	}
 }
 
-// released counts master i's announcement that the token with digest
-// dig was released from key, and wakes one waiter once a majority of
-// masters have announced it.
-func (w *waker) released(i int, key, dig string) {
+// released counts master i's announcement msg that a token was released
+// from key (its digest, then the waiter taken off the queue, if any), and
+// once a majority of masters have announced the same, wakes that waiter if
+// it is this Locker's, or with no waiter named, this Locker's first.
+func (w *waker) released(i int, key, msg string) {
 	if w.drop.Load() {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
-	if q == nil || len(q.waiters) == 0 {
+	if q == nil {
+		return
+	}
+	if len(q.waiters) == 0 {
+		if !strings.Contains(msg, " ") {
+			q.handedAt = time.Time{}
+		}
 		return
 	}
 	if q.tally == nil {
 		q.tally = map[string]int{}
 	}
-	q.tally[dig]++
-	if q.tally[dig] < w.l.need {
+	_, head, named := strings.Cut(msg, " ")
+	need := w.l.need
+	if named {
+		need = namedNeed
+	}
+	q.tally[msg]++
+	switch c := q.tally[msg]; {
+	case c < need:
 		if len(q.tally) > 64 { // releases that never reach a majority: forget them
 			clear(q.tally)
 		}
 		return
+	case c > need: // already woken for this release
+		if c >= len(w.l.masters) {
+			delete(q.tally, msg)
+		}
+		return
 	}
-	delete(q.tally, dig)
-	if q.wakeOne() {
+	if !named || need >= len(w.l.masters) {
+		delete(q.tally, msg)
+	}
+	woke := false
+	if named {
+		q.handedAt = time.Now()
+		woke = q.wakeID(head)
+	} else {
+		q.handedAt = time.Time{}
+		woke = q.wakeOne()
+	}
+	if woke {
 		w.woken.Add(1)
 	}
+}
+
+// namedNeed is how many masters must name one of this Locker's waiters
+// before it is woken: the first suffices, since each master names the
+// same waiter when they agree on the queue (docs/design.md §14).
+var namedNeed = 1
+
+// wakeID wakes the waiter with that id, if it is in q and has no wake
+// pending.
+func (q *waitQueue) wakeID(id string) bool {
+	for _, x := range q.waiters {
+		if x.id == id {
+			if len(x.ch) > 0 {
+				return false
+			}
+			x.ch <- struct{}{}
+			return true
+		}
+	}
+	return false
 }
 
 // wakeOne wakes the longest-waiting waiter that has no wake pending, and
@@ -287,7 +386,7 @@ func (w *waker) run(s *subscriber) {
 			if !ok {
 				return
 			}
-			w.released(s.i, m.Channel, m.Payload)
+			w.released(s.i, strings.TrimSuffix(m.Channel, w.suffix), m.Payload)
 		case <-s.notify:
 			w.reconcile(s)
 		}
@@ -302,12 +401,12 @@ func (w *waker) reconcile(s *subscriber) {
 	var sub, unsub []string
 	for k := range w.queues {
 		if !s.have[k] {
-			sub = append(sub, k)
+			sub = append(sub, k, w.channel(k))
 		}
 	}
 	for k := range s.have {
 		if w.queues[k] == nil {
-			unsub = append(unsub, k)
+			unsub = append(unsub, k, w.channel(k))
 		}
 	}
 	w.mu.Unlock()
@@ -317,8 +416,8 @@ func (w *waker) reconcile(s *subscriber) {
 		if err := s.ps.Subscribe(ctx, sub...); err != nil {
 			failed = true
 		} else {
-			for _, k := range sub {
-				s.have[k] = true
+			for i := 0; i < len(sub); i += 2 {
+				s.have[sub[i]] = true
 			}
 		}
 	}
@@ -326,8 +425,8 @@ func (w *waker) reconcile(s *subscriber) {
 		if err := s.ps.Unsubscribe(ctx, unsub...); err != nil {
 			failed = true
 		} else {
-			for _, k := range unsub {
-				delete(s.have, k)
+			for i := 0; i < len(unsub); i += 2 {
+				delete(s.have, unsub[i])
 			}
 		}
 	}
