@@ -337,6 +337,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	round := true
 	queued := l.queued(t)
 	joined, woke := false, false // in the masters' queue; this round follows a wake
+	held := true                 // the last round found the lock held on a majority
 	if l.wake.busy(t) || (queued && l.wake.handingOn(t, l.opts.Retry.MaxDelay)) {
 		w, round = l.wake.wait(t), false
 		if queued {
@@ -363,12 +364,26 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
 				break
 			}
+			// A round that found the lock held by a majority waits to be
+			// woken by name; one that split the votes (no majority
+			// anywhere) retries on the short backoff, since nobody may
+			// be left to release.
+			held = heldByMajority(err, l.need)
+			rejoin := true
+			if woke && w != nil && queued {
+				now, later := l.wake.retryNow(w)
+				if now {
+					woke = false
+					continue
+				}
+				rejoin = !later // the same release wakes it again: stay off the queue
+			}
 			if heldElsewhere(err) {
 				if w == nil {
 					// From now on a release of the key wakes this caller.
 					w = l.wake.wait(t)
 				}
-				if queued {
+				if queued && rejoin {
 					// (Again:) a release may have taken it off the queue.
 					l.join(ctx, t, w)
 					joined = true
@@ -376,7 +391,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			}
 		}
 		n := max(attempt, 1)
-		if joined {
+		if joined && held {
 			// Woken by name: the timer only covers a lost wake.
 			n += queuedBackoffSteps
 		}
@@ -459,6 +474,13 @@ func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKi
 func heldElsewhere(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Count(quorum.Refused) > 0
+}
+
+// heldByMajority reports whether a failed round found the lock held by
+// other owners on a majority of masters.
+func heldByMajority(err error, need int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Count(quorum.Refused) >= need
 }
 
 // target is what one acquisition locks: one resource, or several.

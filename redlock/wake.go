@@ -84,6 +84,12 @@ type waiter struct {
 	// instant (Unix µs) it started waiting, kept when it joins again.
 	id    string
 	score uint64
+	// The release that last named it (msg), how many masters have, and
+	// whether its round on the first failed (again): guarded by the
+	// waker's mutex.
+	msg   string
+	named int
+	again bool
 }
 
 // subscriber owns one master's subscription connection.
@@ -267,58 +273,80 @@ func (w *waker) released(i int, key, msg string) {
 	if q.tally == nil {
 		q.tally = map[string]int{}
 	}
-	_, head, named := strings.Cut(msg, " ")
-	need := w.l.need
-	if named {
-		need = namedNeed
+	if _, head, named := strings.Cut(msg, " "); named {
+		// Only this Locker hears it (its own channel): no tally needed.
+		q.handedAt = time.Now()
+		if q.named(head, msg, w.l.need) {
+			w.woken.Add(1)
+		}
+		return
 	}
 	q.tally[msg]++
-	switch c := q.tally[msg]; {
-	case c < need:
+	if q.tally[msg] < w.l.need {
 		if len(q.tally) > 64 { // releases that never reach a majority: forget them
 			clear(q.tally)
 		}
 		return
-	case c > need: // already woken for this release
-		if c >= len(w.l.masters) {
-			delete(q.tally, msg)
-		}
-		return
 	}
-	if !named || need >= len(w.l.masters) {
-		delete(q.tally, msg)
-	}
-	woke := false
-	if named {
-		q.handedAt = time.Now()
-		woke = q.wakeID(head)
-	} else {
-		q.handedAt = time.Time{}
-		woke = q.wakeOne()
-	}
-	if woke {
+	delete(q.tally, msg)
+	q.handedAt = time.Time{}
+	if q.wakeOne() {
 		w.woken.Add(1)
 	}
 }
 
-// namedNeed is how many masters must name one of this Locker's waiters
-// before it is woken: the first suffices, since each master names the
-// same waiter when they agree on the queue (docs/design.md §14).
-var namedNeed = 1
-
-// wakeID wakes the waiter with that id, if it is in q and has no wake
-// pending.
-func (q *waitQueue) wakeID(id string) bool {
+// named counts a master's announcement that the release msg named the
+// waiter id, and wakes it on the first (each master names the same
+// waiter when they agree on the queue, so waiting for more would only
+// slow the handoff), or again on the majority's if its round on the first
+// failed (masters that had not yet released refused it). It reports
+// whether it woke the waiter for the first time.
+func (q *waitQueue) named(id, msg string, need int) bool {
 	for _, x := range q.waiters {
-		if x.id == id {
-			if len(x.ch) > 0 {
-				return false
-			}
-			x.ch <- struct{}{}
-			return true
+		if x.id != id {
+			continue
 		}
+		if x.msg != msg {
+			x.msg, x.named, x.again = msg, 0, false
+		}
+		x.named++
+		switch {
+		case x.named == 1:
+			return x.wake()
+		case x.named == need && x.again:
+			x.again = false
+			x.wake()
+		}
+		return false
 	}
 	return false
+}
+
+// retryNow is called by w's Lock when the round it made on a wake by name
+// failed. now: a majority of masters have by now announced the release
+// that woke it, so the key is free there: retry at once. later: they have
+// not, and the majority's announcement will wake it again.
+func (w *waker) retryNow(wt *waiter) (now, later bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case wt.msg == "": // not woken by name, or already retried
+		return false, false
+	case wt.named >= w.l.need:
+		wt.msg, wt.named = "", 0
+		return true, false
+	}
+	wt.again = true
+	return false, true
+}
+
+// wake gives x a wake unless one is pending.
+func (x *waiter) wake() bool {
+	if len(x.ch) > 0 {
+		return false
+	}
+	x.ch <- struct{}{}
+	return true
 }
 
 // wakeOne wakes the longest-waiting waiter that has no wake pending, and
