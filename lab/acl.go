@@ -24,8 +24,12 @@ import (
 //     scripts, loaded on every connection), INFO (the server's run_id,
 //     which tells two names of one server apart), and the commands the
 //     scripts call, which Redis checks against the caller's ACL: GET, DEL,
-//     PEXPIRE, HGET, HSET, PUBLISH. SUBSCRIBE, UNSUBSCRIBE and PING are for
-//     waiters listening for releases on a dedicated connection.
+//     PEXPIRE, HGET, HSET, EXISTS, PUBLISH. SUBSCRIBE, UNSUBSCRIBE and PING
+//     are for waiters listening for releases on a dedicated connection;
+//     ZADD, ZREM and ZPOPMIN for the waiters' queue beside the lock key
+//     (joined and left by waiters, popped by the release script).
+//     The queue's key is the lock key + ":waiters", and a release names a
+//     waiter on the channel lock key + ":w:" + the waiter's Locker id.
 //
 // AUTH and HELLO need no permission; CLIENT SETINFO, which go-redis sends
 // when it connects, does not exist before Redis 7.2 and its refusal is
