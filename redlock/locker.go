@@ -336,14 +336,21 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// wakes (two rounds at once can split the masters and both fail).
 	round := true
 	queued := l.queued(t)
-	joined, woke := false, false // in the masters' queue; this round follows a wake
-	held := true                 // the last round found the lock held on a majority
-	if l.wake.busy(t) || (queued && l.wake.handingOn(t, l.opts.Retry.MaxDelay)) {
+	// joined: w has (as far as this caller knows) an entry in the masters'
+	// queue; woke: this round follows a wake; retried: once per wake.
+	joined, woke, retried := false, false, false
+	held := true // the last round found the lock held on a majority
+	switch {
+	case l.wake.busy(t):
+		// Behind this Locker's waiters, which its release wakes in
+		// turn when it names nobody.
 		w, round = l.wake.wait(t), false
-		if queued {
-			l.join(ctx, t, w)
-			joined = true
-		}
+	case queued && l.wake.handingOn(t, l.opts.Retry.MaxDelay):
+		// Behind the masters' queue: a round now would race the waiter
+		// the last release named.
+		w, round = l.wake.wait(t), false
+		l.join(ctx, t, w)
+		joined = true
 	}
 	for {
 		if round {
@@ -369,21 +376,19 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			// anywhere) retries on the short backoff, since nobody may
 			// be left to release.
 			held = heldByMajority(err, l.need)
-			rejoin := true
-			if woke && w != nil && queued {
-				now, later := l.wake.retryNow(w)
-				if now {
-					woke = false
-					continue
-				}
-				rejoin = !later // the same release wakes it again: stay off the queue
+			if woke && queued && !retried && l.wake.namedByMajority(w) {
+				// Woken on the first master's announcement, the round
+				// found others not yet released; by now a majority
+				// has released: retry at once.
+				retried = true
+				continue
 			}
 			if heldElsewhere(err) {
 				if w == nil {
 					// From now on a release of the key wakes this caller.
 					w = l.wake.wait(t)
 				}
-				if queued && rejoin {
+				if queued {
 					// (Again:) a release may have taken it off the queue.
 					l.join(ctx, t, w)
 					joined = true
@@ -391,11 +396,14 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			}
 		}
 		n := max(attempt, 1)
-		if joined && held {
-			// Woken by name: the timer only covers a lost wake.
-			n += queuedBackoffSteps
-		}
 		d := l.backoff(n)
+		if joined && held && !woke {
+			// Woken by name: the timer only covers a lost wake, or a
+			// waiter ahead that died in the queue. (A waiter whose
+			// woken round failed retries soon: its release may not
+			// have reached every master yet.)
+			d = queuedBackoff * l.backoff(n+2)
+		}
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -420,7 +428,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			continue
 		case <-woken:
 			timer.Stop()
-			round, woke = true, true
+			round, woke, retried = true, true, false
+			if joined && l.wake.popped(w) {
+				joined = false // the release that named it took it off
+			}
 			continue
 		}
 		break
@@ -431,18 +442,20 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	if w != nil {
 		l.wake.done(w)
 	}
-	// A caller that got the lock on a wake was taken off the queue by the
-	// release that woke it; any other leaves it.
-	if joined && (err != nil || !woke) {
+	// A caller still in the queue leaves it (one taken off by the release
+	// that woke it has left).
+	if joined {
 		l.queueRound(ctx, t, w, cmdLeave)
 	}
 	return lk, err
 }
 
-// queuedBackoffSteps is how many doublings later the backoff of a caller
-// in the masters' queue starts: it is woken by name, and polls only in
-// case the wake is lost.
-const queuedBackoffSteps = 4
+// queuedBackoff is how many times longer a caller in the masters' queue
+// waits between polls, from two doublings on (with the default Retry,
+// 40–80 ms first, up to 200–400 ms): it is woken by name, and a poll
+// only makes up for a lost wake; more often, polls of many waiters cost
+// more rounds than handoffs, and split the votes of the handoffs.
+const queuedBackoff = 4
 
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's

@@ -85,11 +85,11 @@ type waiter struct {
 	id    string
 	score uint64
 	// The release that last named it (msg), how many masters have, and
-	// whether its round on the first failed (again): guarded by the
+	// whether one has since the caller last asked: guarded by the
 	// waker's mutex.
-	msg   string
-	named int
-	again bool
+	msg    string
+	named  int
+	popped bool
 }
 
 // subscriber owns one master's subscription connection.
@@ -273,13 +273,19 @@ func (w *waker) released(i int, key, msg string) {
 	if q.tally == nil {
 		q.tally = map[string]int{}
 	}
-	if _, head, named := strings.Cut(msg, " "); named {
+	if dig, head, named := strings.Cut(msg, " "); named {
 		// Only this Locker hears it (its own channel): no tally needed.
 		q.handedAt = time.Now()
-		if q.named(head, msg, w.l.need) {
-			w.woken.Add(1)
+		if q.has(head) {
+			if q.named(head, msg) {
+				w.woken.Add(1)
+			}
+			return
 		}
-		return
+		// It named a waiter of this Locker that has left (its entry
+		// reached this master after the release that woke it): the key
+		// is free all the same, and counts as a release naming nobody.
+		msg = dig
 	}
 	q.tally[msg]++
 	if q.tally[msg] < w.l.need {
@@ -296,48 +302,44 @@ func (w *waker) released(i int, key, msg string) {
 }
 
 // named counts a master's announcement that the release msg named the
-// waiter id, and wakes it on the first (each master names the same
-// waiter when they agree on the queue, so waiting for more would only
-// slow the handoff), or again on the majority's if its round on the first
-// failed (masters that had not yet released refused it). It reports
-// whether it woke the waiter for the first time.
-func (q *waitQueue) named(id, msg string, need int) bool {
+// waiter id, and wakes it on the first: each master names the same waiter
+// when they agree on the queue, so waiting for more would only slow the
+// handoff. It reports whether it woke the waiter.
+func (q *waitQueue) named(id, msg string) bool {
 	for _, x := range q.waiters {
 		if x.id != id {
 			continue
 		}
 		if x.msg != msg {
-			x.msg, x.named, x.again = msg, 0, false
+			x.msg, x.named, x.popped = msg, 0, true
 		}
 		x.named++
-		switch {
-		case x.named == 1:
-			return x.wake()
-		case x.named == need && x.again:
-			x.again = false
-			x.wake()
-		}
-		return false
+		return x.named == 1 && x.wake()
 	}
 	return false
 }
 
-// retryNow is called by w's Lock when the round it made on a wake by name
-// failed. now: a majority of masters have by now announced the release
-// that woke it, so the key is free there: retry at once. later: they have
-// not, and the majority's announcement will wake it again.
-func (w *waker) retryNow(wt *waiter) (now, later bool) {
+// has reports whether the waiter id is in q.
+func (q *waitQueue) has(id string) bool {
+	return slices.ContainsFunc(q.waiters, func(x *waiter) bool { return x.id == id })
+}
+
+// popped reports whether a release named wt (and so took it off the
+// queue) since the last call.
+func (w *waker) popped(wt *waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case wt.msg == "": // not woken by name, or already retried
-		return false, false
-	case wt.named >= w.l.need:
-		wt.msg, wt.named = "", 0
-		return true, false
-	}
-	wt.again = true
-	return false, true
+	p := wt.popped
+	wt.popped = false
+	return p
+}
+
+// namedByMajority reports whether a majority of masters have announced
+// the release that last named wt: the key is free on them.
+func (w *waker) namedByMajority(wt *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return wt.named >= w.l.need
 }
 
 // wake gives x a wake unless one is pending.
