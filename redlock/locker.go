@@ -376,14 +376,20 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			// anywhere) retries on the short backoff, since nobody may
 			// be left to release.
 			held = heldByMajority(err, l.need)
-			if woke && queued && !retried && l.wake.namedByMajority(w) {
+			rejoin := true
+			if woke && queued && !retried {
 				// Woken on the first master's announcement, the round
-				// found others not yet released; by now a majority
-				// has released: retry at once.
+				// may have found others not yet released: retry at
+				// once if a majority has released by now, or when it
+				// has (still off the queue: this release woke it).
 				retried = true
-				continue
+				now, later := l.wake.wakeOnMajority(w)
+				if now {
+					continue
+				}
+				rejoin = !later
 			}
-			if heldElsewhere(err) {
+			if heldElsewhere(err) && rejoin {
 				if w == nil {
 					// From now on a release of the key wakes this caller.
 					w = l.wake.wait(t)

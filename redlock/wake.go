@@ -90,6 +90,7 @@ type waiter struct {
 	msg    string
 	named  int
 	popped bool
+	again  bool // wake it again on the majority's announcement
 }
 
 // subscriber owns one master's subscription connection.
@@ -277,7 +278,7 @@ func (w *waker) released(i int, key, msg string) {
 		// Only this Locker hears it (its own channel): no tally needed.
 		q.handedAt = time.Now()
 		if q.has(head) {
-			if q.named(head, msg) {
+			if q.named(head, msg, w.l.need) {
 				w.woken.Add(1)
 			}
 			return
@@ -304,19 +305,44 @@ func (w *waker) released(i int, key, msg string) {
 // named counts a master's announcement that the release msg named the
 // waiter id, and wakes it on the first: each master names the same waiter
 // when they agree on the queue, so waiting for more would only slow the
-// handoff. It reports whether it woke the waiter.
-func (q *waitQueue) named(id, msg string) bool {
+// handoff; and again on the majority's if asked (wakeOnMajority). It
+// reports whether it woke the waiter on the first.
+func (q *waitQueue) named(id, msg string, need int) bool {
 	for _, x := range q.waiters {
 		if x.id != id {
 			continue
 		}
 		if x.msg != msg {
-			x.msg, x.named, x.popped = msg, 0, true
+			x.msg, x.named, x.popped, x.again = msg, 0, true, false
 		}
 		x.named++
-		return x.named == 1 && x.wake()
+		switch {
+		case x.named == 1:
+			return x.wake()
+		case x.again && x.named == need:
+			x.again = false
+			x.wake()
+		}
+		return false
 	}
 	return false
+}
+
+// wakeOnMajority is called by wt's Lock when the round it made on a wake
+// by name failed. now: a majority of masters have by now announced the
+// release that named it (the key is free there): retry at once. later:
+// they have not, and the majority's announcement will wake it again.
+func (w *waker) wakeOnMajority(wt *waiter) (now, later bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wt.msg == "" {
+		return false, false
+	}
+	if wt.named >= w.l.need {
+		return true, false
+	}
+	wt.again = true
+	return false, true
 }
 
 // has reports whether the waiter id is in q.
@@ -332,14 +358,6 @@ func (w *waker) popped(wt *waiter) bool {
 	p := wt.popped
 	wt.popped = false
 	return p
-}
-
-// namedByMajority reports whether a majority of masters have announced
-// the release that last named wt: the key is free on them.
-func (w *waker) namedByMajority(wt *waiter) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return wt.named >= w.l.need
 }
 
 // wake gives x a wake unless one is pending.
