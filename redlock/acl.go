@@ -70,6 +70,8 @@ func (c *cmd) describe() string {
 		return "ZADD"
 	case cmdLeave:
 		return "ZREM"
+	case cmdProbe:
+		return "EXISTS"
 	}
 	if sc := c.lua(); sc != nil {
 		return "EVALSHA of " + scriptDesc(sc)

@@ -30,6 +30,7 @@ const (
 	// the waiter's id, n its score.
 	cmdJoin  // ZADD queue NX score id
 	cmdLeave // ZREM queue id
+	cmdProbe // EXISTS key: a queued waiter's poll, which takes nothing
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -157,6 +158,14 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 	case cmdJoin, cmdLeave:
 		if r.typ == ':' {
 			return ok
+		}
+	case cmdProbe:
+		// OK: the key is absent here; Refused: it is held.
+		if r.typ == ':' {
+			if r.n == 0 {
+				return ok
+			}
+			return no
 		}
 	case cmdLoad:
 		return ok

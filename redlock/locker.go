@@ -339,7 +339,9 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// joined: w has (as far as this caller knows) an entry in the masters'
 	// queue; woke: this round follows a wake; retried: once per wake.
 	joined, woke, retried := false, false, false
-	held := true // the last round found the lock held on a majority
+	probes := 0      // polls of a queued waiter that found the key held
+	suspect := false // its last poll found the key free
+	held := true     // the last round found the lock held on a majority
 	switch {
 	case l.wake.busy(t):
 		// Behind this Locker's waiters, which its release wakes in
@@ -355,6 +357,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	for {
 		if round {
 			attempt++
+			began := time.Now()
 			lk, err = l.acquire(ctx, t, ttl, budget)
 			// A master refusing the Locker's commands (its ACL) is
 			// ErrInvalid too: retrying cannot fix it.
@@ -398,17 +401,22 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					// (Again:) a release may have taken it off the queue.
 					l.join(ctx, t, w)
 					joined = true
+					if !woke && l.wake.freedSince(t, began) {
+						// Released meanwhile, with nobody named: this
+						// caller was not yet waiting to be told.
+						held = false
+					}
 				}
 			}
 		}
 		n := max(attempt, 1)
 		d := l.backoff(n)
-		if joined && held && !woke {
+		if joined && held && !woke && !suspect {
 			// Woken by name: the timer only covers a lost wake, or a
 			// waiter ahead that died in the queue. (A waiter whose
 			// woken round failed retries soon: its release may not
 			// have reached every master yet.)
-			d = queuedBackoff * l.backoff(n+2)
+			d = queuedBackoff * l.backoff(n+2+probes)
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -430,6 +438,24 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			// The backoff covers a lost release message. Only the first
 			// waiter in line needs to poll: the others are woken in turn.
 			round = w == nil || l.wake.first(w)
+			if round && joined && held && !woke {
+				// A queued waiter's poll only asks whether the key is
+				// free on a majority: a round at every poll would split
+				// the votes of the handoffs in progress. Free twice, a
+				// short backoff apart (not a handoff in flight): a
+				// round. Held: join again, in case a release named it
+				// and the wake was lost.
+				switch free := l.probe(ctx, t); {
+				case free && suspect:
+					suspect = false
+				case free:
+					suspect, round = true, false
+				default:
+					suspect, round = false, false
+					probes++
+					l.join(ctx, t, w)
+				}
+			}
 			woke = false
 			continue
 		case <-woken:
@@ -472,6 +498,20 @@ func (l *Locker) queued(t target) bool { return !t.multi() && !l.opts.RedsyncKey
 // there keeps its place).
 func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 	l.queueRound(ctx, t, w, cmdJoin)
+}
+
+// probe reports whether t's key is absent on a majority of masters
+// (EXISTS), without taking it.
+func (l *Locker) probe(ctx context.Context, t target) bool {
+	if !l.enter() {
+		return true // the round that follows reports ErrClosed
+	}
+	defer l.ops.Done()
+	res := l.round(ctx, time.Now(), false, func(c *cmd) bool {
+		c.kind, c.key = cmdProbe, t.key
+		return true
+	})
+	return res.Count(quorum.OK) >= l.need
 }
 
 // queueRound sends w's join or leave to every master and waits for a

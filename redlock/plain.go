@@ -113,6 +113,8 @@ func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) redis.Cmder {
 		return p.Do(ctx, "ZADD", queueKey(c.key), "NX", c.n, c.token)
 	case cmdLeave:
 		return p.Do(ctx, "ZREM", queueKey(c.key), c.token)
+	case cmdProbe:
+		return p.Do(ctx, "EXISTS", c.key)
 	case cmdAcquireMulti:
 		keys, flag := c.keys, "0"
 		if c.fenced {

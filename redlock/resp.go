@@ -199,6 +199,8 @@ func (k *respLink) encode(c *cmd) {
 		k.bulk(c.token)
 	case cmdLeave:
 		k.array("ZREM", queueKey(c.key), c.token)
+	case cmdProbe:
+		k.array("EXISTS", c.key)
 	case cmdAcquireMulti, cmdWritebackMulti:
 		fences := c.kind == cmdWritebackMulti || c.fenced
 		nk := len(c.keys)

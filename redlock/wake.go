@@ -73,6 +73,9 @@ type waitQueue struct {
 	// release named nobody): the masters' queue is not empty, and a new
 	// caller joins it rather than race the one being woken.
 	handedAt time.Time
+	// freedAt is when a master last announced a release that named none
+	// of this Locker's waiters.
+	freedAt time.Time
 }
 
 // waiter is one Lock call waiting for any of its keys to be released.
@@ -185,6 +188,16 @@ func (w *waker) handed(key string) {
 	}
 }
 
+// freedSince reports whether a master announced, since t0, a release of
+// t's key that woke nobody here: a caller whose round (begun at t0) found
+// the key held, and that was not yet waiting, may have missed it.
+func (w *waker) freedSince(t target, t0 time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[t.key]
+	return q != nil && q.freedAt.After(t0)
+}
+
 // handingOn reports whether a release of t's key recently woke a queued
 // caller (within maxAge): a new caller then joins the queue behind it
 // instead of racing it, which would split the masters' votes.
@@ -265,6 +278,9 @@ func (w *waker) released(i int, key, msg string) {
 	if q == nil {
 		return
 	}
+	if !strings.Contains(msg, " ") {
+		q.freedAt = time.Now()
+	}
 	if len(q.waiters) == 0 {
 		if !strings.Contains(msg, " ") {
 			q.handedAt = time.Time{}
@@ -287,6 +303,7 @@ func (w *waker) released(i int, key, msg string) {
 		// reached this master after the release that woke it): the key
 		// is free all the same, and counts as a release naming nobody.
 		msg = dig
+		q.freedAt = time.Now()
 	}
 	q.tally[msg]++
 	if q.tally[msg] < w.l.need {
