@@ -27,7 +27,8 @@ import (
 //     PEXPIRE, HGET, HSET, EXISTS, PUBLISH. SUBSCRIBE, UNSUBSCRIBE and PING
 //     are for waiters listening for releases on a dedicated connection;
 //     ZADD, ZREM and ZPOPMIN for the waiters' queue beside the lock key
-//     (joined and left by waiters, popped by the release script).
+//     (joined and left by waiters, popped by the release script), whose
+//     waiters poll with EXISTS.
 //     The queue's key is the lock key + ":waiters", and a release names a
 //     waiter on the channel lock key + ":w:" + the waiter's Locker id.
 //

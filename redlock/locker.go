@@ -500,8 +500,9 @@ func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 	l.queueRound(ctx, t, w, cmdJoin)
 }
 
-// probe reports whether t's key is absent on a majority of masters
-// (EXISTS), without taking it.
+// probe reports whether t's key may be free: not found held (EXISTS) on a
+// majority of masters. A probe that fails (a master not answering, or not
+// allowing EXISTS) says free, and the round that follows finds out.
 func (l *Locker) probe(ctx context.Context, t target) bool {
 	if !l.enter() {
 		return true // the round that follows reports ErrClosed
@@ -511,7 +512,7 @@ func (l *Locker) probe(ctx context.Context, t target) bool {
 		c.kind, c.key = cmdProbe, t.key
 		return true
 	})
-	return res.Count(quorum.OK) >= l.need
+	return res.Count(quorum.Refused) < l.need
 }
 
 // queueRound sends w's join or leave to every master and waits for a
