@@ -416,7 +416,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			// waiter ahead that died in the queue. (A waiter whose
 			// woken round failed retries soon: its release may not
 			// have reached every master yet.)
-			d = queuedBackoff * l.backoff(n+2+probes)
+			d = l.backoff(n + queuedSteps + probes)
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -443,8 +443,8 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				// free on a majority: a round at every poll would split
 				// the votes of the handoffs in progress. Free twice, a
 				// short backoff apart (not a handoff in flight): a
-				// round. Held: join again, in case a release named it
-				// and the wake was lost.
+				// round. Held: every fourth time, join again, in case a
+				// release named it and the wake was lost.
 				switch free := l.probe(ctx, t); {
 				case free && suspect:
 					suspect = false
@@ -452,8 +452,9 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					suspect, round = true, false
 				default:
 					suspect, round = false, false
-					probes++
-					l.join(ctx, t, w)
+					if probes++; probes%4 == 0 {
+						l.join(ctx, t, w)
+					}
 				}
 			}
 			woke = false
@@ -482,12 +483,11 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	return lk, err
 }
 
-// queuedBackoff is how many times longer a caller in the masters' queue
-// waits between polls, from two doublings on (with the default Retry,
-// 40–80 ms first, up to 200–400 ms): it is woken by name, and a poll
-// only makes up for a lost wake; more often, polls of many waiters cost
-// more rounds than handoffs, and split the votes of the handoffs.
-const queuedBackoff = 4
+// queuedSteps is how many doublings later the backoff of a caller in the
+// masters' queue starts (with the default Retry, 10–20 ms first, then up
+// to MaxDelay, which bounds every wait): it is woken by name, and a poll
+// only makes up for a lost wake.
+const queuedSteps = 2
 
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's
