@@ -24,18 +24,23 @@ import (
 //     scripts, loaded on every connection), INFO (the server's run_id,
 //     which tells two names of one server apart), and the commands the
 //     scripts call, which Redis checks against the caller's ACL: GET, DEL,
-//     PEXPIRE, HGET, HSET, PUBLISH. SUBSCRIBE, UNSUBSCRIBE and PING are for
-//     waiters listening for releases on a dedicated connection. CLIENT ID
-//     and CLIENT KILL let a new connection end the one it replaces on the
-//     server (redlock's docs/design.md §10); without them the Locker works
-//     and warns once per master.
+//     PEXPIRE, HGET, HSET, EXISTS, PUBLISH. SUBSCRIBE, UNSUBSCRIBE and PING
+//     are for waiters listening for releases on a dedicated connection;
+//     ZADD, ZREM and ZPOPMIN for the waiters' queue beside the lock key
+//     (joined and left by waiters, popped by the release script), whose
+//     waiters poll with EXISTS.
+//     The queue's key is the lock key + ":waiters", and a release names a
+//     waiter on the channel lock key + ":w:" + the waiter's Locker id.
+//     CLIENT ID and CLIENT KILL let a new connection end the one it
+//     replaces on the server (redlock's docs/design.md §10); without them
+//     the Locker works and warns once per master.
 //
 // AUTH and HELLO need no permission; CLIENT SETINFO, which go-redis sends
 // when it connects, does not exist before Redis 7.2 and its refusal is
 // ignored, so it is not listed (add +client|setinfo on 7.2 and later to
 // keep the library name in CLIENT LIST).
 const DefaultACLRules = "resetkeys ~redlock:* resetchannels &redlock:* -@all " +
-	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +exists +publish +subscribe +unsubscribe +ping +client|id +client|kill"
+	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +exists +zadd +zrem +zpopmin +publish +subscribe +unsubscribe +ping +client|id +client|kill"
 
 // ErrNeedsProcessBackend is returned by Start when Options.TLS or
 // Options.ACLUser is asked of the Docker backend (including through

@@ -66,6 +66,12 @@ func (c *cmd) describe() string {
 		return "SET"
 	case cmdLoad:
 		return "SCRIPT LOAD"
+	case cmdJoin:
+		return "ZADD"
+	case cmdLeave:
+		return "ZREM"
+	case cmdProbe:
+		return "EXISTS"
 	}
 	if sc := c.lua(); sc != nil {
 		return "EVALSHA of " + scriptDesc(sc)

@@ -26,6 +26,11 @@ const (
 	cmdWritebackMulti // writeback_multi.lua
 	cmdExtendMulti    // extend_multi.lua
 	cmdReleaseMulti   // release_multi.lua
+	// The key's queue of waiting callers (docs/design.md §14); token is
+	// the waiter's id, n its score.
+	cmdJoin  // ZADD queue NX score id
+	cmdLeave // ZREM queue id
+	cmdProbe // EXISTS key: a queued waiter's poll, which takes nothing
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -53,6 +58,15 @@ func (c *cmd) lua() *script {
 	return nil
 }
 
+// queueKey is the lock key's queue of waiting callers, in its hash slot.
+func queueKey(lock string) string { return lock + queueSuffix }
+
+const queueSuffix = ":waiters"
+
+// releaseKeys is how many keys a cmdRelease passes: the lock key, and its
+// queue when the release hands the key on (n == 1).
+func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 1)) }
+
 // isRelease reports whether c is a release: the one kind of command that is
 // parked for a master that is not answering, and sent when it answers.
 func (c *cmd) isRelease() bool { return c.kind == cmdRelease || c.kind == cmdReleaseMulti }
@@ -64,7 +78,7 @@ type cmd struct {
 	keys   []string // every lock key, for the Multi kinds
 	fenced bool     // cmdAcquireMulti: read the fence counters too
 	token  string
-	n      uint64  // TTL in ms, or the fence
+	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey)
 	script *script // for cmdLoad
 	round  *quorum.Round
 	node   int
@@ -137,6 +151,19 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		// −1 another owner's token is there.
 		if r.typ == ':' {
 			if r.n >= 0 {
+				ok.Value = uint64(r.n) // release.lua: 2 when it woke a queued caller
+				return ok
+			}
+			return no
+		}
+	case cmdJoin, cmdLeave:
+		if r.typ == ':' {
+			return ok
+		}
+	case cmdProbe:
+		// OK: the key is absent here; Refused: it is held.
+		if r.typ == ':' {
+			if r.n == 0 {
 				return ok
 			}
 			return no

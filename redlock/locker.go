@@ -374,12 +374,29 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// caller queues behind them instead of racing the one the next release
 	// wakes (two rounds at once can split the masters and both fail).
 	round := true
-	if l.wake.busy(t) {
+	queued := l.queued(t)
+	// joined: w has (as far as this caller knows) an entry in the masters'
+	// queue; woke: this round follows a wake; retried: once per wake.
+	joined, woke, retried := false, false, false
+	probes := 0      // polls of a queued waiter that found the key held
+	suspect := false // its last poll found the key free
+	held := true     // the last round found the lock held on a majority
+	switch {
+	case l.wake.busy(t):
+		// Behind this Locker's waiters, which its release wakes in
+		// turn when it names nobody.
 		w, round = l.wake.wait(t), false
+	case queued && l.wake.handingOn(t, l.opts.Retry.MaxDelay):
+		// Behind the masters' queue: a round now would race the waiter
+		// the last release named.
+		w, round = l.wake.wait(t), false
+		l.join(ctx, t, w)
+		joined = true
 	}
 	for {
 		if round {
 			attempt++
+			began := time.Now()
 			lk, err = l.acquire(ctx, t, ttl, budget)
 			// A master refusing the Locker's commands (its ACL) is
 			// ErrInvalid too: retrying cannot fix it.
@@ -396,12 +413,50 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
 				break
 			}
-			if w == nil && heldElsewhere(err) {
-				// From now on a release of the key wakes this caller.
-				w = l.wake.wait(t)
+			// A round that found the lock held by a majority waits to be
+			// woken by name; one that split the votes (no majority
+			// anywhere) retries on the short backoff, since nobody may
+			// be left to release.
+			held = heldByMajority(err, l.need)
+			rejoin := true
+			if woke && queued && !retried {
+				// Woken on the first master's announcement, the round
+				// may have found others not yet released: retry at
+				// once if a majority has released by now, or when it
+				// has (still off the queue: this release woke it).
+				retried = true
+				now, later := l.wake.wakeOnMajority(w)
+				if now {
+					continue
+				}
+				rejoin = !later
+			}
+			if heldElsewhere(err) && rejoin {
+				if w == nil {
+					// From now on a release of the key wakes this caller.
+					w = l.wake.wait(t)
+				}
+				if queued {
+					// (Again:) a release may have taken it off the queue.
+					l.join(ctx, t, w)
+					joined = true
+					if !woke && l.wake.freedSince(t, began) {
+						// Released meanwhile, with nobody named: this
+						// caller was not yet waiting to be told.
+						held = false
+					}
+				}
 			}
 		}
-		d := l.backoff(max(attempt, 1))
+		n := max(attempt, 1)
+		d := l.backoff(n)
+		if joined && held && !woke && !suspect {
+			// Woken by name: the timer only covers a lost wake, or a
+			// waiter ahead that died in the queue. (A waiter whose
+			// woken round failed retries soon: its release may not
+			// have reached every master yet.)
+			d = l.backoff(n + queuedSteps + probes)
+		}
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -422,10 +477,33 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			// The backoff covers a lost release message. Only the first
 			// waiter in line needs to poll: the others are woken in turn.
 			round = w == nil || l.wake.first(w)
+			if round && joined && held && !woke {
+				// A queued waiter's poll only asks whether the key is
+				// free on a majority: a round at every poll would split
+				// the votes of the handoffs in progress. Free twice, a
+				// short backoff apart (not a handoff in flight): a
+				// round. Held: every fourth time, join again, in case a
+				// release named it and the wake was lost.
+				switch free := l.probe(ctx, t); {
+				case free && suspect:
+					suspect = false
+				case free:
+					suspect, round = true, false
+				default:
+					suspect, round = false, false
+					if probes++; probes%4 == 0 {
+						l.join(ctx, t, w)
+					}
+				}
+			}
+			woke = false
 			continue
 		case <-woken:
 			timer.Stop()
-			round = true
+			round, woke, retried = true, true, false
+			if joined && l.wake.popped(w) {
+				joined = false // the release that named it took it off
+			}
 			continue
 		}
 		break
@@ -436,7 +514,58 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	if w != nil {
 		l.wake.done(w)
 	}
+	// A caller still in the queue leaves it (one taken off by the release
+	// that woke it has left).
+	if joined {
+		l.queueRound(ctx, t, w, cmdLeave)
+	}
 	return lk, err
+}
+
+// queuedSteps is how many doublings later the backoff of a caller in the
+// masters' queue starts (with the default Retry, 10–20 ms first, then up
+// to MaxDelay, which bounds every wait): it is woken by name, and a poll
+// only makes up for a lost wake.
+const queuedSteps = 2
+
+// queued reports whether callers waiting for t join its queue on the
+// masters: one resource, with a lock key that has a hash tag (the queue's
+// key must share its slot on a Redis Cluster master).
+func (l *Locker) queued(t target) bool { return !t.multi() && !l.opts.RedsyncKeys }
+
+// join puts w in t's queue on every master (ZADD NX: a caller already
+// there keeps its place).
+func (l *Locker) join(ctx context.Context, t target, w *waiter) {
+	l.queueRound(ctx, t, w, cmdJoin)
+}
+
+// probe reports whether t's key may be free: not found held (EXISTS) on a
+// majority of masters. A probe that fails (a master not answering, or not
+// allowing EXISTS) says free, and the round that follows finds out.
+func (l *Locker) probe(ctx context.Context, t target) bool {
+	if !l.enter() {
+		return true // the round that follows reports ErrClosed
+	}
+	defer l.ops.Done()
+	res := l.round(ctx, time.Now(), false, func(c *cmd) bool {
+		c.kind, c.key = cmdProbe, t.key
+		return true
+	})
+	return res.Count(quorum.Refused) < l.need
+}
+
+// queueRound sends w's join or leave to every master and waits for a
+// majority, within NodeTimeout. Its outcome does not matter to the lock:
+// the queue only decides whom a release wakes.
+func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKind) {
+	if !l.enter() {
+		return
+	}
+	defer l.ops.Done()
+	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
+		c.kind, c.key, c.token, c.n = kind, t.key, w.id, w.score
+		return true
+	})
 }
 
 // heldElsewhere reports whether a failed round found the lock held by
@@ -444,6 +573,13 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 func heldElsewhere(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Count(quorum.Refused) > 0
+}
+
+// heldByMajority reports whether a failed round found the lock held by
+// other owners on a majority of masters.
+func heldByMajority(err error, need int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Count(quorum.Refused) >= need
 }
 
 // target is what one acquisition locks: one resource, or several.
@@ -585,7 +721,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		if reason == "" && inv == nil && granted(res, budget, info.Elapsed) {
 			return nil
 		}
-		l.release(ctx, t, token, mayHold)
+		l.releaseRound(ctx, t, token, mayHold, false)
 		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
 		// A master that refused the command for lack of permission is
 		// named, and makes the error ErrInvalid too.
@@ -739,16 +875,37 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 // another owner's token is there. A master that is not answering gets the
 // release when it answers again; one that does not answer in time gets it
 // from the stream all the same.
+// A release (not the clean-up of a failed round, which held no majority)
+// also hands the key to the next caller in its queue.
 func (l *Locker) release(ctx context.Context, t target, token string, mayHold []bool) quorum.Result {
+	return l.releaseRound(ctx, t, token, mayHold, l.queued(t))
+}
+
+func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHold []bool, handOn bool) quorum.Result {
 	kind := cmdRelease
 	if t.multi() {
 		kind = cmdReleaseMulti
 	}
+	var pop uint64
+	if handOn {
+		pop = 1
+	}
 	res := l.round(context.WithoutCancel(ctx), time.Now(), true, func(c *cmd) bool {
 		t.set(c)
-		c.kind, c.token = kind, token
+		c.kind, c.token, c.n = kind, token, pop
 		return mayHold[c.node]
 	})
+	if handOn {
+		n := 0
+		for _, r := range res.Replies {
+			if r.Outcome == quorum.OK && r.Value == 2 {
+				n++
+			}
+		}
+		if n >= l.need {
+			l.wake.handed(t.key)
+		}
+	}
 	l.tel.round(ctx, l, "release", res)
 	l.tel.released(ctx, t.resource, res, l.need)
 	return res

@@ -125,7 +125,13 @@ func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
 	case cmdExtend:
 		evalsha([]string{c.key}, c.token, c.n)
 	case cmdRelease:
-		evalsha([]string{c.key}, c.token)
+		evalsha([]string{c.key, queueKey(c.key)}[:c.releaseKeys()], c.token)
+	case cmdJoin:
+		args = []any{"zadd", queueKey(c.key), "nx", c.n, c.token}
+	case cmdLeave:
+		args = []any{"zrem", queueKey(c.key), c.token}
+	case cmdProbe:
+		args = []any{"exists", c.key}
 	case cmdAcquireMulti:
 		keys, flag := c.keys, "0"
 		if c.fenced {

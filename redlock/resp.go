@@ -240,12 +240,27 @@ func (k *respLink) encode(c *cmd) {
 		k.bulk(c.token)
 		k.bulkUint(c.n)
 	case cmdRelease:
-		k.head(5)
+		nk := c.releaseKeys()
+		k.head(4 + nk)
 		k.bulk("EVALSHA")
 		k.bulk(c.lua().sha)
-		k.bulk("1")
+		k.bulkUint(uint64(nk))
 		k.bulk(c.key)
+		if nk == 2 {
+			k.bulk(queueKey(c.key))
+		}
 		k.bulk(c.token)
+	case cmdJoin:
+		k.head(5)
+		k.bulk("ZADD")
+		k.bulk(queueKey(c.key))
+		k.bulk("NX")
+		k.bulkUint(c.n)
+		k.bulk(c.token)
+	case cmdLeave:
+		k.array("ZREM", queueKey(c.key), c.token)
+	case cmdProbe:
+		k.array("EXISTS", c.key)
 	case cmdAcquireMulti, cmdWritebackMulti:
 		fences := c.kind == cmdWritebackMulti || c.fenced
 		nk := len(c.keys)

@@ -71,5 +71,6 @@ var (
 // (cmd/redlock release --force). KEYS[1] is the lock key, ARGV[1] the
 // token; it deletes the key only while it holds that token, announces the
 // release to waiting Lockers, and returns 1 (deleted), 0 (absent) or −1
-// (another token is there).
+// (another token is there). With the key's queue as KEYS[2] it also hands
+// the lock to the longest-waiting caller (and returns 2 when there was one).
 func ReleaseScript() *redis.Script { return redis.NewScript(releaseSrc) }

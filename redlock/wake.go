@@ -2,7 +2,11 @@ package redlock
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +30,14 @@ import (
 // safety: a message that is lost, or a subscription that is down, only
 // leaves the waiter on its backoff timer.
 
+// With a queue on the masters (queued: one resource, lock keys with a
+// hash tag), a waiter also joins the key's queue there, and a release
+// names the longest-waiting caller of every Locker: a Locker wakes its
+// waiter only when a majority of masters named it, so one release wakes
+// one caller across all Lockers. A release that names nobody (an empty
+// queue, or a master without the queue) wakes this Locker's first waiter,
+// as before.
+
 // lingerFor is how long a key stays subscribed after its last waiter left,
 // so that a key contended now and then is not subscribed and unsubscribed
 // around every wait.
@@ -44,6 +56,9 @@ type waker struct {
 	cancel context.CancelFunc
 
 	waiting atomic.Int64 // waiters registered: busy's fast answer when 0
+	id      string       // this Locker's part of its waiters' ids in the queues
+	suffix  string       // of the channel on which a release names one of its waiters
+	seq     atomic.Uint64
 	drop    atomic.Bool  // tests: ignore every announcement
 	woken   atomic.Int64 // waiters woken, for tests
 }
@@ -54,6 +69,13 @@ type waitQueue struct {
 	waiters   []*waiter
 	tally     map[string]int // digest of a released token → masters that announced it
 	idleSince time.Time      // when the last waiter left (zero while there are waiters)
+	// handedAt is when a release last named a queued caller (zero once a
+	// release named nobody): the masters' queue is not empty, and a new
+	// caller joins it rather than race the one being woken.
+	handedAt time.Time
+	// freedAt is when a master last announced a release that named none
+	// of this Locker's waiters.
+	freedAt time.Time
 }
 
 // waiter is one Lock call waiting for any of its keys to be released.
@@ -61,6 +83,17 @@ type waiter struct {
 	ch     chan struct{} // one buffered wake
 	keys   []string
 	queued bool // registered in the queues (not when the Locker was closing)
+	// Its entry in the key's queue on the masters: id, and score, the
+	// instant (Unix µs) it started waiting, kept when it joins again.
+	id    string
+	score uint64
+	// The release that last named it (msg), how many masters have, and
+	// whether one has since the caller last asked: guarded by the
+	// waker's mutex.
+	msg    string
+	named  int
+	popped bool
+	again  bool // wake it again on the majority's announcement
 }
 
 // subscriber owns one master's subscription connection.
@@ -73,6 +106,10 @@ type subscriber struct {
 
 func newWaker(l *Locker) *waker {
 	w := &waker{l: l, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // never fails (Go ≥ 1.24)
+	w.id = hex.EncodeToString(b[:])
+	w.suffix = ":w:" + w.id
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
 }
@@ -85,7 +122,8 @@ func (w *waker) wait(t target) *waiter {
 	if keys == nil {
 		keys = []string{t.key}
 	}
-	wt := &waiter{ch: make(chan struct{}, 1), keys: keys}
+	wt := &waiter{ch: make(chan struct{}, 1), keys: keys,
+		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), score: uint64(time.Now().UnixMicro())}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -135,6 +173,39 @@ func (w *waker) busy(t target) bool {
 		}
 	}
 	return false
+}
+
+// channel is where a release of key names one of this Locker's waiters
+// (release.lua).
+func (w *waker) channel(key string) string { return key + w.suffix }
+
+// handed records that this Locker's release of key woke a queued caller.
+func (w *waker) handed(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[key]; q != nil {
+		q.handedAt = time.Now()
+	}
+}
+
+// freedSince reports whether a master announced, since t0, a release of
+// t's key that woke nobody here: a caller whose round (begun at t0) found
+// the key held, and that was not yet waiting, may have missed it.
+func (w *waker) freedSince(t target, t0 time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[t.key]
+	return q != nil && q.freedAt.After(t0)
+}
+
+// handingOn reports whether a release of t's key recently woke a queued
+// caller (within maxAge): a new caller then joins the queue behind it
+// instead of racing it, which would split the masters' votes.
+func (w *waker) handingOn(t target, maxAge time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[t.key]
+	return q != nil && !q.handedAt.IsZero() && time.Since(q.handedAt) < maxAge
 }
 
 // first reports whether no waiter for the same keys is ahead of wt in
@@ -193,33 +264,126 @@ func (w *waker) done(wt *waiter) {
 	}
 }
 
-// released counts master i's announcement that the token with digest
-// dig was released from key, and wakes one waiter once a majority of
-// masters have announced it.
-func (w *waker) released(i int, key, dig string) {
+// released counts master i's announcement msg that a token was released
+// from key (its digest, then the waiter taken off the queue, if any), and
+// once a majority of masters have announced the same, wakes that waiter if
+// it is this Locker's, or with no waiter named, this Locker's first.
+func (w *waker) released(i int, key, msg string) {
 	if w.drop.Load() {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
-	if q == nil || len(q.waiters) == 0 {
+	if q == nil {
+		return
+	}
+	if !strings.Contains(msg, " ") {
+		q.freedAt = time.Now()
+	}
+	if len(q.waiters) == 0 {
+		if !strings.Contains(msg, " ") {
+			q.handedAt = time.Time{}
+		}
 		return
 	}
 	if q.tally == nil {
 		q.tally = map[string]int{}
 	}
-	q.tally[dig]++
-	if q.tally[dig] < w.l.need {
+	if dig, head, named := strings.Cut(msg, " "); named {
+		// Only this Locker hears it (its own channel): no tally needed.
+		q.handedAt = time.Now()
+		if q.has(head) {
+			if q.named(head, msg, w.l.need) {
+				w.woken.Add(1)
+			}
+			return
+		}
+		// It named a waiter of this Locker that has left (its entry
+		// reached this master after the release that woke it): the key
+		// is free all the same, and counts as a release naming nobody.
+		msg = dig
+		q.freedAt = time.Now()
+	}
+	q.tally[msg]++
+	if q.tally[msg] < w.l.need {
 		if len(q.tally) > 64 { // releases that never reach a majority: forget them
 			clear(q.tally)
 		}
 		return
 	}
-	delete(q.tally, dig)
+	delete(q.tally, msg)
+	q.handedAt = time.Time{}
 	if q.wakeOne() {
 		w.woken.Add(1)
 	}
+}
+
+// named counts a master's announcement that the release msg named the
+// waiter id, and wakes it on the first: each master names the same waiter
+// when they agree on the queue, so waiting for more would only slow the
+// handoff; and again on the majority's if asked (wakeOnMajority). It
+// reports whether it woke the waiter on the first.
+func (q *waitQueue) named(id, msg string, need int) bool {
+	for _, x := range q.waiters {
+		if x.id != id {
+			continue
+		}
+		if x.msg != msg {
+			x.msg, x.named, x.popped, x.again = msg, 0, true, false
+		}
+		x.named++
+		switch {
+		case x.named == 1:
+			return x.wake()
+		case x.again && x.named == need:
+			x.again = false
+			x.wake()
+		}
+		return false
+	}
+	return false
+}
+
+// wakeOnMajority is called by wt's Lock when the round it made on a wake
+// by name failed. now: a majority of masters have by now announced the
+// release that named it (the key is free there): retry at once. later:
+// they have not, and the majority's announcement will wake it again.
+func (w *waker) wakeOnMajority(wt *waiter) (now, later bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wt.msg == "" {
+		return false, false
+	}
+	if wt.named >= w.l.need {
+		return true, false
+	}
+	wt.again = true
+	return false, true
+}
+
+// has reports whether the waiter id is in q.
+func (q *waitQueue) has(id string) bool {
+	return slices.ContainsFunc(q.waiters, func(x *waiter) bool { return x.id == id })
+}
+
+// popped reports whether a release named wt (and so took it off the
+// queue) since the last call.
+func (w *waker) popped(wt *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := wt.popped
+	wt.popped = false
+	return p
+}
+
+// wake gives x a wake unless one is pending.
+func (x *waiter) wake() bool {
+	if len(x.ch) > 0 {
+		return false
+	}
+	x.ch <- struct{}{}
+	return true
 }
 
 // wakeOne wakes the longest-waiting waiter that has no wake pending, and
@@ -287,7 +451,7 @@ func (w *waker) run(s *subscriber) {
 			if !ok {
 				return
 			}
-			w.released(s.i, m.Channel, m.Payload)
+			w.released(s.i, strings.TrimSuffix(m.Channel, w.suffix), m.Payload)
 		case <-s.notify:
 			w.reconcile(s)
 		}
@@ -302,12 +466,12 @@ func (w *waker) reconcile(s *subscriber) {
 	var sub, unsub []string
 	for k := range w.queues {
 		if !s.have[k] {
-			sub = append(sub, k)
+			sub = append(sub, k, w.channel(k))
 		}
 	}
 	for k := range s.have {
 		if w.queues[k] == nil {
-			unsub = append(unsub, k)
+			unsub = append(unsub, k, w.channel(k))
 		}
 	}
 	w.mu.Unlock()
@@ -317,8 +481,8 @@ func (w *waker) reconcile(s *subscriber) {
 		if err := s.ps.Subscribe(ctx, sub...); err != nil {
 			failed = true
 		} else {
-			for _, k := range sub {
-				s.have[k] = true
+			for i := 0; i < len(sub); i += 2 {
+				s.have[sub[i]] = true
 			}
 		}
 	}
@@ -326,8 +490,8 @@ func (w *waker) reconcile(s *subscriber) {
 		if err := s.ps.Unsubscribe(ctx, unsub...); err != nil {
 			failed = true
 		} else {
-			for _, k := range unsub {
-				delete(s.have, k)
+			for i := 0; i < len(unsub); i += 2 {
+				delete(s.have, unsub[i])
 			}
 		}
 	}

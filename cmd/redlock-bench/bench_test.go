@@ -795,3 +795,40 @@ func TestParseDockerFlags(t *testing.T) {
 		t.Errorf("-docker -scenarios all: %+v, %v; want partition", cfg, err)
 	}
 }
+
+// -lockers N opens each implementation N times per cell, runs the workers
+// on each, and reports fairness for the contended cells; bad counts are
+// usage errors.
+func TestLockers(t *testing.T) {
+	for _, bad := range []string{"0", "-1", "1025"} {
+		var ue *usageError
+		if _, err := parseFlags([]string{"-lockers", bad}, io.Discard); !errors.As(err, &ue) {
+			t.Errorf("-lockers %s: %v, want a usage error", bad, err)
+		}
+	}
+	var out bytes.Buffer
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := run(t.Context(), []string{"-embedded", "-scenarios", "uncontended,contended", "-impls", "redlock,redsync-failfast", "-workers", "2",
+		"-lockers", "3", "-duration", "300ms", "-q", "-json", path}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := checkJSON(t, b)
+	if rep.Config.Lockers != 3 || len(rep.Results) != 4 {
+		t.Fatalf("JSON of a -lockers 3 run: config %+v, %d results", rep.Config, len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Lockers != 3 || (r.Scenario == "contended") != (r.Fairness != nil) {
+			t.Errorf("%s/%s: lockers %d, fairness %v", r.Scenario, r.Impl, r.Lockers, r.Fairness)
+		}
+		if r.Fairness != nil && (*r.Fairness < 0 || *r.Fairness > 1) {
+			t.Errorf("%s/%s: fairness %v outside [0, 1]", r.Scenario, r.Impl, *r.Fairness)
+		}
+	}
+	if !strings.Contains(out.String(), "contended 3L×2w redlock: fairness") {
+		t.Fatalf("table lacks the fairness line:\n%s", out.String())
+	}
+}

@@ -48,6 +48,7 @@ type cellEnv struct {
 	ttl      time.Duration
 	run      string // run id, part of every key
 	index    int    // cell number, part of every key
+	lockers  int    // instances of the implementation (-lockers; 0 means 1)
 	progress *progress
 	tel      *benchTelemetry
 }
@@ -57,12 +58,25 @@ type cellEnv struct {
 // while stopping and resuming masters at phase boundaries, drains, closes,
 // and deletes the cell's keys.
 func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
-	im, err := c.impl.open(env.ms.opts, env.ttl, env.tel)
-	if err != nil {
-		return Result{}, fmt.Errorf("%s: opening: %w", c.label(), err)
+	// -lockers: that many instances, each with its own clients and
+	// connections, as that many processes would have.
+	ims := make([]impl, max(env.lockers, 1))
+	for i := range ims {
+		im, err := c.impl.open(env.ms.opts, env.ttl, env.tel)
+		if err != nil {
+			for _, o := range ims[:i] {
+				_ = o.close()
+			}
+			return Result{}, fmt.Errorf("%s: opening: %w", c.label(), err)
+		}
+		ims[i] = im
 	}
 	base := fmt.Sprintf("%s/c%d", env.run, env.index)
-	warmUp(ctx, im, base, c.workers)
+	var warm sync.WaitGroup
+	for i, im := range ims {
+		warm.Go(func() { warmUp(ctx, im, fmt.Sprintf("%s/l%d", base, i), c.workers) })
+	}
+	warm.Wait()
 
 	// What the masters do is read through the admin clients: commands
 	// executed from just before the workers start to after the
@@ -105,14 +119,15 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	})
 
 	var lastUnlock atomic.Int64 // shared resource: offset of the latest Unlock call
-	recs := make([]*recorder, c.workers)
-	for w := range c.workers {
+	recs := make([]*recorder, c.workers*len(ims))
+	for w := range recs {
 		rec := &recorder{}
 		recs[w] = rec
 		resource := fmt.Sprintf("%s/w%d", base, w)
 		if c.sc.shared {
 			resource = base + "/shared"
 		}
+		im := ims[w/c.workers]
 		g.Go(func() error { work(gctx, im, resource, c.sc.shared, start, rec, &lastUnlock, &ops); return nil })
 	}
 
@@ -133,11 +148,14 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	if drainErr != nil {
 		return Result{}, drainErr // the stuck goroutines end when the process does
 	}
+	var closeErrs []error
+	for _, im := range ims {
+		closeErrs = append(closeErrs, im.close())
+	}
+	closeErr := errors.Join(closeErrs...)
 	if faultErr != nil {
-		_ = im.close()
 		return Result{}, fmt.Errorf("%s: fault: %w", c.label(), faultErr)
 	}
-	closeErr := im.close()
 	var cmds *commandWindow
 	if cmdsErr == nil {
 		var after []commandCounts
@@ -162,6 +180,12 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	delErr := env.ms.deleteKeys(cleanCtx, keyPrefix+"{"+base+"/*")
 
 	res := summarise(c, env, phases, recs)
+	if len(ims) > 1 {
+		res.Lockers = len(ims)
+		if c.sc.shared {
+			res.Fairness = fairness(recs, c.workers)
+		}
+	}
 	res.setMasterStats(rtt.medians(), cmds)
 	if loaded != nil {
 		res.PingRTTLoadedMs = loaded.median()
@@ -378,4 +402,21 @@ func validityOf(source string, ttl time.Duration, vs []validitySample) (Validity
 	v.DriftMs = percentile(dr, 50)
 	v.SafetyMarginMs = percentile(mg, 50)
 	return v, fr
+}
+
+// fairness is the fewest acquisitions made through one Locker ÷ the most,
+// where workers are recs in groups of perLocker; nil when none made any.
+func fairness(recs []*recorder, perLocker int) *float64 {
+	lo, hi := -1, 0
+	for i := 0; i < len(recs); i += perLocker {
+		n := 0
+		for _, r := range recs[i : i+perLocker] {
+			n += len(r.acquire)
+		}
+		if lo < 0 || n < lo {
+			lo = n
+		}
+		hi = max(hi, n)
+	}
+	return ratio(float64(lo), float64(hi))
 }

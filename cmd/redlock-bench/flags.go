@@ -38,6 +38,7 @@ type config struct {
 	embedded    bool
 	docker      bool  // -docker: five containers started by labdocker (docker.go)
 	workers     []int // worker counts, in the order given; each runs every cell
+	lockers     int   // -lockers: separate Lockers (client sets) per cell, each with the workers
 	duration    time.Duration
 	ttl         time.Duration
 	scenarios   []string
@@ -58,6 +59,7 @@ const (
 	defaultMasters  = 5
 	defaultWorkers  = 8
 	maxWorkers      = 4096 // per cell; more is a usage error
+	maxLockers      = 1024 // -lockers
 	defaultDuration = 5 * time.Second
 	defaultTTL      = 10 * time.Second
 	minDuration     = 100 * time.Millisecond
@@ -119,6 +121,10 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		"every scenario × implementation then runs once per count, in the order given; ratios compare the same\n"+
 		"scenario and count, and a summary line per scenario gives redlock ÷ redsync-failfast at each count.\n"+
 		"Each count is a whole number from 1 to "+strconv.Itoa(maxWorkers)+". -chart draws each scenario at its largest count only")
+	fs.IntVar(&cfg.lockers, "lockers", 1, "open each implementation `N` times per cell, each with its own go-redis clients and\n"+
+		"connections (N processes' worth of Lockers or redsync client sets), and run the -workers count on each:\n"+
+		"a cell then has N × workers goroutines. Contended cells report fairness across them (acquisitions per\n"+
+		"Locker, min ÷ max). From 1 to "+strconv.Itoa(maxLockers))
 	fs.DurationVar(&cfg.duration, "duration", defaultDuration, "measured time per cell (implementation × scenario × worker count)")
 	fs.IntVar(&cfg.repeat, "repeat", 1, "run each scenario × worker count's cells `N` times, interleaved (in order, then reversed, ...), and report\n"+
 		"for each implementation its run of median throughput, with every run's ops/s (for ratios robust to a noisy machine)")
@@ -198,6 +204,8 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 	switch {
 	case cfg.masters < 1:
 		return nil, usagef("-masters must be at least 1, got %d", cfg.masters)
+	case cfg.lockers < 1 || cfg.lockers > maxLockers:
+		return nil, usagef("-lockers must be from 1 to %d, got %d", maxLockers, cfg.lockers)
 	case cfg.repeat < 1 || cfg.repeat > 99:
 		return nil, usagef("-repeat must be from 1 to 99, got %d", cfg.repeat)
 	case cfg.duration < minDuration:

@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var runErr error
 	for i, c := range cells {
 		res, err := runCell(ctx, c, cellEnv{ms: ms, duration: cfg.duration, ttl: cfg.ttl,
-			run: runID, index: i, progress: prog, tel: tel})
+			lockers: cfg.lockers, run: runID, index: i, progress: prog, tel: tel})
 		if err != nil {
 			runErr = err
 			if ctx.Err() != nil {
@@ -154,6 +154,9 @@ func newReport(cfg *config, ms *masters, began time.Time) *Report {
 	}
 	if cfg.repeat > 1 {
 		rep.Config.Repeat = cfg.repeat
+	}
+	if cfg.lockers > 1 {
+		rep.Config.Lockers = cfg.lockers
 	}
 	for _, s := range scenarios {
 		info := ScenarioInfo{Name: s.name, Description: s.desc, Available: true, Phases: []PhaseInfo{}}

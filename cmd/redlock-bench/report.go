@@ -77,6 +77,9 @@ type Config struct {
 	Impls           []string `json:"impls"`
 	// Repeat is -repeat when above 1 (omitted otherwise).
 	Repeat int `json:"repeat,omitempty"`
+	// Lockers is -lockers when above 1 (omitted otherwise): each cell
+	// opened its implementation that many times, each with the workers.
+	Lockers int `json:"lockers,omitempty"`
 }
 
 // ScenarioInfo describes one scenario, run or not.
@@ -121,6 +124,12 @@ type Result struct {
 	// HandoffMs (one shared resource only, else null) is from a holder
 	// calling Unlock to the next holder's Lock returning.
 	HandoffMs *Dist `json:"handoff_latency_ms"`
+	// Lockers (-lockers, omitted for 1) is how many separate instances
+	// of the implementation the cell ran, each with Workers workers.
+	// Fairness (one shared resource and several Lockers, else omitted)
+	// is the fewest acquisitions of one Locker ÷ the most.
+	Lockers  int      `json:"lockers,omitempty"`
+	Fairness *float64 `json:"fairness,omitempty"`
 	// Failures counts failed calls by kind ("not_acquired", "timeout",
 	// "unlock_lost", ...); calls cut short by the end of the cell are not
 	// counted.

@@ -202,6 +202,9 @@ func renderTable(w io.Writer, rep *Report) error {
 	if m.PartitionMethod != "" {
 		fmt.Fprintf(w, "partition: %s\n", m.PartitionMethod)
 	}
+	if n := rep.Config.Lockers; n > 1 {
+		fmt.Fprintf(w, "lockers: %d per cell, each with its own clients and the workers count (a cell has %d × workers goroutines)\n", n, n)
+	}
 	if m.Kind == "embedded" {
 		fmt.Fprintln(w, "NOTE:    EMBEDDED MASTERS — these figures are library overhead over in-process miniredis, not Redis over a network.")
 	}
@@ -245,6 +248,15 @@ func renderTable(w io.Writer, rep *Report) error {
 			}
 			fmt.Fprintf(w, "  %s %dw %s: %s\n", r.Scenario, r.Workers, r.Impl, strings.Join(runs, " "))
 		}
+	}
+	var fair []string
+	for _, r := range rep.Results {
+		if r.Fairness != nil {
+			fair = append(fair, fmt.Sprintf("  %s %dL×%dw %s: fairness %.2f, longest wait %s ms", r.Scenario, r.Lockers, r.Workers, r.Impl, *r.Fairness, fmtMs(r.AcquireMs.Max)))
+		}
+	}
+	if len(fair) > 0 {
+		fmt.Fprintf(w, "across Lockers (acquisitions per Locker, min ÷ max; longest single Lock):\n%s\n", strings.Join(fair, "\n"))
 	}
 	if lines := append(summaryLines(rep), sharedLines(rep)...); len(lines) > 0 {
 		fmt.Fprintf(w, "\nsummary per worker count (Nw): ops/s ratio (p50: acquire-latency p50 ratio, below 1 = ours faster)\n%s\n", strings.Join(lines, "\n"))

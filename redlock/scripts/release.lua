@@ -3,18 +3,30 @@
 -- subscribed to the key's channel (named like the key) that it is free.
 -- The message is the SHA-1 of the token, never the token: it tells one
 -- holder's release (published by every master that held it) from another's.
--- Waiters that miss the message retry on their backoff. PUBLISH runs
--- with pcall: a user not allowed to publish still releases (after the DEL,
--- an error would report a release that happened as refused); its waiters
--- only lose the wake.
--- KEYS[1] lock key; ARGV[1] token.
--- Returns 1 when deleted, 0 when the key is absent, -1 when it holds
--- another owner's token.
+-- With KEYS[2], the key's queue of waiting callers (a sorted set by the
+-- time each started waiting, docs/design.md §14), the longest waiting is
+-- taken off the queue and named after a space, on a channel only that
+-- caller's Locker listens to (the key's name, ':w:' and the Locker's id). Waiters that miss the message retry on their backoff. PUBLISH
+-- and ZPOPMIN run with pcall: a user not allowed them still releases
+-- (after the DEL, an error would report a release that happened as
+-- refused); its waiters only lose the wake.
+-- KEYS[1] lock key; KEYS[2] (optional) its queue; ARGV[1] token.
+-- Returns 1 when deleted (2 when a waiter was taken off the queue), 0 when
+-- the key is absent, -1 when it holds another owner's token.
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.pcall('PUBLISH', KEYS[1], redis.sha1hex(ARGV[1]))
-  return 1
+  local msg, ch, r = redis.sha1hex(ARGV[1]), KEYS[1], 1
+  if KEYS[2] then
+    local head = redis.pcall('ZPOPMIN', KEYS[2])
+    if type(head) == 'table' and head[1] then
+      -- A waiter's id is "<Locker id>.<n>": only its Locker hears.
+      msg, r = msg .. ' ' .. head[1], 2
+      ch = KEYS[1] .. ':w:' .. string.match(head[1], '^[^.]*')
+    end
+  end
+  redis.pcall('PUBLISH', ch, msg)
+  return r
 end
 if v then
   return -1

@@ -82,7 +82,9 @@ func timed(f func() error) (error, time.Duration) {
 // checks that the operation that needs it fails with an error wrapping
 // ErrInvalid that names it, on both transports; with the rule back, the
 // same operation works. PUBLISH, SUBSCRIBE, UNSUBSCRIBE and PING are for
-// wake-on-release waiters; TestUserLimits covers them.
+// wake-on-release waiters; TestUserLimits covers them. ZADD, ZREM and
+// ZPOPMIN are for the waiters' queue, which is skipped without them
+// (TestWakeWithoutQueueCommands).
 func TestEveryRuleNeeded(t *testing.T) {
 	c := secure(t, 5, "")
 	cases := []struct {
@@ -99,7 +101,7 @@ func TestEveryRuleNeeded(t *testing.T) {
 		{"info", false, acquire, []string{"NOPERM", "'info'", "INFO"}},
 		{"get", false, extend, []string{"extend.lua (which calls GET, PEXPIRE)", "can't run this command"}},
 		{"pexpire", false, extend, []string{"extend.lua (which calls GET, PEXPIRE)"}},
-		{"del", false, release, []string{"release.lua (which calls GET, DEL, PUBLISH)"}},
+		{"del", false, release, []string{"release.lua (which calls GET, DEL, ZPOPMIN, PUBLISH)"}},
 		{"exists", false, acquireAll, []string{"acquire_multi.lua (which calls EXISTS, HGET, SET)"}},
 		{"hget", true, acquire, []string{"acquire_fenced.lua (which calls SET, HGET)"}},
 		{"hset", true, acquire, []string{"writeback.lua (which calls GET, HGET, HSET)"}},

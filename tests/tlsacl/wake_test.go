@@ -79,3 +79,14 @@ func TestReleaseWithoutPublish(t *testing.T) {
 		return nil
 	})
 }
+
+// A user without the queue's commands (ZADD, ZREM, ZPOPMIN) still
+// releases (the script's ZPOPMIN is under pcall), and the release, naming
+// nobody, wakes the waiter as the per-Locker wake did.
+func TestWakeWithoutQueueCommands(t *testing.T) {
+	c := secure(t, 5, "")
+	setUser(t, c, "-zadd -zrem -zpopmin", "+zadd +zrem +zpopmin")
+	if d := waitAfterRelease(t, c, "no-queue"); d > 2*time.Second {
+		t.Fatalf("the waiter acquired %v after the release: not woken", d)
+	}
+}

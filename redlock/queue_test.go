@@ -1,0 +1,206 @@
+package redlock_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+// queued waits until key's queue holds n waiters on every master.
+func queued(t *testing.T, c *lab.Cluster, key string, n int64) {
+	t.Helper()
+	waitFor(t, "the waiters in the masters' queue", func() bool {
+		for i := range c.N() {
+			if got, err := c.Client(i).ZCard(t.Context(), key+":waiters").Result(); err != nil || got != n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// setCalls is how many SET commands each master has executed.
+func setCalls(t *testing.T, c *lab.Cluster) []int64 {
+	t.Helper()
+	out := make([]int64, c.N())
+	for i := range c.N() {
+		info, err := c.Client(i).Info(t.Context(), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(info, "\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_set:calls="); ok {
+				n, _, _ := strings.Cut(rest, ",")
+				out[i], _ = strconv.ParseInt(n, 10, 64)
+			}
+		}
+	}
+	return out
+}
+
+// Several Lockers (processes) wait for one key: each release wakes one
+// waiter across all of them, the longest waiting, and that waiter's round
+// (and its one retry) are the only acquisition attempts the masters see; in turn every
+// waiter gets the lock, in the order they started waiting, and the queue
+// is gone afterwards.
+func TestReleaseHandsOnToOneWaiterAcrossLockers(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	holder := newLocker(t, c, nil)
+	const n = 4
+	waiters := make([]*redlock.Locker, n)
+	for i := range waiters {
+		waiters[i] = newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	}
+	ctx := t.Context()
+	const key = "redlock:{herd}"
+	lk, err := holder.TryLock(ctx, "herd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	locks := make([]chan *redlock.Lock, n)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i, w := range waiters {
+		locks[i] = make(chan *redlock.Lock, 1)
+		wg.Go(func() {
+			if lk, err := w.Lock(wctx, "herd"); err == nil {
+				locks[i] <- lk
+			}
+		})
+		queued(t, c, key, int64(i+1)) // one after the other: a known order
+	}
+	wakes := func() (sum int64) {
+		for _, w := range waiters {
+			sum += redlock.Wakes(w)
+		}
+		return sum
+	}
+	for i := range n {
+		before := setCalls(t, c)
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case lk = <-locks[i]:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("release %d: waiter %d (the longest waiting) did not acquire within 2s (backoff ≥ 2.5s): wakes %d", i, i, wakes())
+		}
+		if got := wakes(); got != int64(i+1) {
+			t.Errorf("after %d releases %d waiters woken across the Lockers, want %d", i+1, got, i+1)
+		}
+		for m, a := range setCalls(t, c) {
+			// The woken waiter's round, and its one retry when the first
+			// master's announcement woke it before others had released:
+			// no other waiter made a round (their backoff is ≥ 2.5s).
+			if d := a - before[m]; d < 1 || d > 2 {
+				t.Errorf("release %d: master %d executed %d SETs between the release and the next acquisition, want 1 or 2 (the woken waiter's round, and its retry)", i, m, d)
+			}
+		}
+		for j := i + 1; j < n; j++ {
+			select {
+			case <-locks[j]:
+				t.Fatalf("release %d: waiter %d acquired out of turn", i, j)
+			default:
+			}
+		}
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queued(t, c, key, 0)
+}
+
+// A waiter that died in the queue (its Locker gone without leaving) is
+// named by the next release and taken off the queue; the waiter behind it
+// is not woken then, but acquires on its backoff, and is named by the
+// release after.
+func TestDeadWaiterInQueueIsDropped(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	holder := newLocker(t, c, nil)
+	waiter := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond}})
+	ctx := t.Context()
+	const key = "redlock:{dead-waiter}"
+	for i := range c.N() {
+		// Score 1: it has waited longer than anyone.
+		if err := c.Client(i).ZAdd(ctx, key+":waiters", redisZ(1, "0123456789abcdef.1")).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lk, err := holder.TryLock(ctx, "dead-waiter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockThenUnlock(ctx, waiter, "dead-waiter")
+	queued(t, c, key, 2)
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acquired(t, got)
+	if n := redlock.Wakes(waiter); n != 0 {
+		t.Errorf("%d wakes: the release named the dead waiter, not this one", n)
+	}
+	queued(t, c, key, 0)
+}
+
+// Every Locker's announcements are lost: the waiters of several Lockers
+// still all acquire, on their backoff.
+func TestQueuedWaitersAcquireWhenEveryMessageIsLost(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	holder := newLocker(t, c, nil)
+	ctx := t.Context()
+	lk, err := holder.TryLock(ctx, "all-lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gots []<-chan error
+	for range 3 {
+		w := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}})
+		redlock.DropWakes(w)
+		gots = append(gots, lockThenUnlock(ctx, w, "all-lost"))
+	}
+	queued(t, c, "redlock:{all-lost}", 3)
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range gots {
+		acquired(t, got)
+	}
+	queued(t, c, "redlock:{all-lost}", 0)
+}
+
+// A Lock that gives up (its context ends) leaves the queue.
+func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	holder := newLocker(t, c, nil)
+	waiter := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	lk, err := holder.TryLock(ctx, "give-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	got := make(chan error, 1)
+	go func() {
+		_, err := waiter.Lock(wctx, "give-up")
+		got <- err
+	}()
+	queued(t, c, "redlock:{give-up}", 1)
+	cancel()
+	if err := <-got; err == nil {
+		t.Fatal("Lock succeeded on a held key")
+	}
+	queued(t, c, "redlock:{give-up}", 0)
+}
