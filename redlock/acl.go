@@ -72,6 +72,8 @@ func (c *cmd) describe() string {
 		return "ZREM"
 	case cmdProbe:
 		return "EXISTS"
+	case cmdRank:
+		return "ZRANK"
 	}
 	if sc := c.lua(); sc != nil {
 		return "EVALSHA of " + scriptDesc(sc)

@@ -31,6 +31,7 @@ const (
 	cmdJoin  // ZADD queue NX score id
 	cmdLeave // ZREM queue id
 	cmdProbe // EXISTS key: a queued waiter's poll, which takes nothing
+	cmdRank  // ZRANK queue id: the waiter's place, when its poll found the key free
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -167,6 +168,15 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 				return ok
 			}
 			return no
+		}
+	case cmdRank:
+		// Value: 0 when id is not in the queue here, else its rank + 1.
+		switch r.typ {
+		case ':':
+			ok.Value = uint64(r.n) + 1
+			return ok
+		case '_':
+			return ok
 		}
 	case cmdLoad:
 		return ok

@@ -132,6 +132,8 @@ func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
 		args = []any{"zrem", queueKey(c.key), c.token}
 	case cmdProbe:
 		args = []any{"exists", c.key}
+	case cmdRank:
+		args = []any{"zrank", queueKey(c.key), c.token}
 	case cmdAcquireMulti:
 		keys, flag := c.keys, "0"
 		if c.fenced {

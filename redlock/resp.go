@@ -261,6 +261,8 @@ func (k *respLink) encode(c *cmd) {
 		k.array("ZREM", queueKey(c.key), c.token)
 	case cmdProbe:
 		k.array("EXISTS", c.key)
+	case cmdRank:
+		k.array("ZRANK", queueKey(c.key), c.token)
 	case cmdAcquireMulti, cmdWritebackMulti:
 		fences := c.kind == cmdWritebackMulti || c.fenced
 		nk := len(c.keys)
