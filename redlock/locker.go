@@ -539,10 +539,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 }
 
 // queuedSteps is how many doublings later the backoff of a caller in the
-// masters' queue starts (with the default Retry, 10–20 ms first, then up
-// to MaxDelay, which bounds every wait): it is woken by name, and a poll
-// only makes up for a lost wake.
-const queuedSteps = 2
+// masters' queue starts (with the default Retry, 40–80 ms first, then
+// 50–100 ms: MaxDelay still bounds every wait): it is woken by name, and a
+// poll only makes up for a lost wake (docs/design.md §14.1 item 5).
+const queuedSteps = 4
 
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's
