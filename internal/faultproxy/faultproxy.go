@@ -264,24 +264,19 @@ func (p *Proxy) Resume() {
 }
 
 // Cut closes every open connection and holds new ones unread until Heal.
-func (p *Proxy) Cut() {
-	p.mu.Lock()
-	p.cut = true
-	pairs := p.takePairsLocked()
-	p.mu.Unlock()
-	for _, c := range pairs {
-		c.shut(false)
-	}
-}
+func (p *Proxy) Cut() { p.fault(&p.cut, false) }
 
 // Refuse resets every open connection and every new one until Heal.
-func (p *Proxy) Refuse() {
+func (p *Proxy) Refuse() { p.fault(&p.refusing, true) }
+
+// fault sets the fault flag and ends every open connection.
+func (p *Proxy) fault(flag *bool, reset bool) {
 	p.mu.Lock()
-	p.refusing = true
+	*flag = true
 	pairs := p.takePairsLocked()
 	p.mu.Unlock()
 	for _, c := range pairs {
-		c.shut(true)
+		c.shut(reset)
 	}
 }
 
