@@ -226,12 +226,13 @@ func TestMemStreamBreakerOpensAndClosesOnlyOnReplies(t *testing.T) {
 	s.submit(c1, t0) // unanswered from t0
 	wantBatch(t, m.next(t), c1)
 	c2 := setCmd("b")
-	if got := s.submit(c2, t0.Add(memNodeTimeout/2)); got != sent {
+	if got := s.submit(c2, t0.Add(memNodeTimeout*9/10)); got != sent {
 		t.Fatalf("within NodeTimeout: %v, want sent", got)
 	}
 	wantBatch(t, m.next(t), c2)
 
-	late := t0.Add(2 * memNodeTimeout)
+	// Past NodeTimeout since c1, the oldest unanswered, though not since c2.
+	late := t0.Add(memNodeTimeout * 3 / 2)
 	if got := s.submit(setCmd("c"), late); got != refused {
 		t.Fatalf("unanswered past NodeTimeout: %v, want refused", got)
 	}
