@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -77,7 +78,9 @@ func (m *memMaster) next(t *testing.T) memWrite {
 	}
 }
 
-const memNodeTimeout = time.Second
+// memNodeTimeout is long so that the probe (armed for parked releases, at
+// NodeTimeout) never fires during a test: the tests pass the clock.
+const memNodeTimeout = time.Minute
 
 func newMem(t *testing.T) (*memMaster, *stream) {
 	t.Helper()
@@ -174,7 +177,28 @@ func connect(t *testing.T, m *memMaster, s *stream, now time.Time) *memLink {
 	w := m.next(t)
 	wantBatch(t, w, c)
 	s.answer(w.ln, rOK, now)
+	waitIdle(t, s)
 	return w.ln
+}
+
+// waitIdle polls until no goroutine owns the stream's write side (the
+// flusher has seen its queue empty), so that the next submit is a lone
+// caller's.
+func waitIdle(t *testing.T, s *stream) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		writing := s.writing
+		s.mu.Unlock()
+		if !writing {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the flusher did not finish")
+		}
+		runtime.Gosched()
+	}
 }
 
 func TestMemStreamLoneCallerWritesItselfOthersBatch(t *testing.T) {
@@ -342,10 +366,14 @@ func TestMemStreamReconnect(t *testing.T) {
 		t.Fatalf("SET on the broken link: %v", o)
 	}
 	c3 := setCmd("c")
-	now := time.Now()
-	s.submit(c3, now) // the dial fails: c3 fails
-	if o := outcome(c3).Outcome; o != quorum.Failed {
-		t.Fatalf("SET with the dial failing: %v", o)
+	switch got := s.submit(c3, time.Now()); got {
+	case sent: // queued before the flusher's dial failed: it fails with it
+		if o := outcome(c3).Outcome; o != quorum.Failed {
+			t.Fatalf("SET with the dial failing: %v", o)
+		}
+	case refused: // the dial had failed already
+	default:
+		t.Fatalf("SET with the dial failing: %v", got)
 	}
 	if got := s.submit(setCmd("d"), time.Now()); got != refused {
 		t.Fatalf("just after a failed dial: %v, want refused", got)
