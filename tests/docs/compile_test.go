@@ -11,7 +11,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // block is one fenced ```go block of a Markdown file.
 type block struct {
