@@ -47,6 +47,7 @@ type respLink struct {
 	bw   *bufio.Writer // owned by the stream's writer
 	nt   time.Duration
 	num  []byte // scratch for numbers, writer-owned
+	args []arg  // scratch for a command's args, writer-owned
 	// rearm is when the write deadline is next moved forward (writer-owned).
 	rearm time.Time
 	once  sync.Once
@@ -212,106 +213,21 @@ func (k *respLink) write(batch []*cmd) error {
 	return k.bw.Flush()
 }
 
+// encode writes c as a RESP array of its args.
 func (k *respLink) encode(c *cmd) {
-	switch c.kind {
-	case cmdSetNX:
-		k.head(6)
-		k.bulk("SET")
-		k.bulk(c.key)
-		k.bulk(c.token)
-		k.bulk("NX")
-		k.bulk("PX")
-		k.bulkUint(c.n)
-	case cmdAcquireFenced, cmdWriteback:
-		k.head(7)
-		k.bulk("EVALSHA")
-		k.bulk(c.lua().sha)
-		k.bulk("2")
-		k.bulk(c.key)
-		k.bulkFence(c.key)
-		k.bulk(c.token)
-		k.bulkUint(c.n)
-	case cmdExtend:
-		k.head(6)
-		k.bulk("EVALSHA")
-		k.bulk(c.lua().sha)
-		k.bulk("1")
-		k.bulk(c.key)
-		k.bulk(c.token)
-		k.bulkUint(c.n)
-	case cmdRelease:
-		nk := c.releaseKeys()
-		k.head(4 + nk)
-		k.bulk("EVALSHA")
-		k.bulk(c.lua().sha)
-		k.bulkUint(uint64(nk))
-		k.bulk(c.key)
-		if nk == 2 {
-			k.bulk(queueKey(c.key))
+	k.args = c.args(k.args[:0])
+	k.head(len(k.args))
+	for _, a := range k.args {
+		switch {
+		case a.num:
+			k.bulkUint(a.n)
+		case a.suffix != "":
+			k.bulkSuffix(a.s, a.suffix)
+		default:
+			k.bulk(a.s)
 		}
-		k.bulk(c.token)
-	case cmdJoin:
-		k.head(5)
-		k.bulk("ZADD")
-		k.bulk(queueKey(c.key))
-		k.bulk("NX")
-		k.bulkUint(c.n)
-		k.bulk(c.token)
-	case cmdLeave:
-		k.array("ZREM", queueKey(c.key), c.token)
-	case cmdProbe:
-		k.array("EXISTS", c.key)
-	case cmdAcquireMulti, cmdWritebackMulti:
-		fences := c.kind == cmdWritebackMulti || c.fenced
-		nk := len(c.keys)
-		if fences {
-			nk *= 2
-		}
-		flag := "0"
-		if c.kind == cmdAcquireMulti && c.fenced {
-			flag = "1"
-		}
-		nargs := 3
-		if c.kind == cmdAcquireMulti {
-			nargs = 4
-		}
-		k.head(3 + nk + nargs)
-		k.bulk("EVALSHA")
-		k.bulk(c.lua().sha)
-		k.bulkUint(uint64(nk))
-		for _, key := range c.keys {
-			k.bulk(key)
-		}
-		if fences {
-			for _, key := range c.keys {
-				k.bulkFence(key)
-			}
-		}
-		k.bulk(c.token)
-		k.bulkUint(c.n)
-		k.bulkUint(uint64(len(c.keys)))
-		if c.kind == cmdAcquireMulti {
-			k.bulk(flag)
-		}
-	case cmdExtendMulti, cmdReleaseMulti:
-		nargs := 2
-		if c.kind == cmdReleaseMulti {
-			nargs = 1
-		}
-		k.head(3 + len(c.keys) + nargs)
-		k.bulk("EVALSHA")
-		k.bulk(c.lua().sha)
-		k.bulkUint(uint64(len(c.keys)))
-		for _, key := range c.keys {
-			k.bulk(key)
-		}
-		k.bulk(c.token)
-		if c.kind == cmdExtendMulti {
-			k.bulkUint(c.n)
-		}
-	case cmdLoad:
-		k.array("SCRIPT", "LOAD", c.script.src)
 	}
+	clear(k.args) // keep no keys or tokens alive
 }
 
 func (k *respLink) array(args ...string) {
@@ -342,11 +258,11 @@ func (k *respLink) bulkLen(n int) {
 	k.bw.WriteString("\r\n")
 }
 
-// bulkFence writes key + ":fence" without building the string.
-func (k *respLink) bulkFence(key string) {
-	k.bulkLen(len(key) + len(fenceSuffix))
-	k.bw.WriteString(key)
-	k.bw.WriteString(fenceSuffix)
+// bulkSuffix writes s + suffix without building the string.
+func (k *respLink) bulkSuffix(s, suffix string) {
+	k.bulkLen(len(s) + len(suffix))
+	k.bw.WriteString(s)
+	k.bw.WriteString(suffix)
 	k.bw.WriteString("\r\n")
 }
 
