@@ -53,11 +53,11 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 			if isServerError(err) && aclRefusal(err.Error()) {
 				err = refusedError("SCRIPT LOAD", err.Error())
 			}
-			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.l.addrs[s.i], err)
+			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.cfg.addr, err)
 		}
 	}
 	if err := info.Err(); err != nil && isServerError(err) && aclRefusal(err.Error()) {
-		return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.l.addrs[s.i], refusedError("INFO server", err.Error()))
+		return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.cfg.addr, refusedError("INFO server", err.Error()))
 	}
 	runID := runIDOf(info.Val())
 	if _, ok := c.(*redis.Ring); ok {
