@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// How commands reach a master (docs/design.md §3): newPath picks one of
+// How commands reach a master (docs/design.md §10): newPath picks one of
 // three paths for each master, once, at New.
 //
 //   - A *redis.Client the Locker can dial itself: the fast path, one
