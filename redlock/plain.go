@@ -108,10 +108,15 @@ func (noRetry) NoRetry() bool { return true }
 
 // plainCmd queues c on p and returns what will hold its reply.
 func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
-	list := c.args(nil)
+	var buf [16]arg
+	list := c.args(buf[:0])
 	args := make([]any, len(list))
 	for i, a := range list {
-		args[i] = a.String()
+		if a.num {
+			args[i] = a.n // go-redis writes it in decimal
+		} else {
+			args[i] = a.s + a.suffix
+		}
 	}
 	rc := redis.NewCmd(ctx, args...)
 	p.Process(ctx, noRetry{rc})
