@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,8 +87,8 @@ const memNodeTimeout = time.Minute
 func newMem(t *testing.T) (*memMaster, *stream) {
 	t.Helper()
 	m := &memMaster{writes: make(chan memWrite, 2*maxDeferred)}
-	l := &Locker{opts: Options{NodeTimeout: memNodeTimeout}, addrs: []string{"mem"}, runIDs: map[string]int{}}
-	s := newStream(l, 0, m.dial, 0)
+	cfg := &pathConfig{addr: "mem", nodeTimeout: memNodeTimeout, log: slog.New(slog.DiscardHandler), ids: &identities{}, tried: &atomic.Int32{}}
+	s := newStream(cfg, m.dial, 0)
 	t.Cleanup(func() {
 		s.close() // joins the flusher: every write is in m.writes now
 		for {
