@@ -57,7 +57,7 @@ func (c *cmd) replyError(text string) error {
 // refusedError is what refused a command for lack of permission, wrapping
 // ErrInvalid.
 func refusedError(what, text string) error {
-	return invalid(fmt.Sprintf("the master refused %s for lack of permission (check the ACL user's rules): %s", what, text))
+	return invalid(fmt.Sprintf("the master denied %s: the ACL user lacks the permission (check its rules): %s", what, text))
 }
 
 // handshakeError is the error of an error reply to a set-up command name

@@ -150,7 +150,7 @@ func (k *respLink) kill(br *bufio.Reader, old *respLink, deadline time.Time) err
 		return nil
 	}
 	if old.id == 0 {
-		k.warnNoKill("CLIENT ID refused")
+		k.warnNoKill("CLIENT ID denied")
 		return nil
 	}
 	k.conn.SetDeadline(deadline)
