@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/faultproxy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -146,9 +147,9 @@ type Cluster struct {
 	n       int
 	be      backend
 	log     *slog.Logger
-	servers []string // where the masters listen
-	addrs   []string // what clients dial: servers, or proxies in front of them
-	proxies []*proxy // nil without Options.Proxy
+	servers []string            // where the masters listen
+	addrs   []string            // what clients dial: servers, or proxies in front of them
+	proxies []*faultproxy.Proxy // nil without Options.Proxy
 	jump    *redis.Script
 	sec     *security
 	admins  []*redis.Client // Admin(i) with Options.ACLUser; else Client(i) serves
@@ -237,15 +238,15 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 	if o.Proxy {
 		c.addrs = make([]string, n)
 		for i, s := range c.servers {
-			p, err := startProxy(s)
+			p, err := faultproxy.Start(s)
 			if err != nil {
 				for _, q := range c.proxies {
-					q.close()
+					q.Close()
 				}
 				return nil, errors.Join(fmt.Errorf("lab: proxy for master %d: %w", i, err), be.close())
 			}
 			c.proxies = append(c.proxies, p)
-			c.addrs[i] = p.addr()
+			c.addrs[i] = p.Addr()
 		}
 	}
 	for _, a := range c.addrs {
@@ -441,7 +442,7 @@ func (c *Cluster) JumpClock(ctx context.Context, i int, d time.Duration) (int, e
 	return n, nil
 }
 
-func (c *Cluster) proxy(i int) (*proxy, error) {
+func (c *Cluster) proxy(i int) (*faultproxy.Proxy, error) {
 	if err := c.check(i); err != nil {
 		return nil, err
 	}
@@ -464,7 +465,7 @@ func (c *Cluster) Cut(i int) error {
 	}
 	c.log.Debug("lab: cut", "master", i)
 	if c.proxies != nil {
-		c.proxies[i].setCut()
+		c.proxies[i].Cut()
 		return nil
 	}
 	if cb, ok := c.be.(cutter); ok {
@@ -484,7 +485,7 @@ func (c *Cluster) Heal(i int) error {
 	}
 	c.log.Debug("lab: heal", "master", i)
 	if c.proxies != nil {
-		c.proxies[i].heal()
+		c.proxies[i].Heal()
 		return nil
 	}
 	if cb, ok := c.be.(cutter); ok {
@@ -505,7 +506,7 @@ func (c *Cluster) Latency(i int, d time.Duration) error {
 		return err
 	}
 	c.log.Debug("lab: latency", "master", i, "each way", d)
-	p.setLatency(d)
+	p.SetLatency(d)
 	return nil
 }
 
@@ -525,7 +526,7 @@ func (c *Cluster) DelayOpen(i int, toMaster, fromMaster time.Duration) (int, err
 		return 0, err
 	}
 	c.log.Debug("lab: delay open connections", "master", i, "to master", toMaster, "from master", fromMaster)
-	return p.delayOpen(toMaster, fromMaster), nil
+	return p.DelayOpen(toMaster, fromMaster), nil
 }
 
 // Close kills every master (paused ones too), closes every client handed
@@ -552,7 +553,7 @@ func (c *Cluster) close() error {
 		}
 	}
 	for _, p := range c.proxies {
-		p.close()
+		p.Close()
 	}
 	errs = append(errs, c.be.close())
 	err := errors.Join(errs...)

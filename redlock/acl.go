@@ -3,8 +3,6 @@ package redlock
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/quorumlab/redlock/quorum"
@@ -29,60 +27,21 @@ func aclRefusal(text string) bool {
 	return strings.HasPrefix(text, "NOPERM") || strings.Contains(text, "The user executing the script can't")
 }
 
-// scriptNames names the Locker's scripts in errors; scriptCalls lists the
-// commands each calls, read from its source, so that a refusal inside a
-// script can say which permissions it needs.
-var (
-	scriptNames = map[*script]string{
-		extendScript:         "extend.lua",
-		releaseScript:        "release.lua",
-		acquireFencedScript:  "acquire_fenced.lua",
-		writebackScript:      "writeback.lua",
-		acquireMultiScript:   "acquire_multi.lua",
-		writebackMultiScript: "writeback_multi.lua",
-		extendMultiScript:    "extend_multi.lua",
-		releaseMultiScript:   "release_multi.lua",
-	}
-	scriptCalls = map[*script]string{}
-)
-
-func init() {
-	call := regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
-	for sc := range scriptNames {
-		var names []string
-		for _, m := range call.FindAllStringSubmatch(sc.src, -1) {
-			if n := strings.ToUpper(m[1]); !slices.Contains(names, n) {
-				names = append(names, n)
-			}
-		}
-		scriptCalls[sc] = strings.Join(names, ", ")
-	}
-}
-
-// describe names the command c sends, as a refusal reports it.
+// describe names the command c sends, as a refusal reports it: its
+// script for an EVALSHA, else its name (args).
 func (c *cmd) describe() string {
-	switch c.kind {
-	case cmdSetNX:
-		return "SET"
-	case cmdLoad:
-		return "SCRIPT LOAD"
-	case cmdJoin:
-		return "ZADD"
-	case cmdLeave:
-		return "ZREM"
-	case cmdProbe:
-		return "EXISTS"
-	case cmdRank:
-		return "ZRANK"
-	}
 	if sc := c.lua(); sc != nil {
-		return "EVALSHA of " + scriptDesc(sc)
+		return "EVALSHA of " + sc.describe()
 	}
-	return "a command"
+	a := c.args(nil)
+	if c.kind == cmdLoad {
+		return a[0].s + " " + a[1].s // SCRIPT LOAD
+	}
+	return a[0].s
 }
 
-func scriptDesc(sc *script) string {
-	return fmt.Sprintf("%s (which calls %s)", scriptNames[sc], scriptCalls[sc])
+func (sc *script) describe() string {
+	return fmt.Sprintf("%s (which calls %s)", sc.name, sc.calls)
 }
 
 // replyError is the error of an error reply to c: ErrInvalid naming the
@@ -98,7 +57,7 @@ func (c *cmd) replyError(text string) error {
 // refusedError is what refused a command for lack of permission, wrapping
 // ErrInvalid.
 func refusedError(what, text string) error {
-	return invalid(fmt.Sprintf("the master refused %s for lack of permission (check the ACL user's rules): %s", what, text))
+	return invalid(fmt.Sprintf("the master denied %s: the ACL user lacks the permission (check its rules): %s", what, text))
 }
 
 // handshakeError is the error of an error reply to a set-up command name

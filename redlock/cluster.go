@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,22 +36,6 @@ import (
 // release) and has the table fetched again before the next command; a
 // failed connection to a shard does too.
 
-// A pathway is how the Locker reaches one master: a stream, or, for a
-// Redis Cluster master, a shardSet of streams.
-type pathway interface {
-	submit(c *cmd, now time.Time) submitted
-	// skipError is why a refused command was not sent: ErrUnavailable,
-	// or the error that made the master unusable (acl.go).
-	skipError() error
-	stats() StreamStats
-	close()
-}
-
-var (
-	_ pathway = (*stream)(nil)
-	_ pathway = (*shardSet)(nil)
-)
-
 // numSlots is the number of hash slots of a Redis Cluster.
 const numSlots = slot.Count
 
@@ -66,68 +49,9 @@ func (r raw) redirect() bool {
 	return r.typ == '-' && (strings.HasPrefix(r.text, "MOVED ") || strings.HasPrefix(r.text, "ASK "))
 }
 
-// clusterNodeOptions returns the options for a dedicated connection to one
-// node of cc (Addr left empty), or nil when the fast path cannot reproduce
-// the cluster client's connection setup: its own NewClient, an OnConnect
-// hook, or a credentials provider.
-func clusterNodeOptions(cc *redis.ClusterClient) *redis.Options {
-	co := cc.Options()
-	// go-redis fills in NewClient with redis.NewClient; another one is
-	// the caller's own.
-	ownNewClient := co.NewClient != nil && reflect.ValueOf(co.NewClient).Pointer() != reflect.ValueOf(redis.NewClient).Pointer()
-	if ownNewClient || co.OnConnect != nil || co.CredentialsProvider != nil ||
-		co.CredentialsProviderContext != nil || co.StreamingCredentialsProvider != nil {
-		return nil
-	}
-	return &redis.Options{
-		Dialer:      co.Dialer,
-		Username:    co.Username,
-		Password:    co.Password,
-		TLSConfig:   co.TLSConfig,
-		DialTimeout: co.DialTimeout,
-		ReadTimeout: co.ReadTimeout,
-	}
-}
-
-// clusterPathway returns the pathway for master i when it is a Redis
-// Cluster the fast path can serve, else nil.
-func (l *Locker) clusterPathway(i int, m redis.UniversalClient) pathway {
-	cc, ok := m.(*redis.ClusterClient)
-	if !ok || l.opts.ViaClient {
-		return nil
-	}
-	no := clusterNodeOptions(cc)
-	if no == nil {
-		return nil
-	}
-	return newShardSet(l, i, cc, no)
-}
-
-// identifyNode records that master i reaches the Redis Cluster node id,
-// and fails when another master reaches it too: two masters that are the
-// same cluster, or share a node.
-func (l *Locker) identifyNode(i int, id string) error {
-	if id == "" {
-		return nil
-	}
-	key := "cluster node " + id // cannot collide with a run_id (no spaces)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if j, ok := l.runIDs[key]; ok && j != i {
-		err := invalid(fmt.Sprintf("masters %d and %d share the Redis Cluster node %s: a quorum needs independent masters (separate clusters, no replication between them)", min(i, j), max(i, j), id))
-		if l.invalid == nil {
-			l.invalid = err
-		}
-		return err
-	}
-	l.runIDs[key] = i
-	return nil
-}
-
 // shardSet is master i when it is a Redis Cluster: one stream per shard.
 type shardSet struct {
-	l      *Locker
-	i      int
+	cfg    *pathConfig
 	seeds  []string
 	node   redis.Options // for every node, Addr aside
 	giveUp time.Duration
@@ -159,13 +83,13 @@ type slotTable struct {
 
 const unowned = 0xFFFF
 
-func newShardSet(l *Locker, i int, cc *redis.ClusterClient, node *redis.Options) *shardSet {
+func newShardSet(cfg *pathConfig, cc *redis.ClusterClient, node *redis.Options) *shardSet {
 	co := cc.Options()
-	ss := &shardSet{l: l, i: i, seeds: append([]string(nil), co.Addrs...), node: *node, slots: co.ClusterSlots, nodes: map[string]*stream{}}
+	ss := &shardSet{cfg: cfg, seeds: append([]string(nil), co.Addrs...), node: *node, slots: co.ClusterSlots, nodes: map[string]*stream{}}
 	ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	// ClusterOptions after go-redis's defaults: 0 is no timeout.
 	if rt := node.ReadTimeout; rt > 0 {
-		ss.giveUp = max(rt, l.opts.NodeTimeout)
+		ss.giveUp = max(rt, cfg.nodeTimeout)
 	}
 	return ss
 }
@@ -184,7 +108,7 @@ func (ss *shardSet) submit(c *cmd, now time.Time) submitted {
 	t := ss.table.Load()
 	if t == nil {
 		// Like a failed dial: skipped for NodeTimeout after a failed fetch.
-		if !ss.fetching && !ss.failedAt.IsZero() && now.Sub(ss.failedAt) < ss.l.opts.NodeTimeout {
+		if !ss.fetching && !ss.failedAt.IsZero() && now.Sub(ss.failedAt) < ss.cfg.nodeTimeout {
 			ss.mu.Unlock()
 			return refused
 		}
@@ -248,7 +172,7 @@ func (ss *shardSet) refresh() {
 	}
 	for _, id := range ids {
 		if err == nil {
-			err = ss.l.identifyNode(ss.i, id)
+			err = ss.cfg.ids.claim(ss.cfg.master, identity{id: id, node: true})
 		}
 	}
 	now := time.Now()
@@ -268,7 +192,7 @@ func (ss *shardSet) refresh() {
 		}
 		ss.mu.Unlock()
 		if first {
-			ss.l.tried.Add(1)
+			ss.cfg.tried.Add(1)
 		}
 		if err == nil {
 			err = errClosedSet
@@ -295,7 +219,7 @@ func (ss *shardSet) refresh() {
 	ss.table.Store(t)
 	ss.mu.Unlock()
 	if first {
-		ss.l.tried.Add(1)
+		ss.cfg.tried.Add(1)
 	}
 }
 
@@ -357,7 +281,7 @@ func (ss *shardSet) streamLocked(addr string) *stream {
 		}
 		return ln, runID, err
 	}
-	s = newStream(ss.l, ss.i, dial, ss.giveUp)
+	s = newStream(ss.cfg, dial, ss.giveUp)
 	s.mu.Lock()
 	s.shard, s.onRedirect = true, func() { ss.stale.Store(true) }
 	s.mu.Unlock()
@@ -422,15 +346,15 @@ func (ss *shardSet) fetch() ([]redis.ClusterSlot, error) {
 	if slots != nil {
 		return slots, nil
 	}
-	return nil, fmt.Errorf("redlock: CLUSTER SLOTS on master %d: %w", ss.i, errors.Join(errs...))
+	return nil, fmt.Errorf("redlock: CLUSTER SLOTS on master %d: %w", ss.cfg.master, errors.Join(errs...))
 }
 
 // stats sums the shards: Skipped while any shard is skipped (part of the
 // key space is not being sent to), with each shard's own stats in Shards.
 func (ss *shardSet) stats() StreamStats {
 	ss.mu.Lock()
-	st := StreamStats{Addr: ss.l.addrs[ss.i]}
-	if ss.table.Load() == nil && !ss.failedAt.IsZero() && time.Since(ss.failedAt) < ss.l.opts.NodeTimeout {
+	st := StreamStats{Addr: ss.cfg.addr}
+	if ss.table.Load() == nil && !ss.failedAt.IsZero() && time.Since(ss.failedAt) < ss.cfg.nodeTimeout {
 		st.Skipped = true
 	}
 	addrs := append([]string(nil), ss.order...)

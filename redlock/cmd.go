@@ -59,6 +59,101 @@ func (c *cmd) lua() *script {
 	return nil
 }
 
+// arg is one argument of a command, laid out without allocating: the
+// string s followed by suffix (a key's fence counter: key + ":fence"), or,
+// when num is set, the number n in decimal.
+type arg struct {
+	s, suffix string
+	n         uint64
+	num       bool
+}
+
+func str(s string) arg     { return arg{s: s} }
+func num(n uint64) arg     { return arg{n: n, num: true} }
+func fence(key string) arg { return arg{s: key, suffix: fenceSuffix} }
+
+// String is the argument as it goes on the wire.
+func (a arg) String() string {
+	if a.num {
+		return strconv.FormatUint(a.n, 10)
+	}
+	return a.s + a.suffix
+}
+
+// args appends c's command, its name first, to dst: the one place where
+// each kind's keys and arguments are laid out. The transports (fast.go,
+// plain.go) only serialize the list.
+func (c *cmd) args(dst []arg) []arg {
+	switch c.kind {
+	case cmdSetNX:
+		return append(dst, str("SET"), str(c.key), str(c.token), str("NX"), str("PX"), num(c.n))
+	case cmdAcquireFenced, cmdWriteback:
+		return append(c.evalsha(dst, 2), str(c.key), fence(c.key), str(c.token), num(c.n))
+	case cmdExtend:
+		return append(c.evalsha(dst, 1), str(c.key), str(c.token), num(c.n))
+	case cmdRelease:
+		nk := c.releaseKeys()
+		dst = append(c.evalsha(dst, nk), str(c.key))
+		if nk == 2 {
+			dst = append(dst, str(queueKey(c.key)))
+		}
+		return append(dst, str(c.token))
+	case cmdJoin:
+		return append(dst, str("ZADD"), str(queueKey(c.key)), str("NX"), num(c.n), str(c.token))
+	case cmdLeave:
+		return append(dst, str("ZREM"), str(queueKey(c.key)), str(c.token))
+	case cmdProbe:
+		return append(dst, str("EXISTS"), str(c.key))
+	case cmdRank:
+		return append(dst, str("ZRANK"), str(queueKey(c.key)), str(c.token))
+	case cmdAcquireMulti, cmdWritebackMulti:
+		// KEYS: the lock keys, then their fence counters when fenced;
+		// ARGV: token, TTL or fence, the key count, and for an acquire
+		// whether to read the fences ("0"/"1").
+		fences := c.kind == cmdWritebackMulti || c.fenced
+		nk := len(c.keys)
+		if fences {
+			nk *= 2
+		}
+		dst = c.evalsha(dst, nk)
+		for _, key := range c.keys {
+			dst = append(dst, str(key))
+		}
+		if fences {
+			for _, key := range c.keys {
+				dst = append(dst, fence(key))
+			}
+		}
+		dst = append(dst, str(c.token), num(c.n), num(uint64(len(c.keys))))
+		if c.kind == cmdAcquireMulti {
+			flag := "0"
+			if c.fenced {
+				flag = "1"
+			}
+			dst = append(dst, str(flag))
+		}
+		return dst
+	case cmdExtendMulti, cmdReleaseMulti:
+		dst = c.evalsha(dst, len(c.keys))
+		for _, key := range c.keys {
+			dst = append(dst, str(key))
+		}
+		dst = append(dst, str(c.token))
+		if c.kind == cmdExtendMulti {
+			dst = append(dst, num(c.n))
+		}
+		return dst
+	case cmdLoad:
+		return append(dst, str("SCRIPT"), str("LOAD"), str(c.script.src))
+	}
+	return dst
+}
+
+// evalsha appends the head of an EVALSHA of c's script with nkeys keys.
+func (c *cmd) evalsha(dst []arg, nkeys int) []arg {
+	return append(dst, str("EVALSHA"), str(c.lua().sha), num(uint64(nkeys)))
+}
+
 // queueKey is the lock key's queue of waiting callers, in its hash slot.
 func queueKey(lock string) string { return lock + queueSuffix }
 

@@ -50,19 +50,16 @@
 // on the masters until their TTL.
 //
 // Each master has one ordered, pipelined stream, so a release never
-// overtakes the SET it cleans up. A master that has left a command
-// unanswered and sent nothing for NodeTimeout is skipped until it replies;
-// releases for it wait (at most 4096 per master, counted in Locker.Stats).
+// overtakes the SET it cleans up; a master silent for NodeTimeout is
+// skipped until it replies (docs/design.md §10).
 //
 // # Owner labels
 //
 // Options.OwnerLabel puts a label such as "host-1:4242" in front of every
 // token ("<label>/<random>"), so that an operator reading the masters
-// (cmd/redlock inspect, list) can tell which process holds a lock. It costs
-// nothing per acquisition beyond the label's bytes in the SET already sent.
-// The label is readable by anyone who can read the masters: put nothing
-// secret in it. KeyFor and ResourceFor map resources to keys and back for
-// such tools.
+// (cmd/redlock inspect, list) can tell which process holds a lock. Anyone
+// who can read the masters can read it: put nothing secret in it. KeyFor
+// and ResourceFor map resources to keys and back for such tools.
 //
 // # Errors
 //

@@ -248,7 +248,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 		// Keys stay where the release was refused (until their TTL): say
 		// so rather than return nil.
 		err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res),
-			Reason: "the lock's keys stay until their TTL on the masters that refused", kind: ErrInvalid, cause: ref}
+			Reason: "the lock's keys stay until their TTL on the masters whose ACL denied the release", kind: ErrInvalid, cause: ref}
 		l.log.WarnContext(ctx, "redlock: released with errors", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 		return err
 	}

@@ -37,8 +37,7 @@ type Locker struct {
 	mu      sync.Mutex
 	closing bool
 	ops     sync.WaitGroup // operations in progress; Close waits for them
-	runIDs  map[string]int // server run_id → master index
-	invalid error          // two masters turned out to be one server
+	ids     identities     // which server each master reaches (transport.go)
 	tried   atomic.Int32   // streams whose first dial has ended
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
@@ -95,7 +94,7 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		// The same address string reaches the same server, unless a
 		// dialer of the caller's decides otherwise; other names for one
 		// server are caught by run_id on first contact.
-		if c, ok := m.(*redis.Client); ok && c.Options().Addr != "FailoverClient" {
+		if c, ok := m.(*redis.Client); ok && !isFailover(c) {
 			ids = append(ids, addrs[i])
 		}
 		for _, id := range ids {
@@ -116,32 +115,12 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		budget:  o.budget(),
 		need:    validity.Majority(len(masters)),
 		log:     log,
-		runIDs:  map[string]int{},
 	}
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
-		if p := l.clusterPathway(i, m); p != nil {
-			l.streams[i] = p // one stream per shard (cluster.go)
-			continue
-		}
-		var s *stream
-		var dial func() (link, string, error)
-		var giveUp time.Duration
-		if fo := fastOptions(m); fo != nil && !o.ViaClient {
-			dial = func() (link, string, error) { return s.dialRESP(fo) }
-			// go-redis: 0 means 3s, −1 and −2 no timeout.
-			switch rt := fo.ReadTimeout; {
-			case rt == 0:
-				giveUp = 3 * time.Second
-			case rt > 0:
-				giveUp = max(rt, o.NodeTimeout)
-			}
-		} else {
-			dial = func() (link, string, error) { return s.dialPlain(m) }
-		}
-		s = newStream(l, i, dial, giveUp)
-		l.streams[i] = s
+		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.NodeTimeout, log: log, ids: &l.ids, tried: &l.tried}
+		l.streams[i] = newPath(cfg, m, o.ViaClient) // transport.go
 	}
 	tel, err := newTelemetry(l)
 	if err != nil {
@@ -190,25 +169,6 @@ func clientAddr(c redis.UniversalClient) string {
 	return ""
 }
 
-// identify records master i's server run_id, and fails when another
-// master is the same server.
-func (l *Locker) identify(i int, runID string) error {
-	if runID == "" {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if j, ok := l.runIDs[runID]; ok && j != i {
-		err := invalid(fmt.Sprintf("masters %d and %d are the same server (run_id %s): a quorum needs independent masters", min(i, j), max(i, j), runID))
-		if l.invalid == nil {
-			l.invalid = err
-		}
-		return err
-	}
-	l.runIDs[runID] = i
-	return nil
-}
-
 // enter registers an operation, unless the Locker is closing.
 func (l *Locker) enter() bool {
 	l.mu.Lock()
@@ -226,11 +186,7 @@ func (l *Locker) isClosing() bool {
 	return l.closing
 }
 
-func (l *Locker) invalidErr() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.invalid
-}
+func (l *Locker) invalidErr() error { return l.ids.err() }
 
 // Options returns the options in force, defaults filled in.
 func (l *Locker) Options() Options { return l.opts }

@@ -53,11 +53,11 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 			if isServerError(err) && aclRefusal(err.Error()) {
 				err = refusedError("SCRIPT LOAD", err.Error())
 			}
-			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.l.addrs[s.i], err)
+			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.cfg.addr, err)
 		}
 	}
 	if err := info.Err(); err != nil && isServerError(err) && aclRefusal(err.Error()) {
-		return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.l.addrs[s.i], refusedError("INFO server", err.Error()))
+		return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.cfg.addr, refusedError("INFO server", err.Error()))
 	}
 	runID := runIDOf(info.Val())
 	if _, ok := c.(*redis.Ring); ok {
@@ -108,60 +108,19 @@ func (noRetry) NoRetry() bool { return true }
 
 // plainCmd queues c on p and returns what will hold its reply.
 func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
-	var args []any
-	evalsha := func(keys []string, argv ...any) {
-		args = make([]any, 0, 3+len(keys)+len(argv))
-		args = append(args, "evalsha", c.lua().sha, len(keys))
-		for _, k := range keys {
-			args = append(args, k)
+	var buf [16]arg
+	list := c.args(buf[:0])
+	args := make([]any, len(list))
+	for i, a := range list {
+		if a.num {
+			args[i] = a.n // go-redis writes it in decimal
+		} else {
+			args[i] = a.s + a.suffix
 		}
-		args = append(args, argv...)
-	}
-	switch c.kind {
-	case cmdSetNX:
-		args = []any{"set", c.key, c.token, "nx", "px", c.n}
-	case cmdAcquireFenced, cmdWriteback:
-		evalsha([]string{c.key, c.key + fenceSuffix}, c.token, c.n)
-	case cmdExtend:
-		evalsha([]string{c.key}, c.token, c.n)
-	case cmdRelease:
-		evalsha([]string{c.key, queueKey(c.key)}[:c.releaseKeys()], c.token)
-	case cmdJoin:
-		args = []any{"zadd", queueKey(c.key), "nx", c.n, c.token}
-	case cmdLeave:
-		args = []any{"zrem", queueKey(c.key), c.token}
-	case cmdProbe:
-		args = []any{"exists", c.key}
-	case cmdRank:
-		args = []any{"zrank", queueKey(c.key), c.token}
-	case cmdAcquireMulti:
-		keys, flag := c.keys, "0"
-		if c.fenced {
-			keys, flag = withFenceKeys(c.keys), "1"
-		}
-		evalsha(keys, c.token, c.n, len(c.keys), flag)
-	case cmdWritebackMulti:
-		evalsha(withFenceKeys(c.keys), c.token, c.n, len(c.keys))
-	case cmdExtendMulti:
-		evalsha(c.keys, c.token, c.n)
-	case cmdReleaseMulti:
-		evalsha(c.keys, c.token)
-	default:
-		args = []any{"script", "load", c.script.src}
 	}
 	rc := redis.NewCmd(ctx, args...)
 	p.Process(ctx, noRetry{rc})
 	return rc
-}
-
-// withFenceKeys returns keys followed by their fence counters' keys.
-func withFenceKeys(keys []string) []string {
-	out := make([]string, 0, 2*len(keys))
-	out = append(out, keys...)
-	for _, k := range keys {
-		out = append(out, fenceKey(k))
-	}
-	return out
 }
 
 // plainRaw turns a go-redis command's result into the reply it was.

@@ -4,6 +4,9 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,24 +47,35 @@ var (
 	writebackMultiSrc = decimalLua + writebackMultiBody
 )
 
-// script is a Lua script and its SHA1, as EVALSHA names it.
-type script struct{ src, sha string }
+// script is one of the Locker's Lua scripts: its file name, source, SHA1
+// (as EVALSHA names it) and the commands it calls, read from its source,
+// which a refusal inside it names (acl.go).
+type script struct{ name, src, sha, calls string }
 
-func newScript(src string) *script {
+var scriptCall = regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
+
+func newScript(name, src string) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+	var calls []string
+	for _, m := range scriptCall.FindAllStringSubmatch(src, -1) {
+		if n := strings.ToUpper(m[1]); !slices.Contains(calls, n) {
+			calls = append(calls, n)
+		}
+	}
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:]), calls: strings.Join(calls, ", ")}
 }
 
-// Immutable once built.
+// The scripts, immutable once built; scriptList is every one of them, in
+// the order a connection loads them.
 var (
-	extendScript         = newScript(extendSrc)
-	releaseScript        = newScript(releaseSrc)
-	acquireFencedScript  = newScript(acquireFencedSrc)
-	writebackScript      = newScript(writebackSrc)
-	acquireMultiScript   = newScript(acquireMultiSrc)
-	writebackMultiScript = newScript(writebackMultiSrc)
-	extendMultiScript    = newScript(extendMultiSrc)
-	releaseMultiScript   = newScript(releaseMultiSrc)
+	extendScript         = newScript("extend.lua", extendSrc)
+	releaseScript        = newScript("release.lua", releaseSrc)
+	acquireFencedScript  = newScript("acquire_fenced.lua", acquireFencedSrc)
+	writebackScript      = newScript("writeback.lua", writebackSrc)
+	acquireMultiScript   = newScript("acquire_multi.lua", acquireMultiSrc)
+	writebackMultiScript = newScript("writeback_multi.lua", writebackMultiSrc)
+	extendMultiScript    = newScript("extend_multi.lua", extendMultiSrc)
+	releaseMultiScript   = newScript("release_multi.lua", releaseMultiSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript}
 )

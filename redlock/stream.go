@@ -30,8 +30,7 @@ import (
 //     before it). At most maxDeferred are parked; past that the oldest are
 //     dropped (their keys expire with their TTL) and counted.
 type stream struct {
-	l *Locker
-	i int
+	cfg *pathConfig
 	// dial opens the link to the master and reports the server's run_id
 	// ("" when it cannot tell).
 	dial func() (link, string, error)
@@ -103,8 +102,8 @@ const (
 	refused                  // not sent: the master is not answering, or closed
 )
 
-func newStream(l *Locker, i int, dial func() (link, string, error), giveUpAfter time.Duration) *stream {
-	s := &stream{l: l, i: i, dial: dial, giveUpAfter: giveUpAfter, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+func newStream(cfg *pathConfig, dial func() (link, string, error), giveUpAfter time.Duration) *stream {
+	s := &stream{cfg: cfg, dial: dial, giveUpAfter: giveUpAfter, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Go(s.run)
 	return s
@@ -117,7 +116,7 @@ func (s *stream) unansweredLocked() int { return len(s.queue) + len(s.inflight) 
 // has waited, and no reply came, for longer than NodeTimeout; or the last
 // dial failed less than NodeTimeout ago.
 func (s *stream) skippingLocked(now time.Time) bool {
-	nt := s.l.opts.NodeTimeout
+	nt := s.cfg.nodeTimeout
 	if s.link == nil && !s.failedAt.IsZero() && now.Sub(s.failedAt) < nt {
 		return true
 	}
@@ -202,7 +201,7 @@ func (s *stream) probeDueLocked() bool { return len(s.parked) > 0 || s.unanswere
 // master down for good is dialled once a second).
 func (s *stream) armProbeLocked() {
 	if s.probing == nil && !s.closed {
-		s.probing = time.AfterFunc(max(s.l.opts.NodeTimeout, probeEvery), s.probe)
+		s.probing = time.AfterFunc(max(s.cfg.nodeTimeout, probeEvery), s.probe)
 	}
 }
 
@@ -307,7 +306,7 @@ func (s *stream) flush() {
 			var err error
 			ln, runID, err = s.dial()
 			if err == nil {
-				if err = s.l.identify(s.i, runID); err != nil {
+				if err = s.cfg.ids.claim(s.cfg.master, identity{id: runID}); err != nil {
 					ln.close()
 				}
 			}
@@ -315,7 +314,7 @@ func (s *stream) flush() {
 			if !s.tried {
 				s.tried = true
 				if !s.shard {
-					s.l.tried.Add(1)
+					s.cfg.tried.Add(1)
 				}
 			}
 			if err == nil && s.closed {
@@ -544,5 +543,5 @@ type StreamStats struct {
 func (s *stream) stats() StreamStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return StreamStats{Addr: s.l.addrs[s.i], Skipped: s.skippingLocked(time.Now()), Deferred: len(s.parked), Dropped: s.dropped, Written: s.written}
+	return StreamStats{Addr: s.cfg.addr, Skipped: s.skippingLocked(time.Now()), Deferred: len(s.parked), Dropped: s.dropped, Written: s.written}
 }

@@ -58,13 +58,14 @@ const (
 type telemetry struct {
 	tracer trace.Tracer
 	label  func(string) string
-	// globalMP and globalTP are the types of OpenTelemetry's built-in
-	// global providers when the Locker uses them and no SDK was installed
-	// yet (nil otherwise): while the global provider is still of that
-	// type, nothing can record and the Locker skips the calls altogether.
-	// Once the application installs an SDK the instruments, created from
-	// the global providers, delegate to it.
-	globalMP, globalTP reflect.Type
+	// globalMP and globalTP are OpenTelemetry's built-in global providers
+	// when the Locker uses them and no SDK was installed yet (nil
+	// otherwise), found once by New: while the global provider is still
+	// that one, nothing can record and the Locker skips the calls
+	// altogether. Once the application installs an SDK the instruments,
+	// created from the global providers, delegate to it.
+	globalMP metric.MeterProvider
+	globalTP trace.TracerProvider
 	// noMeter and noTrace: that provider is the OpenTelemetry no-op one
 	// (the other is not): its calls are skipped.
 	noMeter, noTrace bool
@@ -139,11 +140,11 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	}
 	m := mp.Meter(instrumentation)
 	t := &telemetry{tracer: tp.Tracer(instrumentation), label: l.opts.ResourceLabel, noMeter: mnoop, noTrace: tnoop}
-	if l.opts.MeterProvider == nil {
-		t.globalMP = builtinGlobal(mp)
+	if l.opts.MeterProvider == nil && builtinGlobal(mp) {
+		t.globalMP = mp
 	}
-	if l.opts.TracerProvider == nil {
-		t.globalTP = builtinGlobal(tp)
+	if l.opts.TracerProvider == nil && builtinGlobal(tp) {
+		t.globalTP = tp
 	}
 	var errs []error
 	keep := func(err error) {
@@ -297,24 +298,22 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	return t, nil
 }
 
-// builtinGlobal returns p's type if p is OpenTelemetry's built-in global
-// (delegating, until an SDK is installed) provider, else nil.
-func builtinGlobal(p any) reflect.Type {
+// builtinGlobal reports whether p is OpenTelemetry's built-in global
+// (delegating, until an SDK is installed) provider. OpenTelemetry exports
+// no way to ask, so New asks its type once; records compare providers.
+func builtinGlobal(p any) bool {
 	rt := reflect.TypeOf(p)
-	if rt != nil && rt.Kind() == reflect.Pointer && rt.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
-		return rt
-	}
-	return nil
+	return rt != nil && rt.Kind() == reflect.Pointer && rt.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
 }
 
 // metering reports whether metrics can be recorded now.
 func (t *telemetry) metering() bool {
-	return t != nil && !t.noMeter && (t.globalMP == nil || reflect.TypeOf(otel.GetMeterProvider()) != t.globalMP)
+	return t != nil && !t.noMeter && (t.globalMP == nil || otel.GetMeterProvider() != t.globalMP)
 }
 
 // tracing reports whether spans can be recorded now.
 func (t *telemetry) tracing() bool {
-	return t != nil && !t.noTrace && (t.globalTP == nil || reflect.TypeOf(otel.GetTracerProvider()) != t.globalTP)
+	return t != nil && !t.noTrace && (t.globalTP == nil || otel.GetTracerProvider() != t.globalTP)
 }
 
 func (t *telemetry) close() {

@@ -33,7 +33,7 @@
 // a frozen (SIGSTOPped) server does: the Locker gives up on it after its
 // NodeTimeout and skips it until it answers again. Resume hands on what
 // was sent meanwhile, in order. Refuse makes a master reset every
-// connection, as a server that is down does; Accept serves again. Both act
+// connection, as a server that is down does; Heal serves again. Both act
 // on the network path only: Servers gives the miniredis servers themselves,
 // and Tokens, Holding and Fences read each master's keys in-process, so
 // they work on a stalled or refused master too.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlab/redlock/internal/faultproxy"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,7 +32,7 @@ type Options struct {
 // Its methods are safe for concurrent use.
 type Masters struct {
 	servers []*miniredis.Miniredis
-	fronts  []*front
+	fronts  []*faultproxy.Proxy
 	clients []*redis.Client
 	addrs   []string
 
@@ -85,14 +86,14 @@ func Start(opts *Options) (*Masters, error) {
 		// FastForward is called.
 		s.ClockTTL(true)
 		m.servers = append(m.servers, s)
-		f, err := startFront(s.Addr())
+		f, err := faultproxy.Start(s.Addr())
 		if err != nil {
 			m.shutdown()
 			return nil, fmt.Errorf("redlocktest: starting master %d's listener: %w", i, err)
 		}
 		m.fronts = append(m.fronts, f)
-		m.addrs = append(m.addrs, f.addr())
-		m.clients = append(m.clients, redis.NewClient(&redis.Options{Addr: f.addr()}))
+		m.addrs = append(m.addrs, f.Addr())
+		m.clients = append(m.clients, redis.NewClient(&redis.Options{Addr: f.Addr()}))
 	}
 	return m, nil
 }
@@ -149,13 +150,13 @@ func (m *Masters) Locker(opts *redlock.Options) (*redlock.Locker, error) {
 // answers again. The server itself keeps running, and its keys keep
 // expiring.
 func (m *Masters) Stall(i ...int) error {
-	return m.each("Stall", i, (*front).stall)
+	return m.each("Stall", i, (*faultproxy.Proxy).Stall)
 }
 
 // Resume undoes Stall: what was sent meanwhile is handed on and answered,
 // in order, as a SIGCONTinued server would.
 func (m *Masters) Resume(i ...int) error {
-	return m.each("Resume", i, (*front).resume)
+	return m.each("Resume", i, (*faultproxy.Proxy).Resume)
 }
 
 // Refuse makes the given masters look down: every open connection is
@@ -164,18 +165,18 @@ func (m *Masters) Resume(i ...int) error {
 // port stays bound (closing it would be closer to a dead host, but the
 // port could be taken meanwhile). The server keeps its keys.
 func (m *Masters) Refuse(i ...int) error {
-	return m.each("Refuse", i, (*front).refuse)
+	return m.each("Refuse", i, (*faultproxy.Proxy).Refuse)
 }
 
-// Accept undoes Refuse: new connections are served again (clients
+// Heal undoes Refuse: new connections are served again (clients
 // reconnect by themselves).
-func (m *Masters) Accept(i ...int) error {
-	return m.each("Accept", i, (*front).allow)
+func (m *Masters) Heal(i ...int) error {
+	return m.each("Heal", i, (*faultproxy.Proxy).Heal)
 }
 
 // each applies do to the fronts of the masters idx, after checking them
 // all.
-func (m *Masters) each(name string, idx []int, do func(*front)) error {
+func (m *Masters) each(name string, idx []int, do func(*faultproxy.Proxy)) error {
 	if len(idx) == 0 {
 		return fmt.Errorf("redlocktest: %s: no master given (masters are numbered 0 to %d)", name, len(m.fronts)-1)
 	}
@@ -284,8 +285,8 @@ func (m *Masters) Close() error {
 	lockers := m.lockers
 	m.lockers = nil
 	for _, f := range m.fronts {
-		f.allow()
-		f.resume()
+		f.Heal()
+		f.Resume()
 	}
 	m.mu.Unlock()
 	var errs []error
@@ -302,7 +303,7 @@ func (m *Masters) shutdown() error {
 		errs = append(errs, c.Close())
 	}
 	for _, f := range m.fronts {
-		f.close()
+		f.Close()
 	}
 	for _, s := range m.servers {
 		s.Close()

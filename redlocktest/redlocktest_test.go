@@ -288,7 +288,7 @@ func TestRefuse(t *testing.T) {
 		t.Fatal("PING to a refused master succeeded")
 	}
 
-	must(t, m.Accept(0, 1, 2))
+	must(t, m.Heal(0, 1, 2))
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	lk, err = l.Lock(lctx, "b")
@@ -431,7 +431,7 @@ func TestBadInput(t *testing.T) {
 	if m.N() != 1 {
 		t.Fatalf("N() = %d, want 1", m.N())
 	}
-	for name, do := range map[string]func(...int) error{"Stall": m.Stall, "Resume": m.Resume, "Refuse": m.Refuse, "Accept": m.Accept} {
+	for name, do := range map[string]func(...int) error{"Stall": m.Stall, "Resume": m.Resume, "Refuse": m.Refuse, "Heal": m.Heal} {
 		if err := do(1); err == nil || !strings.Contains(err.Error(), "no master 1") {
 			t.Errorf("%s(1) with one master: %v", name, err)
 		}

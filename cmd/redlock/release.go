@@ -107,7 +107,7 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 	q := view(states)
 	n := len(states)
 	refuse := func(code int, format string, a ...any) int {
-		fmt.Fprintf(s.stderr, "redlock: release refused: "+format+" (exit %d)\n", append(a, code)...)
+		fmt.Fprintf(s.stderr, "redlock: release declined: "+format+" (exit %d)\n", append(a, code)...)
 		return code
 	}
 	if q.Answered < q.Majority {

@@ -40,32 +40,32 @@ func loadSummaries(t *testing.T) (main Summary, all []Summary) {
 	return main, all
 }
 
-// The README's long-run table is exactly what Table renders from
+// docs/fault-lab.md's long-run table is exactly what Table renders from
 // results.json, under a paragraph that names its seed and wall time.
-func TestReadmeLongRunMatchesResults(t *testing.T) {
+func TestLongRunFiguresMatchResults(t *testing.T) {
 	main, _ := loadSummaries(t)
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/fault-lab.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(readme)
 	i := strings.Index(text, "\nLong run, `make chaos`")
 	if i < 0 {
-		t.Fatal("README: no paragraph starting \"Long run, `make chaos`\"")
+		t.Fatal("docs/fault-lab.md: no paragraph starting \"Long run, `make chaos`\"")
 	}
 	var want bytes.Buffer
 	Table(&want, main.Results)
 	head, _, _ := strings.Cut(want.String(), "\n")
 	j := strings.Index(text[i:], head)
 	if j < 0 {
-		t.Fatal("README: no fault-lab table after the long-run paragraph")
+		t.Fatal("docs/fault-lab.md: no fault-lab table after the long-run paragraph")
 	}
 	para := strings.Join(strings.Fields(text[i:i+j]), " ")
 	if !strings.Contains(para, fmt.Sprintf("seed %d", main.Seed)) {
-		t.Errorf("README's long-run paragraph does not give results.json's seed %d: %q", main.Seed, para)
+		t.Errorf("docs/fault-lab.md's long-run paragraph does not give results.json's seed %d: %q", main.Seed, para)
 	}
 	if wall := strings.ReplaceAll(para, " ", ""); !strings.Contains(wall, main.Wall) {
-		t.Errorf("README's long-run paragraph does not give results.json's wall time %s: %q", main.Wall, para)
+		t.Errorf("docs/fault-lab.md's long-run paragraph does not give results.json's wall time %s: %q", main.Wall, para)
 	}
 	var got []string
 	for _, l := range strings.SplitAfter(text[i+j:], "\n") {
@@ -75,12 +75,13 @@ func TestReadmeLongRunMatchesResults(t *testing.T) {
 		got = append(got, l)
 	}
 	if g := strings.Join(got, ""); g != want.String() {
-		t.Errorf("README's long-run table disagrees with tests/chaos/results.json\nREADME:\n%s\nresults.json renders:\n%s", g, want.String())
+		t.Errorf("docs/fault-lab.md's long-run table disagrees with tests/chaos/results.json\ndocs/fault-lab.md:\n%s\nresults.json renders:\n%s", g, want.String())
 	}
 }
 
-// Figures about the fault lab in README.md and docs/*.md prose each match
-// a row of a recorded run.
+// Figures about the fault lab in README.md and docs/*.md prose (most in
+// docs/fault-lab.md, a summary in the README) each match a row of a
+// recorded run.
 func TestDocFiguresMatchResults(t *testing.T) {
 	_, all := loadSummaries(t)
 	var rows []Result

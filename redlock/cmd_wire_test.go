@@ -1,0 +1,58 @@
+package redlock
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// TestCommandWire pins each command kind's bytes on the fast path: the
+// arguments cmd.args lays out, as the RESP codec writes them (the same
+// bytes the per-kind encoders wrote before issue 19).
+func TestCommandWire(t *testing.T) {
+	keys := []string{"{r}a", "{r}b"}
+	ev := func(sc *script, rest ...string) []string { return append([]string{"EVALSHA", sc.sha}, rest...) }
+	cases := []struct {
+		c    cmd
+		want []string
+	}{
+		{cmd{kind: cmdSetNX, key: "k", token: "t", n: 30000}, []string{"SET", "k", "t", "NX", "PX", "30000"}},
+		{cmd{kind: cmdAcquireFenced, key: "k", token: "t", n: 30000}, ev(acquireFencedScript, "2", "k", "k:fence", "t", "30000")},
+		{cmd{kind: cmdWriteback, key: "k", token: "t", n: 7}, ev(writebackScript, "2", "k", "k:fence", "t", "7")},
+		{cmd{kind: cmdExtend, key: "k", token: "t", n: 30000}, ev(extendScript, "1", "k", "t", "30000")},
+		{cmd{kind: cmdRelease, key: "k", token: "t"}, ev(releaseScript, "1", "k", "t")},
+		{cmd{kind: cmdRelease, key: "k", token: "t", n: 1}, ev(releaseScript, "2", "k", "k:waiters", "t")},
+		{cmd{kind: cmdLoad, script: releaseScript}, []string{"SCRIPT", "LOAD", releaseScript.src}},
+		{cmd{kind: cmdAcquireMulti, key: keys[0], keys: keys, token: "t", n: 30000}, ev(acquireMultiScript, "2", "{r}a", "{r}b", "t", "30000", "2", "0")},
+		{cmd{kind: cmdAcquireMulti, key: keys[0], keys: keys, token: "t", n: 30000, fenced: true}, ev(acquireMultiScript, "4", "{r}a", "{r}b", "{r}a:fence", "{r}b:fence", "t", "30000", "2", "1")},
+		{cmd{kind: cmdWritebackMulti, key: keys[0], keys: keys, token: "t", n: 9}, ev(writebackMultiScript, "4", "{r}a", "{r}b", "{r}a:fence", "{r}b:fence", "t", "9", "2")},
+		{cmd{kind: cmdExtendMulti, key: keys[0], keys: keys, token: "t", n: 30000}, ev(extendMultiScript, "2", "{r}a", "{r}b", "t", "30000")},
+		{cmd{kind: cmdReleaseMulti, key: keys[0], keys: keys, token: "t"}, ev(releaseMultiScript, "2", "{r}a", "{r}b", "t")},
+		{cmd{kind: cmdJoin, key: "k", token: "w", n: 12}, []string{"ZADD", "k:waiters", "NX", "12", "w"}},
+		{cmd{kind: cmdLeave, key: "k", token: "w"}, []string{"ZREM", "k:waiters", "w"}},
+		{cmd{kind: cmdProbe, key: "k"}, []string{"EXISTS", "k"}},
+		{cmd{kind: cmdRank, key: "k", token: "w"}, []string{"ZRANK", "k:waiters", "w"}},
+	}
+	for _, tc := range cases {
+		var got, want bytes.Buffer
+		k := &respLink{respWriter: respWriter{bw: bufio.NewWriter(&got)}}
+		k.encode(&tc.c)
+		k.bw.Flush()
+		fmt.Fprintf(&want, "*%d\r\n", len(tc.want))
+		for _, a := range tc.want {
+			fmt.Fprintf(&want, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if got.String() != want.String() {
+			t.Errorf("kind %d: wrote %q, want %q", tc.c.kind, got.String(), want.String())
+		}
+		// The plain path sends the same arguments.
+		var plain []string
+		for _, a := range tc.c.args(nil) {
+			plain = append(plain, a.String())
+		}
+		if fmt.Sprint(plain) != fmt.Sprint(tc.want) {
+			t.Errorf("kind %d: plain args %q, want %q", tc.c.kind, plain, tc.want)
+		}
+	}
+}
