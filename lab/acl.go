@@ -40,7 +40,7 @@ import (
 // ignored, so it is not listed (add +client|setinfo on 7.2 and later to
 // keep the library name in CLIENT LIST).
 const DefaultACLRules = "resetkeys ~redlock:* resetchannels &redlock:* -@all " +
-	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +exists +zadd +zrem +zpopmin +publish +subscribe +unsubscribe +ping +client|id +client|kill"
+	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +exists +zadd +zrem +zpopmin +zrank +publish +subscribe +unsubscribe +ping +client|id +client|kill"
 
 // ErrNeedsProcessBackend is returned by Start when Options.TLS or
 // Options.ACLUser is asked of the Docker backend (including through

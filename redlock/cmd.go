@@ -31,6 +31,7 @@ const (
 	cmdJoin  // ZADD queue NX score id
 	cmdLeave // ZREM queue id
 	cmdProbe // EXISTS key: a queued waiter's poll, which takes nothing
+	cmdRank  // ZRANK queue id: the waiter's place, when its poll found the key free
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -103,6 +104,8 @@ func (c *cmd) args(dst []arg) []arg {
 		return append(dst, str("ZREM"), str(queueKey(c.key)), str(c.token))
 	case cmdProbe:
 		return append(dst, str("EXISTS"), str(c.key))
+	case cmdRank:
+		return append(dst, str("ZRANK"), str(queueKey(c.key)), str(c.token))
 	case cmdAcquireMulti, cmdWritebackMulti:
 		// KEYS: the lock keys, then their fence counters when fenced;
 		// ARGV: token, TTL or fence, the key count, and for an acquire
@@ -260,6 +263,15 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 				return ok
 			}
 			return no
+		}
+	case cmdRank:
+		// Value: 0 when id is not in the queue here, else its rank + 1.
+		switch r.typ {
+		case ':':
+			ok.Value = uint64(r.n) + 1
+			return ok
+		case '_':
+			return ok
 		}
 	case cmdLoad:
 		return ok

@@ -334,9 +334,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// joined: w has (as far as this caller knows) an entry in the masters'
 	// queue; woke: this round follows a wake; retried: once per wake.
 	joined, woke, retried := false, false, false
-	probes := 0      // polls of a queued waiter that found the key held
-	suspect := false // its last poll found the key free
-	held := true     // the last round found the lock held on a majority
+	probes := 0         // polls of a queued waiter that found the key held
+	suspect := false    // its last poll found the key free, with itself at the head
+	behind := uint64(0) // its place + 1 when its last poll found the key free, with waiters ahead
+	held := true        // the last round found the lock held on a majority
 	switch {
 	case l.wake.busy(t):
 		// Behind this Locker's waiters, which its release wakes in
@@ -440,15 +441,30 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				// short backoff apart (not a handoff in flight): a
 				// round. Held: every fourth time, join again, in case a
 				// release named it and the wake was lost.
+				// Free: its place in the queue (§14.1 item 5) says
+				// whether the key is its to take. Off the queue (a
+				// release named it; the wake was lost): a round now.
+				// Behind another waiter: that waiter's, unless the queue
+				// has not moved since its last poll that found the key
+				// free (the waiters ahead are gone).
 				switch free := l.probe(ctx, t); {
-				case free && suspect:
-					suspect = false
-				case free:
-					suspect, round = true, false
-				default:
-					suspect, round = false, false
+				case !free:
+					suspect, round, behind = false, false, 0
 					if probes++; probes%4 == 0 {
 						l.join(ctx, t, w)
+					}
+				case suspect:
+					suspect = false
+				default:
+					switch r := l.rank(ctx, t, w); {
+					case r == 0:
+						behind = 0
+					case r == 1:
+						suspect, round, behind = true, false, 0
+					case behind == 0 || r < behind:
+						round, behind = false, r
+					default:
+						behind = 0
 					}
 				}
 			}
@@ -479,10 +495,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 }
 
 // queuedSteps is how many doublings later the backoff of a caller in the
-// masters' queue starts (with the default Retry, 10–20 ms first, then up
-// to MaxDelay, which bounds every wait): it is woken by name, and a poll
-// only makes up for a lost wake.
-const queuedSteps = 2
+// masters' queue starts (with the default Retry, 40–80 ms first, then
+// 50–100 ms: MaxDelay still bounds every wait): it is woken by name, and a
+// poll only makes up for a lost wake (docs/design.md §14.1 item 5).
+const queuedSteps = 4
 
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's
@@ -508,6 +524,31 @@ func (l *Locker) probe(ctx context.Context, t target) bool {
 		return true
 	})
 	return res.Count(quorum.Refused) < l.need
+}
+
+// rank is w's place in t's queue + 1 on a majority of masters (the
+// majority's highest), 0 when it is off the queue on a majority, and 1
+// when too few masters answered (as if at the head).
+func (l *Locker) rank(ctx context.Context, t target, w *waiter) uint64 {
+	if !l.enter() {
+		return 1
+	}
+	defer l.ops.Done()
+	res := l.round(ctx, time.Now(), false, func(c *cmd) bool {
+		c.kind, c.key, c.token = cmdRank, t.key, w.id
+		return true
+	})
+	var v []uint64
+	for _, r := range res.Replies {
+		if r.Outcome == quorum.OK {
+			v = append(v, r.Value)
+		}
+	}
+	if len(v) < l.need {
+		return 1
+	}
+	slices.Sort(v)
+	return v[l.need-1]
 }
 
 // queueRound sends w's join or leave to every master and waits for a

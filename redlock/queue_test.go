@@ -204,3 +204,36 @@ func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 	}
 	queued(t, c, "redlock:{give-up}", 0)
 }
+
+// A waiter behind a dead one, whose holder vanished without a release
+// (its keys expired): nobody is named, the key stays free, and the waiter,
+// seeing on two polls that the queue ahead of it has not moved, makes its
+// round; nobody was woken. Its own release then names the dead waiter and
+// takes it off the queue.
+func TestWaiterBehindDeadHeadAcquiresWhenHolderVanishes(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	holder := newLocker(t, c, nil)
+	waiter := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond}})
+	ctx := t.Context()
+	const key = "redlock:{dead-head}"
+	for i := range c.N() {
+		if err := c.Client(i).ZAdd(ctx, key+":waiters", redisZ(1, "0123456789abcdef.1")).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := holder.TryLock(ctx, "dead-head"); err != nil {
+		t.Fatal(err)
+	}
+	got := lockThenUnlock(ctx, waiter, "dead-head")
+	queued(t, c, key, 2)
+	for i := range c.N() { // the holder's keys expire: no release, no message
+		if err := c.Client(i).Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acquired(t, got)
+	if n := redlock.Wakes(waiter); n != 0 {
+		t.Errorf("%d wakes: nothing was released", n)
+	}
+	queued(t, c, key, 0)
+}
