@@ -139,10 +139,10 @@ func TestHoldKeepsAndSignalsLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h.Lock {
+	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h.Lock() {
 		t.Fatalf("FromContext(h.Context()) = %v, %v", lk, ok)
 	}
-	if h.Lock.Keep() != h {
+	if h.Lock().Keep() != h {
 		t.Fatal("Keep on a held lock must return the same Held")
 	}
 	start := time.Now()
