@@ -65,7 +65,7 @@ type fenceSource func(t *testing.T, resource string) uint64
 
 // sharedMasterScenario runs docs/design.md §5's hard case: successive quorums
 // that share only one master. It returns the fences in holding order.
-func sharedMasterScenario(t *testing.T, c *lab.Cluster, acquire fenceSource) []uint64 {
+func sharedMasterScenario(t *testing.T, c *lab.Masters, acquire fenceSource) []uint64 {
 	t.Helper()
 	var fences []uint64
 	phase := func(paused []int, times int) {

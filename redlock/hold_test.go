@@ -13,7 +13,7 @@ import (
 )
 
 // pttls returns, per master, the lock key's PTTL (negative when absent).
-func pttls(t *testing.T, c *lab.Cluster, resource string) []time.Duration {
+func pttls(t *testing.T, c *lab.Masters, resource string) []time.Duration {
 	t.Helper()
 	out := make([]time.Duration, c.N())
 	for i := range c.N() {

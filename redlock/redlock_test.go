@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // newLocker builds a Locker over the cluster with default go-redis clients.
 // Its cleanup resumes paused masters first, so that Close does not wait for
 // calls stuck on them for go-redis's ReadTimeout.
-func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Locker {
+func newLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Locker {
 	t.Helper()
 	clients := c.Clients()
 	// Dial now: a cold client's first call also handshakes, which on a
@@ -53,7 +53,7 @@ func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Loc
 }
 
 // keyState returns, per master, the lock key's value ("" when absent).
-func keyState(t *testing.T, c *lab.Cluster, resource string) []string {
+func keyState(t *testing.T, c *lab.Masters, resource string) []string {
 	t.Helper()
 	out := make([]string, c.N())
 	for i := range c.N() {
@@ -68,7 +68,7 @@ func keyState(t *testing.T, c *lab.Cluster, resource string) []string {
 
 // noKeyOn fails the test if any of the given masters (only those: others
 // may be paused) holds the lock key.
-func noKeyOn(t *testing.T, c *lab.Cluster, resource string, masters ...int) {
+func noKeyOn(t *testing.T, c *lab.Masters, resource string, masters ...int) {
 	t.Helper()
 	for _, i := range masters {
 		n, err := c.Client(i).Exists(t.Context(), "redlock:{"+resource+"}").Result()
@@ -79,7 +79,7 @@ func noKeyOn(t *testing.T, c *lab.Cluster, resource string, masters ...int) {
 }
 
 // waitGone waits until no master holds the lock key.
-func waitGone(t *testing.T, c *lab.Cluster, resource, what string) {
+func waitGone(t *testing.T, c *lab.Masters, resource, what string) {
 	t.Helper()
 	waitFor(t, what, func() bool { return countValue(keyState(t, c, resource), "") == c.N() })
 }

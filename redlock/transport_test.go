@@ -193,7 +193,7 @@ func (s *syncBuffer) String() string {
 // overtake runs the reconnect scenario on resource "overtaken" and returns
 // once the SET held on master 0's old connection has had 700 ms past its
 // arrival time to land.
-func overtake(t *testing.T, c *lab.Cluster, log *slog.Logger) {
+func overtake(t *testing.T, c *lab.Masters, log *slog.Logger) {
 	t.Helper()
 	const (
 		nt    = 200 * time.Millisecond

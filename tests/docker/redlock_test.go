@@ -19,7 +19,7 @@ import (
 // newLocker builds a Locker over the cluster with its own default go-redis
 // clients. Its cleanup resumes paused masters first, so that Close does not
 // wait for calls stuck on them for go-redis's ReadTimeout.
-func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Locker {
+func newLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Locker {
 	t.Helper()
 	clients := c.Clients()
 	// Dial now: a cold client's first call also handshakes, through
@@ -41,7 +41,7 @@ func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Loc
 
 // keyState returns, for each master in which (all when nil), the lock key's
 // value ("" when absent).
-func keyState(t *testing.T, c *lab.Cluster, resource string, which ...int) []string {
+func keyState(t *testing.T, c *lab.Masters, resource string, which ...int) []string {
 	t.Helper()
 	if which == nil {
 		for i := range c.N() {
