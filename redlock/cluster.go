@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/internal/slot"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/redis/go-redis/v9"
 )
 

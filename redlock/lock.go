@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/validity"
 	"github.com/redis/go-redis/v9"
 )

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -195,11 +194,11 @@ func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 	if !errors.As(err, &e) {
 		t.Fatalf("%v is not a *redlock.Error", err)
 	}
-	if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
-		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(quorum.OK), e.Count(quorum.TimedOut), err)
+	if e.Count(redlock.OutcomeOK) != 2 || e.Count(redlock.OutcomeTimedOut) != 3 {
+		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(redlock.OutcomeOK), e.Count(redlock.OutcomeTimedOut), err)
 	}
 	for _, i := range []int{0, 2, 4} {
-		if e.Nodes[i].Outcome != quorum.TimedOut {
+		if e.Nodes[i].Outcome != redlock.OutcomeTimedOut {
 			t.Errorf("master %d: %v, want timed out", i, e.Nodes[i].Outcome)
 		}
 	}
@@ -234,7 +233,7 @@ func TestLateMajorityIsNotALock(t *testing.T) {
 		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
 	}
 	var e *redlock.Error
-	if !errors.As(err, &e) || e.Count(quorum.OK) < 3 || !strings.Contains(e.Reason, "validity window") {
+	if !errors.As(err, &e) || e.Count(redlock.OutcomeOK) < 3 || !strings.Contains(e.Reason, "validity window") {
 		t.Fatalf("want a majority of OKs rejected for lateness, got %v", err)
 	}
 	if got := keyState(t, c, "late"); countValue(got, "") != 5 {
@@ -540,7 +539,7 @@ func TestUnlockAfterClockJumpReportsLoss(t *testing.T) {
 	}
 	err = a.Unlock(t.Context())
 	var e *redlock.Error
-	if !errors.Is(err, redlock.ErrLost) || !errors.As(err, &e) || e.Count(quorum.Refused) != 3 {
+	if !errors.Is(err, redlock.ErrLost) || !errors.As(err, &e) || e.Count(redlock.OutcomeRefused) != 3 {
 		t.Fatalf("A's Unlock: %v, want ErrLost with 3 masters held by B", err)
 	}
 	if got := keyState(t, c, "jumped"); countValue(got, b.Token()) != 3 {

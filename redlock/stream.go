@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 )
 
 // A stream is the Locker's one ordered path to one master, and the one

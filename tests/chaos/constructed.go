@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -254,7 +253,7 @@ func Kleppmann(tb testing.TB) Result {
 	a.exit(h)
 	oks := func(lk *redlock.Lock) (n int) {
 		for _, nd := range lk.Acquisition().Nodes {
-			if nd.Outcome == quorum.OK {
+			if nd.Outcome == redlock.OutcomeOK {
 				n++
 			}
 		}
