@@ -131,12 +131,12 @@ func (s *security) clientOptions(addr string, admin bool) *redis.Options {
 // TLSConfig returns a new client TLS configuration that trusts the lab's CA
 // (and nothing else), or nil without Options.TLS. Set it as
 // redis.Options.TLSConfig.
-func (c *Cluster) TLSConfig() *tls.Config { return c.sec.tlsConfig() }
+func (c *Masters) TLSConfig() *tls.Config { return c.sec.tlsConfig() }
 
 // CACertFile returns the path of the lab's CA certificate (PEM), for
 // clients configured by file (the bench's -tls-ca, redis-cli --cacert), or
 // "" without Options.TLS. It is removed by Close.
-func (c *Cluster) CACertFile() string {
+func (c *Masters) CACertFile() string {
 	if c.sec.tls == nil {
 		return ""
 	}
@@ -145,14 +145,14 @@ func (c *Cluster) CACertFile() string {
 
 // ACLUser returns Options.ACLUser and its password (generated when
 // Options.ACLPassword was empty), or two empty strings without it.
-func (c *Cluster) ACLUser() (user, password string) { return c.sec.user, c.sec.pass }
+func (c *Masters) ACLUser() (user, password string) { return c.sec.user, c.sec.pass }
 
 // URL returns a redis:// URL for master i (rediss:// with Options.TLS),
 // carrying the ACL user and password when Options.ACLUser is set, as
 // redis.ParseURL reads it; "" when i is out of range. The URL holds a
 // password: do not log it. With TLS, the client must also trust
 // CACertFile.
-func (c *Cluster) URL(i int) string {
+func (c *Masters) URL(i int) string {
 	if i < 0 || i >= c.n {
 		return ""
 	}
@@ -171,7 +171,7 @@ func (c *Cluster) URL(i int) string {
 // then it is not Client(i)'s user), for tests that inspect or prepare what
 // the ACL user may not touch. It is the same one on every call and Close
 // closes it; nil when i is out of range.
-func (c *Cluster) Admin(i int) *redis.Client {
+func (c *Masters) Admin(i int) *redis.Client {
 	if i < 0 || i >= c.n {
 		return nil
 	}

@@ -15,7 +15,7 @@
 // Masters have no replication, and no persistence unless
 // Options.AppendFsyncAlways. Start returns once every master answers; Close
 // removes every process, container, proxy, client and directory the
-// Cluster created. ForTest does both around a test.
+// Masters created. ForTest does both around a test.
 //
 // Faults, by master index 0..N-1: Pause/Resume (a hung master),
 // Kill/Restart (back with EMPTY data) and RestartPersisted (back from its

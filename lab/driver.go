@@ -10,7 +10,7 @@ import (
 // Driver runs masters for a backend that lives outside this package: the
 // Docker backend is module github.com/quorumlab/redlock/labdocker, kept
 // apart so that an importer of redlock never loads testcontainers-go.
-// Indices are range-checked by Cluster; methods may be called concurrently
+// Indices are range-checked by Masters; methods may be called concurrently
 // for different masters.
 type Driver interface {
 	// Start launches master i and returns its address once it answers.
@@ -29,7 +29,7 @@ type Driver interface {
 	Close() error
 }
 
-// NewDriver makes the Driver for a Cluster of n masters; Options.NewDriver.
+// NewDriver makes the Driver for a Masters of n masters; Options.NewDriver.
 type NewDriver func(ctx context.Context, n int, o Options) (Driver, error)
 
 // driverBackend adapts a Driver to the package's backend.

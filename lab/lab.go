@@ -30,7 +30,7 @@ const (
 	Docker Backend = "docker"
 )
 
-// Options configures a Cluster. The zero value works.
+// Options configures a Masters. The zero value works.
 type Options struct {
 	// Backend runs the masters as local processes or Docker containers
 	// (which needs NewDriver: labdocker.Options sets both).
@@ -108,7 +108,7 @@ const (
 var jumpClockLua string
 
 // backend is what runs the masters; the local-process one lives in
-// process.go. Indices are already range-checked by Cluster.
+// process.go. Indices are already range-checked by Masters.
 type backend interface {
 	// start launches master i and returns its address once it answers.
 	start(ctx context.Context, i int) (addr string, err error)
@@ -141,9 +141,9 @@ func freePort() (int, error) {
 	return port, nil
 }
 
-// Cluster is N independent Redis masters started by Start. Its methods are
+// Masters is N independent Redis masters started by Start. Its methods are
 // safe for concurrent use. Close must be called (ForTest arranges it).
-type Cluster struct {
+type Masters struct {
 	n       int
 	be      backend
 	log     *slog.Logger
@@ -167,7 +167,7 @@ type Cluster struct {
 // processes each with its own temp directory or as containers on a network
 // of their own (Options.Backend), and returns once each answers. On error
 // nothing is left running. opts may be nil.
-func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
+func Start(ctx context.Context, n int, opts *Options) (*Masters, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("lab: need at least one master, got %d", n)
 	}
@@ -221,7 +221,7 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("lab: unknown backend %q (want %q or %q)", o.Backend, Process, Docker)
 	}
-	c := &Cluster{
+	c := &Masters{
 		n:    n,
 		be:   be,
 		sec:  sec,
@@ -264,7 +264,7 @@ func Start(ctx context.Context, n int, opts *Options) (*Cluster, error) {
 // fails the test with the reason when they cannot start, including when
 // redis-server is missing (ErrNoRedisServer) or Docker is (ErrNoDocker);
 // labdocker.ForTest skips instead where there is no Docker.
-func ForTest(tb testing.TB, n int, opts *Options) *Cluster {
+func ForTest(tb testing.TB, n int, opts *Options) *Masters {
 	tb.Helper()
 	c, err := Start(tb.Context(), n, opts)
 	if err != nil {
@@ -279,17 +279,17 @@ func ForTest(tb testing.TB, n int, opts *Options) *Cluster {
 }
 
 // N returns the number of masters.
-func (c *Cluster) N() int { return c.n }
+func (c *Masters) N() int { return c.n }
 
 // Addrs returns "127.0.0.1:port" for masters 0..N-1: the proxy addresses
 // when Options.Proxy is set. The slice is a copy.
-func (c *Cluster) Addrs() []string { return append([]string(nil), c.addrs...) }
+func (c *Masters) Addrs() []string { return append([]string(nil), c.addrs...) }
 
 // Client returns a go-redis client with default options (only Addr set, and
 // with Options.TLS the TLS configuration, with Options.ACLUser its user and
 // password) for master i, the same one on every call; Close closes it. It
 // returns nil when i is out of range.
-func (c *Cluster) Client(i int) *redis.Client {
+func (c *Masters) Client(i int) *redis.Client {
 	if i < 0 || i >= c.n {
 		return nil
 	}
@@ -299,7 +299,7 @@ func (c *Cluster) Client(i int) *redis.Client {
 // Clients returns new default-option clients (set up as Client's) for
 // masters 0..N-1 on every call, each with its own pool, so a test can build
 // several independent lockers. Close closes them all.
-func (c *Cluster) Clients() []redis.UniversalClient {
+func (c *Masters) Clients() []redis.UniversalClient {
 	out := make([]redis.UniversalClient, c.n)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -315,7 +315,7 @@ func (c *Cluster) Clients() []redis.UniversalClient {
 	return out
 }
 
-func (c *Cluster) check(i int) error {
+func (c *Masters) check(i int) error {
 	if i < 0 || i >= c.n {
 		return fmt.Errorf("lab: master index %d out of range [0, %d)", i, c.n)
 	}
@@ -330,7 +330,7 @@ func (c *Cluster) check(i int) error {
 // Pause freezes master i with SIGSTOP (docker pause) and returns once it is
 // stopped: its socket stays open and it answers nothing until Resume.
 // Pausing a paused master is a no-op; pausing a killed one is an error.
-func (c *Cluster) Pause(i int) error {
+func (c *Masters) Pause(i int) error {
 	if err := c.check(i); err != nil {
 		return err
 	}
@@ -340,7 +340,7 @@ func (c *Cluster) Pause(i int) error {
 
 // Resume continues master i with SIGCONT (docker unpause); it answers what
 // was queued.
-func (c *Cluster) Resume(i int) error {
+func (c *Masters) Resume(i int) error {
 	if err := c.check(i); err != nil {
 		return err
 	}
@@ -350,7 +350,7 @@ func (c *Cluster) Resume(i int) error {
 
 // ResumeAll resumes every master, paused or not, ignoring errors; for
 // cleanups that must not leave a master stopped.
-func (c *Cluster) ResumeAll() {
+func (c *Masters) ResumeAll() {
 	for i := range c.n {
 		_ = c.Resume(i)
 	}
@@ -358,7 +358,7 @@ func (c *Cluster) ResumeAll() {
 
 // Kill SIGKILLs master i (removes its container) and waits until it has
 // exited; its data is lost. Killing a master that is down is a no-op.
-func (c *Cluster) Kill(i int) error {
+func (c *Masters) Kill(i int) error {
 	if err := c.check(i); err != nil {
 		return err
 	}
@@ -369,7 +369,7 @@ func (c *Cluster) Kill(i int) error {
 // Restart starts master i again on the same port with EMPTY data (killing it
 // first if it runs; a new container on the Docker backend) and returns once
 // it answers. Clients reconnect on their own.
-func (c *Cluster) Restart(ctx context.Context, i int) error {
+func (c *Masters) Restart(ctx context.Context, i int) error {
 	if err := c.check(i); err != nil {
 		return err
 	}
@@ -381,7 +381,7 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 // with whatever it had persisted: with Options.AppendFsyncAlways, every
 // write it acknowledged (what fencing counters need to survive a crash);
 // without it, nothing. Only the Process backend supports it.
-func (c *Cluster) RestartPersisted(ctx context.Context, i int) error {
+func (c *Masters) RestartPersisted(ctx context.Context, i int) error {
 	if err := c.check(i); err != nil {
 		return err
 	}
@@ -391,7 +391,7 @@ func (c *Cluster) RestartPersisted(ctx context.Context, i int) error {
 
 // private returns a one-connection admin client straight to master i
 // (bypassing any proxy) that honours ctx deadlines; the caller closes it.
-func (c *Cluster) private(i int) *redis.Client {
+func (c *Masters) private(i int) *redis.Client {
 	o := c.sec.clientOptions(c.servers[i], true)
 	o.ContextTimeoutEnabled = true
 	o.PoolSize = 1
@@ -402,7 +402,7 @@ func (c *Cluster) private(i int) *redis.Client {
 // Slow makes master i answer nothing for d by issuing CLIENT PAUSE <ms> ALL
 // on a private connection; it returns once the pause is in effect. Unlike
 // Pause the process keeps running, and the pause ends by itself.
-func (c *Cluster) Slow(ctx context.Context, i int, d time.Duration) error {
+func (c *Masters) Slow(ctx context.Context, i int, d time.Duration) error {
 	if err := c.check(i); err != nil {
 		return err
 	}
@@ -425,7 +425,7 @@ func (c *Cluster) Slow(ctx context.Context, i int, d time.Duration) error {
 // were shortened or deleted. It is a simulation of the jump's effect on
 // expiry only (the master's real clock is unchanged) because libfaketime
 // preloaded into Debian's redis-server crashes it at start-up.
-func (c *Cluster) JumpClock(ctx context.Context, i int, d time.Duration) (int, error) {
+func (c *Masters) JumpClock(ctx context.Context, i int, d time.Duration) (int, error) {
 	if err := c.check(i); err != nil {
 		return 0, err
 	}
@@ -442,7 +442,7 @@ func (c *Cluster) JumpClock(ctx context.Context, i int, d time.Duration) (int, e
 	return n, nil
 }
 
-func (c *Cluster) proxy(i int) (*faultproxy.Proxy, error) {
+func (c *Masters) proxy(i int) (*faultproxy.Proxy, error) {
 	if err := c.check(i); err != nil {
 		return nil, err
 	}
@@ -459,7 +459,7 @@ func (c *Cluster) proxy(i int) (*faultproxy.Proxy, error) {
 // its published port: new connections are refused and open ones get EOF,
 // a fast failure rather than a silent one. Cutting a cut master is a no-op;
 // a master killed or restarted while cut stays cut.
-func (c *Cluster) Cut(i int) error {
+func (c *Masters) Cut(i int) error {
 	if err := c.check(i); err != nil {
 		return err
 	}
@@ -479,7 +479,7 @@ func (c *Cluster) Cut(i int) error {
 // container to its network on the same port (connections broken by the cut
 // stay broken; clients reconnect). Healing a master that is not cut is a
 // no-op.
-func (c *Cluster) Heal(i int) error {
+func (c *Masters) Heal(i int) error {
 	if err := c.check(i); err != nil {
 		return err
 	}
@@ -497,7 +497,7 @@ func (c *Cluster) Heal(i int) error {
 // Latency delays every chunk of data to and from master i by d each way, so
 // a round trip gains about 2d (needs Options.Proxy); 0 removes it. It applies
 // to data already in flight and to open connections.
-func (c *Cluster) Latency(i int, d time.Duration) error {
+func (c *Masters) Latency(i int, d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("lab: latency %v must not be negative", d)
 	}
@@ -517,7 +517,7 @@ func (c *Cluster) Latency(i int, d time.Duration) error {
 // connection still reaches the master, late: a network that holds a
 // connection's packets while the client moves to a new one. It returns
 // how many connections it delayed.
-func (c *Cluster) DelayOpen(i int, toMaster, fromMaster time.Duration) (int, error) {
+func (c *Masters) DelayOpen(i int, toMaster, fromMaster time.Duration) (int, error) {
 	if toMaster < 0 || fromMaster < 0 {
 		return 0, fmt.Errorf("lab: delays %v, %v must not be negative", toMaster, fromMaster)
 	}
@@ -533,13 +533,13 @@ func (c *Cluster) DelayOpen(i int, toMaster, fromMaster time.Duration) (int, err
 // out, stops the proxies and removes the temp directories, or the containers
 // and the network. It leaves no process, container or goroutine behind and
 // is idempotent: later calls return the first call's result.
-func (c *Cluster) Close() error {
+func (c *Masters) Close() error {
 	// Once.Do makes a concurrent second Close wait for the first to finish.
 	c.closeOnce.Do(func() { c.closeErr = c.close() })
 	return c.closeErr
 }
 
-func (c *Cluster) close() error {
+func (c *Masters) close() error {
 	c.mu.Lock()
 	c.closed = true
 	clients := append(append(append([]*redis.Client(nil), c.clients...), c.admins...), c.extra...)

@@ -181,7 +181,7 @@ func TestKillRestartEmptySamePort(t *testing.T) {
 // master fails, Restart comes back EMPTY on the same address and the
 // long-lived default client reconnects by itself, and Restart of a running
 // master empties it too. afterKill, if set, checks backend specifics.
-func checkKillRestartEmpty(t *testing.T, c *lab.Cluster, afterKill func()) {
+func checkKillRestartEmpty(t *testing.T, c *lab.Masters, afterKill func()) {
 	t.Helper()
 	ctx := t.Context()
 	addr := c.Addrs()[0]

@@ -1,5 +1,5 @@
 // Package labdocker is the lab's Docker backend: each master of a
-// lab.Cluster runs in a container on a network of its own, driven with
+// lab.Masters runs in a container on a network of its own, driven with
 // testcontainers-go. It is a module of its own so that an importer of
 // redlock never loads testcontainers-go or the Docker client.
 //
@@ -135,13 +135,13 @@ func Options(o *lab.Options) *lab.Options {
 
 // Start starts n masters in containers, as lab.Start does with
 // Options(opts). On error nothing is left.
-func Start(ctx context.Context, n int, opts *lab.Options) (*lab.Cluster, error) {
+func Start(ctx context.Context, n int, opts *lab.Options) (*lab.Masters, error) {
 	return lab.Start(ctx, n, Options(opts))
 }
 
 // ForTest starts n Docker masters and closes them in tb.Cleanup. It skips
 // the test, saying why, where there is no engine or no image.
-func ForTest(tb testing.TB, n int, opts *lab.Options) *lab.Cluster {
+func ForTest(tb testing.TB, n int, opts *lab.Options) *lab.Masters {
 	tb.Helper()
 	if err := Available(tb.Context()); err != nil {
 		tb.Skipf("skipping: needs Docker masters: %v", err)

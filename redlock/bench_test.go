@@ -24,7 +24,7 @@ func BenchmarkUncontended(b *testing.B) {
 	})
 }
 
-func benchUncontended(b *testing.B, c *lab.Cluster, opts *redlock.Options) {
+func benchUncontended(b *testing.B, c *lab.Masters, opts *redlock.Options) {
 	l, err := redlock.New(c.Clients(), opts)
 	if err != nil {
 		b.Fatal(err)

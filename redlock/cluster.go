@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/internal/slot"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -351,9 +351,9 @@ func (ss *shardSet) fetch() ([]redis.ClusterSlot, error) {
 
 // stats sums the shards: Skipped while any shard is skipped (part of the
 // key space is not being sent to), with each shard's own stats in Shards.
-func (ss *shardSet) stats() StreamStats {
+func (ss *shardSet) stats() MasterStats {
 	ss.mu.Lock()
-	st := StreamStats{Addr: ss.cfg.addr}
+	st := MasterStats{Addr: ss.cfg.addr}
 	if ss.table.Load() == nil && !ss.failedAt.IsZero() && time.Since(ss.failedAt) < ss.cfg.nodeTimeout {
 		st.Skipped = true
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 )
 
 // cmdKind is one of the few commands the Locker sends.

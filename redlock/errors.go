@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 )
 
 // Sentinel errors; callers branch on them with errors.Is.
@@ -44,9 +44,28 @@ func nilContext(op string) error {
 	return invalid(op + ": nil context (pass context.Background() or a request's context)")
 }
 
-// Outcome is what became of the call to one master; the constants are in
-// package quorum (quorum.OK, quorum.TimedOut, ...).
+// Outcome is what became of the call to one master (NodeResult.Outcome);
+// its String is e.g. "timed out".
 type Outcome = quorum.Outcome
+
+// The outcomes of a call to one master.
+const (
+	// OutcomePending: no reply had come when the round was decided.
+	OutcomePending = quorum.Pending
+	// OutcomeOK: the master did what was asked.
+	OutcomeOK = quorum.OK
+	// OutcomeRefused: the master answered no (the key is another owner's).
+	OutcomeRefused = quorum.Refused
+	// OutcomeFailed: the master answered with an error, or the link failed.
+	OutcomeFailed = quorum.Failed
+	// OutcomeTimedOut: no reply by the round's deadline.
+	OutcomeTimedOut = quorum.TimedOut
+	// OutcomeUnavailable: not sent (the master is not answering, or the
+	// Locker is closed).
+	OutcomeUnavailable = quorum.Unavailable
+	// OutcomeCanceled: the caller's context ended before the reply.
+	OutcomeCanceled = quorum.Canceled
+)
 
 // NodeResult is one master's part in a round.
 type NodeResult struct {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -65,7 +64,7 @@ type fenceSource func(t *testing.T, resource string) uint64
 
 // sharedMasterScenario runs docs/design.md §5's hard case: successive quorums
 // that share only one master. It returns the fences in holding order.
-func sharedMasterScenario(t *testing.T, c *lab.Cluster, acquire fenceSource) []uint64 {
+func sharedMasterScenario(t *testing.T, c *lab.Masters, acquire fenceSource) []uint64 {
 	t.Helper()
 	var fences []uint64
 	phase := func(paused []int, times int) {
@@ -172,7 +171,7 @@ func TestWriteBackWithoutMajorityFails(t *testing.T) {
 	// Masters 0–2 time out; the round may decide before the last of them
 	// does (and a live master whose first-round SET was still in flight
 	// refuses the write-back).
-	if !errors.As(err, &e) || e.Op != "fence" || e.Count(quorum.OK) >= 3 || e.Count(quorum.TimedOut) < 2 {
+	if !errors.As(err, &e) || e.Op != "fence" || e.Count(redlock.OutcomeOK) >= 3 || e.Count(redlock.OutcomeTimedOut) < 2 {
 		t.Fatalf("want the fence round to fail on the paused masters, got %v", err)
 	}
 	noKeyOn(t, c, "wb", 3, 4)

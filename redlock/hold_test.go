@@ -13,7 +13,7 @@ import (
 )
 
 // pttls returns, per master, the lock key's PTTL (negative when absent).
-func pttls(t *testing.T, c *lab.Cluster, resource string) []time.Duration {
+func pttls(t *testing.T, c *lab.Masters, resource string) []time.Duration {
 	t.Helper()
 	out := make([]time.Duration, c.N())
 	for i := range c.N() {
@@ -139,10 +139,10 @@ func TestHoldKeepsAndSignalsLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h.Lock {
+	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h.Lock() {
 		t.Fatalf("FromContext(h.Context()) = %v, %v", lk, ok)
 	}
-	if h.Lock.Keep() != h {
+	if h.Lock().Keep() != h {
 		t.Fatal("Keep on a held lock must return the same Held")
 	}
 	start := time.Now()

@@ -11,9 +11,9 @@ import (
 )
 
 // Held is a lock that extends itself in the background until Unlock, and
-// says when it is lost. Hold and Lock.Keep make one. The embedded Lock
-// gives its Deadline, Fence, Token and Resources; call Held's Unlock, not
-// the Lock's, so that the keeper stops first.
+// says when it is lost. Hold and Lock.Keep make one. It has the Lock's
+// Deadline, Fence, Token, Resources and Extend; its Unlock stops the
+// keeper first.
 //
 // While held, one goroutine extends the lock when about a third of the
 // validity window (TTL − drift − SafetyMargin) remains, with jitter, and
@@ -30,7 +30,7 @@ import (
 // A Held that is neither unlocked nor lost keeps its goroutine and its
 // keys: call Unlock when done.
 type Held struct {
-	*Lock
+	lk     *Lock
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	stop   func()
@@ -72,7 +72,7 @@ func (lk *Lock) Keep() *Held {
 func (lk *Lock) keepUntil(life context.Context) *Held {
 	lk.keepOnce.Do(func() {
 		ctx, cancel := context.WithCancelCause(context.WithValue(life, lockKeyCtx{}, lk))
-		h := &Held{Lock: lk, ctx: ctx, cancel: cancel, fired: make(chan struct{}), moved: make(chan struct{}, 1)}
+		h := &Held{lk: lk, ctx: ctx, cancel: cancel, fired: make(chan struct{}), moved: make(chan struct{}, 1)}
 		// The timer is armed and the Held published under the Lock's
 		// mutex, so that no Extend can move the deadline in between.
 		lk.mu.Lock()
@@ -94,9 +94,9 @@ func (h *Held) declareLost() {
 	now := time.Now()
 	h.lostAt.Store(&now)
 	h.cancel(ErrLost)
-	h.locker.tel.lostLease(h.ctx, h.resource, "deadline")
-	h.locker.tel.holdEnded(h.ctx, h.Lock, ErrLost)
-	h.locker.log.ErrorContext(h.ctx, "redlock: lost: no extension succeeded before the deadline; stop touching the resource", h.locker.logResource(h.resource), "token", shortToken(h.token), "reason", "deadline")
+	h.lk.locker.tel.lostLease(h.ctx, h.lk.resource, "deadline")
+	h.lk.locker.tel.holdEnded(h.ctx, h.lk, ErrLost)
+	h.lk.locker.log.ErrorContext(h.ctx, "redlock: lost: no extension succeeded before the deadline; stop touching the resource", h.lk.locker.logResource(h.lk.resource), "token", shortToken(h.lk.token), "reason", "deadline")
 }
 
 // rearmLocked moves the lost timer to the lock's new deadline after a
@@ -104,7 +104,7 @@ func (h *Held) declareLost() {
 // is held.
 func (h *Held) rearmLocked() {
 	if h.lost.Stop() {
-		h.lost.Reset(time.Until(h.deadline) - h.leadLocked())
+		h.lost.Reset(time.Until(h.lk.deadline) - h.lk.leadLocked())
 	}
 	select {
 	case h.moved <- struct{}{}:
@@ -131,6 +131,39 @@ func (h *Held) Err() error {
 // work the lock protects.
 func (h *Held) Context() context.Context { return h.ctx }
 
+// Lock returns the held Lock (the one FromContext returns). Unlock the
+// Held, not this Lock: the Lock's Unlock leaves the keeper running.
+func (h *Held) Lock() *Lock { return h.lk }
+
+// Resource is Lock.Resource.
+func (h *Held) Resource() string { return h.lk.Resource() }
+
+// Resources is Lock.Resources.
+func (h *Held) Resources() []string { return h.lk.Resources() }
+
+// TTL is Lock.TTL.
+func (h *Held) TTL() time.Duration { return h.lk.TTL() }
+
+// Token is Lock.Token.
+func (h *Held) Token() string { return h.lk.Token() }
+
+// Fence is Lock.Fence.
+func (h *Held) Fence() uint64 { return h.lk.Fence() }
+
+// Deadline is Lock.Deadline; the keeper moves it at each extension.
+func (h *Held) Deadline() time.Time { return h.lk.Deadline() }
+
+// Valid is Lock.Valid.
+func (h *Held) Valid() bool { return h.lk.Valid() }
+
+// Acquisition is Lock.Acquisition.
+func (h *Held) Acquisition() Acquisition { return h.lk.Acquisition() }
+
+// Extend is Lock.Extend; a success also re-arms the loss timer.
+func (h *Held) Extend(ctx context.Context, opts ...LockOption) error {
+	return h.lk.Extend(ctx, opts...)
+}
+
 // Unlock closes Done (Err: context.Canceled, unless the lock was lost
 // first), stops the keeper (waiting for its goroutine), then unlocks as
 // Lock.Unlock does: Done is closed before the first release is sent. It
@@ -151,9 +184,9 @@ func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
 	h.endForUnlock()
 	h.stop()
 	lost = errors.Is(context.Cause(h.ctx), ErrLost)
-	err = h.Lock.Unlock(ctx)
+	err = h.lk.Unlock(ctx)
 	if lost && !errors.Is(err, ErrLost) && !errors.Is(err, ErrUnlocked) {
-		err = errors.Join(&Error{Op: "unlock", Resource: h.resource, Need: h.locker.need, Reason: "the lock was lost before unlock", kind: ErrLost}, err)
+		err = errors.Join(&Error{Op: "unlock", Resource: h.lk.resource, Need: h.lk.locker.need, Reason: "the lock was lost before unlock", kind: ErrLost}, err)
 	}
 	return lost, err
 }

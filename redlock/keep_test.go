@@ -13,7 +13,7 @@ import (
 
 // majorityHolder reports the value a majority of masters hold for
 // resource ("" if none).
-func majorityHolder(t *testing.T, c *lab.Cluster, resource string) string {
+func majorityHolder(t *testing.T, c *lab.Masters, resource string) string {
 	vals := keyState(t, c, resource)
 	for _, v := range vals {
 		if v != "" && countValue(vals, v) >= c.N()/2+1 {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 
@@ -125,7 +125,7 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 	}
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
-	outcome := "failed"
+	outcome := outExtFailed
 	defer func() {
 		l.tel.extension(ctx, outcome, lk.resource)
 		end(span, err)
@@ -145,7 +145,7 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 	}
 	start := time.Now()
 	if !start.Before(lk.deadline) {
-		outcome = "expired"
+		outcome = outLapsed
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "deadline passed", kind: ErrLost}
 	}
 	kind := cmdExtend
@@ -161,7 +161,7 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 	elapsed := time.Since(start)
 	l.tel.round(ctx, l, "extend", res)
 	if granted(res, budget, elapsed) && time.Now().Before(lk.deadline) {
-		outcome = "extended"
+		outcome = outExtended
 		lk.ttl, lk.budget = ttl, budget
 		lk.setDeadlineLocked(budget.Deadline(start))
 		return nil
@@ -176,7 +176,7 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 	}
 	switch {
 	case res.Err != nil:
-		outcome = "canceled"
+		outcome = outCanceled
 		return fail("", context.Cause(ctx))
 	case !res.Reached:
 		if ref := refusal(l.nodeResults(res)); ref != nil {
@@ -184,10 +184,10 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 		}
 		return fail("no majority still holds the token", nil)
 	case !time.Now().Before(lk.deadline):
-		outcome = "expired"
+		outcome = outLapsed
 		return fail("the majority answered after the deadline", nil)
 	}
-	outcome = "expired"
+	outcome = outLapsed
 	return fail(lateReason(elapsed, budget), nil)
 }
 

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/validity"
 	"github.com/redis/go-redis/v9"
 )
@@ -192,8 +192,8 @@ func (l *Locker) invalidErr() error { return l.ids.err() }
 func (l *Locker) Options() Options { return l.opts }
 
 // Stats returns what the Locker knows about each master, by index.
-func (l *Locker) Stats() []StreamStats {
-	out := make([]StreamStats, len(l.streams))
+func (l *Locker) Stats() []MasterStats {
+	out := make([]MasterStats, len(l.streams))
 	for i, s := range l.streams {
 		out[i] = s.stats()
 	}

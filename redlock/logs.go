@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 )
 
 // resourceKey keys the hash that logs and span errors show instead of a

@@ -98,7 +98,7 @@ func TestSameServerUnderTwoNames(t *testing.T) {
 
 // startSentinel runs one redis-server in sentinel mode that monitors the
 // cluster's masters as m0, m1, ...
-func startSentinel(t *testing.T, c *lab.Cluster) string {
+func startSentinel(t *testing.T, c *lab.Masters) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {

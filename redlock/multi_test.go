@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 )
 
@@ -84,7 +83,7 @@ func TestTryLockAllFailureLeavesNoKey(t *testing.T) {
 		t.Fatalf("TryLockAll: %v, %v; want ErrNotAcquired", lk, err)
 	}
 	var e *redlock.Error
-	if !errors.As(err, &e) || e.Count(quorum.Refused) != 3 {
+	if !errors.As(err, &e) || e.Count(redlock.OutcomeRefused) != 3 {
 		t.Fatalf("want 3 masters refusing, got %v", err)
 	}
 	want := map[string][]string{

@@ -16,7 +16,7 @@ import (
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
 
 // queued waits until key's queue holds n waiters on every master.
-func queued(t *testing.T, c *lab.Cluster, key string, n int64) {
+func queued(t *testing.T, c *lab.Masters, key string, n int64) {
 	t.Helper()
 	waitFor(t, "the waiters in the masters' queue", func() bool {
 		for i := range c.N() {
@@ -29,7 +29,7 @@ func queued(t *testing.T, c *lab.Cluster, key string, n int64) {
 }
 
 // setCalls is how many SET commands each master has executed.
-func setCalls(t *testing.T, c *lab.Cluster) []int64 {
+func setCalls(t *testing.T, c *lab.Masters) []int64 {
 	t.Helper()
 	out := make([]int64, c.N())
 	for i := range c.N() {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -21,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // newLocker builds a Locker over the cluster with default go-redis clients.
 // Its cleanup resumes paused masters first, so that Close does not wait for
 // calls stuck on them for go-redis's ReadTimeout.
-func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Locker {
+func newLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Locker {
 	t.Helper()
 	clients := c.Clients()
 	// Dial now: a cold client's first call also handshakes, which on a
@@ -53,7 +52,7 @@ func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Loc
 }
 
 // keyState returns, per master, the lock key's value ("" when absent).
-func keyState(t *testing.T, c *lab.Cluster, resource string) []string {
+func keyState(t *testing.T, c *lab.Masters, resource string) []string {
 	t.Helper()
 	out := make([]string, c.N())
 	for i := range c.N() {
@@ -68,7 +67,7 @@ func keyState(t *testing.T, c *lab.Cluster, resource string) []string {
 
 // noKeyOn fails the test if any of the given masters (only those: others
 // may be paused) holds the lock key.
-func noKeyOn(t *testing.T, c *lab.Cluster, resource string, masters ...int) {
+func noKeyOn(t *testing.T, c *lab.Masters, resource string, masters ...int) {
 	t.Helper()
 	for _, i := range masters {
 		n, err := c.Client(i).Exists(t.Context(), "redlock:{"+resource+"}").Result()
@@ -79,7 +78,7 @@ func noKeyOn(t *testing.T, c *lab.Cluster, resource string, masters ...int) {
 }
 
 // waitGone waits until no master holds the lock key.
-func waitGone(t *testing.T, c *lab.Cluster, resource, what string) {
+func waitGone(t *testing.T, c *lab.Masters, resource, what string) {
 	t.Helper()
 	waitFor(t, what, func() bool { return countValue(keyState(t, c, resource), "") == c.N() })
 }
@@ -195,11 +194,11 @@ func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 	if !errors.As(err, &e) {
 		t.Fatalf("%v is not a *redlock.Error", err)
 	}
-	if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
-		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(quorum.OK), e.Count(quorum.TimedOut), err)
+	if e.Count(redlock.OutcomeOK) != 2 || e.Count(redlock.OutcomeTimedOut) != 3 {
+		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(redlock.OutcomeOK), e.Count(redlock.OutcomeTimedOut), err)
 	}
 	for _, i := range []int{0, 2, 4} {
-		if e.Nodes[i].Outcome != quorum.TimedOut {
+		if e.Nodes[i].Outcome != redlock.OutcomeTimedOut {
 			t.Errorf("master %d: %v, want timed out", i, e.Nodes[i].Outcome)
 		}
 	}
@@ -234,7 +233,7 @@ func TestLateMajorityIsNotALock(t *testing.T) {
 		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
 	}
 	var e *redlock.Error
-	if !errors.As(err, &e) || e.Count(quorum.OK) < 3 || !strings.Contains(e.Reason, "validity window") {
+	if !errors.As(err, &e) || e.Count(redlock.OutcomeOK) < 3 || !strings.Contains(e.Reason, "validity window") {
 		t.Fatalf("want a majority of OKs rejected for lateness, got %v", err)
 	}
 	if got := keyState(t, c, "late"); countValue(got, "") != 5 {
@@ -540,7 +539,7 @@ func TestUnlockAfterClockJumpReportsLoss(t *testing.T) {
 	}
 	err = a.Unlock(t.Context())
 	var e *redlock.Error
-	if !errors.Is(err, redlock.ErrLost) || !errors.As(err, &e) || e.Count(quorum.Refused) != 3 {
+	if !errors.Is(err, redlock.ErrLost) || !errors.As(err, &e) || e.Count(redlock.OutcomeRefused) != 3 {
 		t.Fatalf("A's Unlock: %v, want ErrLost with 3 masters held by B", err)
 	}
 	if got := keyState(t, c, "jumped"); countValue(got, b.Token()) != 3 {

@@ -16,7 +16,7 @@ import (
 // redlock (scripts/check-consumer-deps.sh).
 
 // keyOn returns, per master, the value of key ("" when absent).
-func keyOn(t *testing.T, c *lab.Cluster, key string) []string {
+func keyOn(t *testing.T, c *lab.Masters, key string) []string {
 	t.Helper()
 	out := make([]string, c.N())
 	for i := range c.N() {

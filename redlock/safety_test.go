@@ -52,7 +52,7 @@ func (c *cutConn) Read(b []byte) (int, error) {
 }
 
 // clients returns one client per master whose connections p can cut.
-func (p *partition) clients(t *testing.T, c *lab.Cluster) []redis.UniversalClient {
+func (p *partition) clients(t *testing.T, c *lab.Masters) []redis.UniversalClient {
 	t.Helper()
 	out := make([]redis.UniversalClient, c.N())
 	for i, addr := range c.Addrs() {
@@ -70,7 +70,7 @@ func (p *partition) clients(t *testing.T, c *lab.Cluster) []redis.UniversalClien
 }
 
 // lockerOn is newLocker over the given clients.
-func lockerOn(t *testing.T, c *lab.Cluster, clients []redis.UniversalClient, opts *redlock.Options) *redlock.Locker {
+func lockerOn(t *testing.T, c *lab.Masters, clients []redis.UniversalClient, opts *redlock.Options) *redlock.Locker {
 	t.Helper()
 	for _, cl := range clients {
 		if err := cl.Ping(t.Context()).Err(); err != nil {
@@ -141,7 +141,7 @@ func TestDoStopsFnByTheDeadlineWhileExtensionsHang(t *testing.T) {
 }
 
 // evalCalls is how many scripts master i has run.
-func evalCalls(t *testing.T, c *lab.Cluster, i int) int {
+func evalCalls(t *testing.T, c *lab.Masters, i int) int {
 	t.Helper()
 	info, err := c.Client(i).Info(t.Context(), "commandstats").Result()
 	if err != nil {

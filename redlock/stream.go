@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 )
 
 // A stream is the Locker's one ordered path to one master, and the one
@@ -519,8 +519,8 @@ func (s *stream) close() {
 	// A link the flusher was still dialling is closed by the flusher.
 }
 
-// StreamStats is what the Locker knows about one master.
-type StreamStats struct {
+// MasterStats is what the Locker knows about one master.
+type MasterStats struct {
 	// Addr is the master's address as its client reports it.
 	Addr string
 	// Skipped: the master is not answering, and new commands are not
@@ -537,11 +537,11 @@ type StreamStats struct {
 	// Redis Cluster on the fast path (Addr: the node's address), nil
 	// otherwise. The fields above are then their sums, and Skipped is
 	// set while any shard is skipped.
-	Shards []StreamStats
+	Shards []MasterStats
 }
 
-func (s *stream) stats() StreamStats {
+func (s *stream) stats() MasterStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return StreamStats{Addr: s.cfg.addr, Skipped: s.skippingLocked(time.Now()), Deferred: len(s.parked), Dropped: s.dropped, Written: s.written}
+	return MasterStats{Addr: s.cfg.addr, Skipped: s.skippingLocked(time.Now()), Deferred: len(s.parked), Dropped: s.dropped, Written: s.written}
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 )
 
 // Deterministic tests of the stream over an in-memory link: the test is the

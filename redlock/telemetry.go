@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -41,15 +41,30 @@ const (
 	attrExcMessage = attribute.Key("exception.message")
 )
 
-// Acquisition outcomes, as the redlock.outcome attribute says them.
+// The operations' outcomes, as the redlock.outcome attribute says them
+// (a master's outcome is an Outcome, named by its String).
 const (
+	// an acquisition's
 	outAcquired = "acquired"
 	outHeld     = "held_by_another"
 	outNoQuorum = "no_quorum"
 	outExpired  = "expired_before_majority"
-	outCanceled = "canceled"
+	outCanceled = "canceled" // also an extension's
 	outClosed   = "closed"
+	// an extension's
+	outExtended  = "extended"
+	outExtFailed = "failed"
+	outLapsed    = "expired"
+	// a release's (releaseOutcomes), and a hold's
+	outReleased = "released"
+	outDeferred = "deferred"
+	outNotOurs  = "not_ours"
+	outLost     = "lost"
 )
+
+// opOutcomes lists every operation outcome above.
+var opOutcomes = [...]string{outAcquired, outHeld, outNoQuorum, outExpired, outCanceled, outClosed,
+	outExtended, outExtFailed, outLapsed, outReleased, outDeferred, outNotOurs, outLost}
 
 // telemetry holds the Locker's instruments; nil when instrumentation is
 // off. With the default (global) providers nothing is recorded, only
@@ -224,7 +239,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	if t.label == nil {
 		// Counters of rare events start at 0, so that a scrape shows them
 		// before the first event and rate() and increase() see it.
-		for _, o := range []string{"extended", "failed", "expired", "canceled"} {
+		for _, o := range []string{outExtended, outExtFailed, outLapsed, outCanceled} {
 			t.extensions.Add(context.Background(), 0, metric.WithAttributes(attrOutcome.String(o)))
 		}
 		for _, r := range []string{"deadline", "expired_before_unlock", "taken"} {
@@ -234,8 +249,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	ttl := l.opts.TTL.Seconds()
 	t.noAttrs = newOptSet()
 	t.outcomeOpt = map[string]optSet{}
-	for _, o := range []string{outAcquired, outHeld, outNoQuorum, outExpired, outCanceled, outClosed,
-		"extended", "failed", "expired", "released", "deferred", "not_ours", "lost"} {
+	for _, o := range opOutcomes {
 		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
 	}
 	t.spanNames = map[string]string{}
@@ -576,12 +590,12 @@ func (t *telemetry) holdEnded(ctx context.Context, lk *Lock, err error) {
 	if !t.metering() || e.at.IsZero() || e.ended.Swap(true) {
 		return
 	}
-	outcome := "released"
+	outcome := outReleased
 	if errors.Is(err, ErrLost) {
-		outcome = "lost"
+		outcome = outLost
 	}
 	t.holdDur.Record(ctx, time.Since(e.at).Seconds(), t.opts(attrOutcome, outcome, lk.resource).rec...)
 }
 
 // releaseOutcomes are the outcomes of redlock.releases, by index.
-var releaseOutcomes = [...]string{"released", "deferred", "not_ours"}
+var releaseOutcomes = [...]string{outReleased, outDeferred, outNotOurs}

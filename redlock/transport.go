@@ -30,7 +30,7 @@ type pathway interface {
 	// skipError is why a refused command was not sent: ErrUnavailable,
 	// or the error that made the master unusable (acl.go).
 	skipError() error
-	stats() StreamStats
+	stats() MasterStats
 	close()
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -193,7 +192,7 @@ func (s *syncBuffer) String() string {
 // overtake runs the reconnect scenario on resource "overtaken" and returns
 // once the SET held on master 0's old connection has had 700 ms past its
 // arrival time to land.
-func overtake(t *testing.T, c *lab.Cluster, log *slog.Logger) {
+func overtake(t *testing.T, c *lab.Masters, log *slog.Logger) {
 	t.Helper()
 	const (
 		nt    = 200 * time.Millisecond
@@ -225,7 +224,7 @@ func overtake(t *testing.T, c *lab.Cluster, log *slog.Logger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := lk.Acquisition().Nodes[0].Outcome; o != quorum.Pending {
+	if o := lk.Acquisition().Nodes[0].Outcome; o != redlock.OutcomePending {
 		t.Fatalf("master 0: %v, want pending (its SET is held in the network)", o)
 	}
 	// Past the ReadTimeout the next command makes the stream give up on
@@ -283,7 +282,7 @@ func TestPlainPathNotResentByClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := lk.Acquisition().Nodes[0].Outcome; o == quorum.Refused {
+	if o := lk.Acquisition().Nodes[0].Outcome; o == redlock.OutcomeRefused {
 		t.Errorf("master 0 counted as refused: its SET ran (reply late), and a re-send was refused (%+v)", lk.Acquisition().Nodes)
 	}
 	if err := lk.Unlock(t.Context()); err != nil {

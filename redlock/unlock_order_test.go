@@ -138,7 +138,7 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 			if h.Err() == nil {
 				t.Errorf("run %d: Err() nil after Unlock", run)
 			}
-			return h.Lock, err
+			return h.Lock(), err
 		})
 	}
 	for run := range 20 {

@@ -13,7 +13,7 @@ import (
 )
 
 // subscribed waits until key's channel has a subscriber on every master.
-func subscribed(t *testing.T, c *lab.Cluster, key string) {
+func subscribed(t *testing.T, c *lab.Masters, key string) {
 	t.Helper()
 	waitFor(t, "the waiter's subscriptions", func() bool {
 		for i := range c.N() {

@@ -7,7 +7,6 @@ import (
 	"log"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/quorumlab/redlock/redlocktest"
 	"github.com/redis/go-redis/v9"
@@ -64,7 +63,7 @@ func Example() {
 	var e *redlock.Error
 	if errors.As(err, &e) {
 		fmt.Printf("invoice:44: not acquired: %v, %d of %d masters granted it, %d needed\n",
-			errors.Is(err, redlock.ErrNotAcquired), e.Count(quorum.OK), len(e.Nodes), e.Need)
+			errors.Is(err, redlock.ErrNotAcquired), e.Count(redlock.OutcomeOK), len(e.Nodes), e.Need)
 	}
 	// Output:
 	// invoice:42 held on 5 of 5 masters

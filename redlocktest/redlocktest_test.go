@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/quorumlab/redlock/redlocktest"
 	"github.com/redis/go-redis/v9"
@@ -119,7 +118,7 @@ func TestLockUnlock(t *testing.T) {
 				}
 			}
 			for i, n := range lk.Acquisition().Nodes {
-				if n.Outcome != quorum.OK {
+				if n.Outcome != redlock.OutcomeOK {
 					t.Fatalf("master %d: %v, want ok", i, n.Outcome)
 				}
 			}
@@ -134,7 +133,7 @@ func TestLockUnlock(t *testing.T) {
 			other := newLocker(t, m, redlock.Options{ViaClient: via})
 			_, err = other.TryLock(ctx, "invoice:42")
 			var e *redlock.Error
-			if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(quorum.Refused) != 5 {
+			if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(redlock.OutcomeRefused) != 5 {
 				t.Fatalf("second TryLock: %v, want ErrNotAcquired refused by 5", err)
 			}
 			must(t, lk.Unlock(ctx))
@@ -183,9 +182,9 @@ func TestTwoOfFiveStalled(t *testing.T) {
 	must(t, err)
 	for i, n := range lk.Acquisition().Nodes {
 		switch {
-		case i < 3 && n.Outcome != quorum.OK:
+		case i < 3 && n.Outcome != redlock.OutcomeOK:
 			t.Errorf("master %d: %v, want ok", i, n.Outcome)
-		case i >= 3 && n.Outcome != quorum.Pending && n.Outcome != quorum.Unavailable:
+		case i >= 3 && n.Outcome != redlock.OutcomePending && n.Outcome != redlock.OutcomeUnavailable:
 			t.Errorf("stalled master %d: %v, want pending or unavailable", i, n.Outcome)
 		}
 	}
@@ -222,7 +221,7 @@ func TestThreeOfFiveStalled(t *testing.T) {
 	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) {
 		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
 	}
-	if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
+	if e.Count(redlock.OutcomeOK) != 2 || e.Count(redlock.OutcomeTimedOut) != 3 {
 		t.Fatalf("TryLock: %v; want 2 ok and 3 timed out", err)
 	}
 	// The round waits NodeTimeout for the stalled three, then gives up:
@@ -236,7 +235,7 @@ func TestThreeOfFiveStalled(t *testing.T) {
 	}
 	// Now the three are skipped: the next attempt does not ask them.
 	_, err = l.TryLock(ctx, "invoice:42")
-	if !errors.As(err, &e) || e.Count(quorum.Unavailable) != 3 {
+	if !errors.As(err, &e) || e.Count(redlock.OutcomeUnavailable) != 3 {
 		t.Fatalf("second TryLock: %v, want 3 unavailable", err)
 	}
 	resumeAndDrain(t, m, l, "invoice:42", 0, 1, 2)
@@ -260,7 +259,7 @@ func TestRefuse(t *testing.T) {
 		t.Fatalf("two refused: tokens %q", got)
 	}
 	for i, n := range lk.Acquisition().Nodes[:2] {
-		if n.Outcome == quorum.OK {
+		if n.Outcome == redlock.OutcomeOK {
 			t.Fatalf("refused master %d: ok", i)
 		}
 	}
@@ -270,7 +269,7 @@ func TestRefuse(t *testing.T) {
 	start := time.Now()
 	_, err = l.TryLock(ctx, "b")
 	var e *redlock.Error
-	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(quorum.OK) > 2 {
+	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(redlock.OutcomeOK) > 2 {
 		t.Fatalf("three refused: %v, want ErrNotAcquired", err)
 	}
 	if took := time.Since(start); took > nodeTimeout+3*time.Second {

@@ -21,8 +21,8 @@ func startDockerMasters(ctx context.Context, n int) (*masters, error) {
 	}
 	m := &masters{
 		info: Masters{Kind: "lab-docker", N: n, Addrs: cl.Addrs(),
-			StallMethod:     "docker pause/unpause: the cgroup freezer (lab.Cluster.Pause/Resume, labdocker)",
-			PartitionMethod: "docker network disconnect/connect: the published port goes too, so clients are refused (lab.Cluster.Cut/Heal, labdocker)",
+			StallMethod:     "docker pause/unpause: the cgroup freezer (lab.Masters.Pause/Resume, labdocker)",
+			PartitionMethod: "docker network disconnect/connect: the published port goes too, so clients are refused (lab.Masters.Cut/Heal, labdocker)",
 			Note:            fmt.Sprintf("%d containers of %s on a bridge network, ports published on loopback, started by labdocker (testcontainers-go)", n, labdocker.Image(""))},
 		pause:  func(_ context.Context, i int, _ time.Duration) error { return cl.Pause(i) },
 		resume: cl.Resume,

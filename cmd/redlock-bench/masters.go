@@ -58,7 +58,7 @@ func openMasters(ctx context.Context, cfg *config, stderr io.Writer) (*masters, 
 		switch {
 		case err == nil:
 			m := &masters{
-				info: Masters{Kind: "lab", N: cfg.masters, Addrs: cl.Addrs(), StallMethod: "SIGSTOP/SIGCONT (lab.Cluster.Pause/Resume)",
+				info: Masters{Kind: "lab", N: cfg.masters, Addrs: cl.Addrs(), StallMethod: "SIGSTOP/SIGCONT (lab.Masters.Pause/Resume)",
 					Note: "local redis-server processes on loopback, started by package lab"},
 				pause:  func(_ context.Context, i int, _ time.Duration) error { return cl.Pause(i) },
 				resume: cl.Resume,

@@ -46,7 +46,7 @@ func mastersFlag(addrs []string) string { return strings.Join(addrs, ",") }
 // newLocker returns a Locker over c whose clients have dialled already (a
 // cold first call can overrun NodeTimeout on a loaded machine), with a TTL
 // long enough that nothing expires during a test.
-func newLocker(t *testing.T, c *lab.Cluster, opts redlock.Options) *redlock.Locker {
+func newLocker(t *testing.T, c *lab.Masters, opts redlock.Options) *redlock.Locker {
 	t.Helper()
 	clients := c.Clients()
 	for _, cl := range clients {
@@ -68,7 +68,7 @@ func newLocker(t *testing.T, c *lab.Cluster, opts redlock.Options) *redlock.Lock
 }
 
 // values returns key's value on each master ("" when absent).
-func values(t *testing.T, c *lab.Cluster, key string) []string {
+func values(t *testing.T, c *lab.Masters, key string) []string {
 	t.Helper()
 	out := make([]string, c.N())
 	for i := range c.N() {
@@ -103,7 +103,7 @@ func all(vals []string, v string) bool {
 
 // lock acquires resource and waits until every master holds the token
 // (TryLock returns at a majority).
-func lock(t *testing.T, c *lab.Cluster, l *redlock.Locker, resource string) *redlock.Lock {
+func lock(t *testing.T, c *lab.Masters, l *redlock.Locker, resource string) *redlock.Lock {
 	t.Helper()
 	lk, err := l.TryLock(t.Context(), resource)
 	if err != nil {
@@ -339,7 +339,7 @@ func auditLine(t *testing.T, stderr string) (string, auditRecord) {
 }
 
 // auditStream returns the audit stream's entries on master i.
-func auditStream(t *testing.T, c *lab.Cluster, i int) []redis.XMessage {
+func auditStream(t *testing.T, c *lab.Masters, i int) []redis.XMessage {
 	t.Helper()
 	msgs, err := c.Client(i).XRange(t.Context(), "redlock:audit", "-", "+").Result()
 	if err != nil {

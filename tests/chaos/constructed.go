@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -69,7 +68,7 @@ func tryLock(tb testing.TB, l *redlock.Locker, res string) *redlock.Lock {
 // twoClientsOnThree is the setting of the 3-master constructed scenarios:
 // the masters, the resource Redis (never faulted) and two clients' Lockers,
 // all closed by tb's cleanups.
-func twoClientsOnThree(tb testing.TB) (c *lab.Cluster, db *redis.Client, l1, l2 *redlock.Locker) {
+func twoClientsOnThree(tb testing.TB) (c *lab.Masters, db *redis.Client, l1, l2 *redlock.Locker) {
 	tb.Helper()
 	c = lab.ForTest(tb, 3, nil)
 	db = lab.ForTest(tb, 1, nil).Client(0)
@@ -136,7 +135,7 @@ func RestartEmptyNoDelay(tb testing.TB, earlier int) Result {
 }
 
 // ClockJump: 3 masters. Client 1 holds on all three; a forward jump of TTL
-// (SIMULATED: lab.Cluster.JumpClock shrinks every key's TTL by Δ) on two of
+// (SIMULATED: lab.Masters.JumpClock shrinks every key's TTL by Δ) on two of
 // them expires its keys there; client 2 wins those two while client 1 is
 // still before its deadline. Fence counters have no TTL and survive, so
 // client 2's fence is larger and the resource rejects client 1's late write.
@@ -200,7 +199,7 @@ func UnsafeSingleMaster(tb testing.TB) Result {
 //
 //  1. Client 1 acquires the lock on A, B and C; D and E are unreachable
 //     for it (its Locker's clients for D and E dial closed ports).
-//  2. The clock on C jumps forward (SIMULATED: lab.Cluster.JumpClock), so
+//  2. The clock on C jumps forward (SIMULATED: lab.Masters.JumpClock), so
 //     the lock key on C expires.
 //  3. Client 2 acquires the lock on C, D and E; A and B are unreachable for
 //     it (closed ports likewise).
@@ -254,7 +253,7 @@ func Kleppmann(tb testing.TB) Result {
 	a.exit(h)
 	oks := func(lk *redlock.Lock) (n int) {
 		for _, nd := range lk.Acquisition().Nodes {
-			if nd.Outcome == quorum.OK {
+			if nd.Outcome == redlock.OutcomeOK {
 				n++
 			}
 		}

@@ -21,7 +21,7 @@
 // show no violation. Faults outside them (a master restarted empty at
 // once, a forward clock jump, a client paused past its deadline) show the
 // violation the theory predicts. The clock jump is a SIMULATION
-// (lab.Cluster.JumpClock shrinks every key's TTL by Δ): libfaketime
+// (lab.Masters.JumpClock shrinks every key's TTL by Δ): libfaketime
 // crashes Debian's redis-server at start-up.
 //
 // -chaos.backend docker runs the faulted masters as containers (package

@@ -96,7 +96,7 @@ func footprint() (uint64, int) {
 func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 	tb.Helper()
 	sched := NewSchedule(ScheduleRand(seed, w.Name), w.Plan)
-	var c *lab.Cluster
+	var c *lab.Masters
 	if backend == "docker" {
 		// No proxy: Cut is docker network disconnect, Pause docker pause,
 		// Kill and Restart remove the container and start a new one.
@@ -245,7 +245,7 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 
 // apply runs one fault episode and undoes it (always, even when ctx ends
 // during it: a cut or paused master must not outlive the run).
-func apply(ctx context.Context, c *lab.Cluster, subs []*subClient, f Fault) error {
+func apply(ctx context.Context, c *lab.Masters, subs []*subClient, f Fault) error {
 	each := func(fn func(i int) error) error {
 		var errs []error
 		for _, i := range f.Masters {

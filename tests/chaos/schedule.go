@@ -27,7 +27,7 @@ const (
 	// Cut partitions Masters (through the proxy) for Dur.
 	Cut Kind = "cut"
 	// JumpClock SIMULATES a forward jump of Delta on Masters' clocks: each
-	// key's remaining TTL shrinks by Delta (lab.Cluster.JumpClock).
+	// key's remaining TTL shrinks by Delta (lab.Masters.JumpClock).
 	JumpClock Kind = "clock-jump(sim)"
 	// PauseClient SIGSTOPs subprocess client Client for Dur, at its next
 	// entry into a critical section, then SIGCONTs it.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -178,7 +177,7 @@ func TestReleaseAfterFailedAcquisition(t *testing.T) {
 		if !errors.As(err, &e) || len(e.Nodes) != 3 {
 			t.Fatalf("shard %d: %v is not an *Error with 3 nodes", s, err)
 		}
-		if e.Nodes[1].Outcome != quorum.Refused || e.Nodes[2].Outcome != quorum.Refused {
+		if e.Nodes[1].Outcome != redlock.OutcomeRefused || e.Nodes[2].Outcome != redlock.OutcomeRefused {
 			t.Fatalf("shard %d: outcomes %v, %v on the held clusters, want Refused", s, e.Nodes[1].Outcome, e.Nodes[2].Outcome)
 		}
 		if v := held(t, 0, r); v != "" {
@@ -328,7 +327,7 @@ func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock on the stalled shard's slots (clusters 1 and 2 answer): %v", err)
 	}
-	if o := lkA.Acquisition().Nodes[0].Outcome; o != quorum.Pending && o != quorum.TimedOut {
+	if o := lkA.Acquisition().Nodes[0].Outcome; o != redlock.OutcomePending && o != redlock.OutcomeTimedOut {
 		t.Fatalf("cluster 0 for a key on its stalled shard: %v, want Pending or TimedOut", o)
 	}
 	time.Sleep(nt + nt/2) // the stalled shard's breaker opens
@@ -341,7 +340,7 @@ func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock again on the stalled shard's slots: %v", err)
 	}
-	if o := lkA3.Acquisition().Nodes[0].Outcome; o != quorum.Unavailable {
+	if o := lkA3.Acquisition().Nodes[0].Outcome; o != redlock.OutcomeUnavailable {
 		t.Fatalf("cluster 0 for a key on its stalled shard, breaker open: %v, want Unavailable", o)
 	}
 	// Healthy shards of cluster 0: never unavailable, and the key is there.
@@ -353,9 +352,9 @@ func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 			t.Fatalf("TryLock %s on a healthy shard: %v", r, err)
 		}
 		switch o := lk.Acquisition().Nodes[0].Outcome; o {
-		case quorum.OK:
+		case redlock.OutcomeOK:
 			ok++
-		case quorum.Pending: // decided by 1 and 2 first: the key must still land
+		case redlock.OutcomePending: // decided by 1 and 2 first: the key must still land
 		default:
 			t.Fatalf("cluster 0 for %s on a healthy shard while shard %d is stalled: %v", r, sA, o)
 		}
@@ -396,7 +395,7 @@ func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if lk, err := l.TryLock(t.Context(), a); err != nil || lk.Acquisition().Nodes[0].Outcome == quorum.Unavailable {
+	if lk, err := l.TryLock(t.Context(), a); err != nil || lk.Acquisition().Nodes[0].Outcome == redlock.OutcomeUnavailable {
 		t.Fatalf("after the resume: %v", err)
 	} else {
 		lk.Unlock(t.Context())
@@ -431,7 +430,7 @@ func TestViaClientPlainPath(t *testing.T) {
 			t.Fatalf("fence %d after %d", lk.Fence(), last)
 		}
 		for i := range cl.N() {
-			if lk.Acquisition().Nodes[i].Outcome != quorum.OK {
+			if lk.Acquisition().Nodes[i].Outcome != redlock.OutcomeOK {
 				continue // decided without it
 			}
 			if v := held(t, i, r); v != lk.Token() {
@@ -463,7 +462,7 @@ func TestViaClientPlainPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := other.Acquisition().Nodes[0].Outcome; o != quorum.Unavailable {
+	if o := other.Acquisition().Nodes[0].Outcome; o != redlock.OutcomeUnavailable {
 		t.Fatalf("plain path, healthy shard of cluster 0 behind a stalled one: %v, want Unavailable", o)
 	}
 	if err := cl.Resume(0, 1); err != nil {
@@ -515,7 +514,7 @@ func TestKeysLandOnTheirShard(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range cl.N() {
-			if o := lk.Acquisition().Nodes[i].Outcome; o != quorum.OK {
+			if o := lk.Acquisition().Nodes[i].Outcome; o != redlock.OutcomeOK {
 				continue // decided without it: its key may still be on the way
 			}
 			if v := held(t, i, r); v != lk.Token() {
@@ -558,7 +557,7 @@ func TestMovedRefreshesTheSlotTable(t *testing.T) {
 		t.Fatal(err) // clusters 1 and 2
 	}
 	n0 := lk.Acquisition().Nodes[0]
-	if n0.Outcome != quorum.Failed || n0.Err == nil || !strings.Contains(n0.Err.Error(), "MOVED") {
+	if n0.Outcome != redlock.OutcomeFailed || n0.Err == nil || !strings.Contains(n0.Err.Error(), "MOVED") {
 		t.Fatalf("cluster 0 with a wrong slot table: %v, %v; want Failed with MOVED", n0.Outcome, n0.Err)
 	}
 	if v := held(t, 0, r); v != "" {
@@ -577,7 +576,7 @@ func TestMovedRefreshesTheSlotTable(t *testing.T) {
 		if err := lk.Unlock(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if o == quorum.OK {
+		if o == redlock.OutcomeOK {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -616,7 +615,7 @@ func TestLockAllOnClusters(t *testing.T) {
 	}
 	shard := cl.ShardOf("tagged:{order7}:a")
 	for i := range cl.N() {
-		if o := lk.Acquisition().Nodes[i].Outcome; o != quorum.OK {
+		if o := lk.Acquisition().Nodes[i].Outcome; o != redlock.OutcomeOK {
 			continue // decided without it: its keys may still be on the way
 		}
 		for _, r := range set {

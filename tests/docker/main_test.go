@@ -86,7 +86,7 @@ func leftovers(ctx context.Context, id string) (string, error) {
 // docker CLI that the leftover checks use. It records the cluster's id for
 // TestMain and checks in a cleanup, after lab has closed the cluster, that
 // none of its containers or networks remain.
-func dockerCluster(t *testing.T) *lab.Cluster {
+func dockerCluster(t *testing.T) *lab.Masters {
 	t.Helper()
 	if err := labdocker.Available(t.Context()); err != nil {
 		t.Skipf("skipping: these tests need Docker masters: %v", err)

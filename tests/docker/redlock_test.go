@@ -12,14 +12,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 )
 
 // newLocker builds a Locker over the cluster with its own default go-redis
 // clients. Its cleanup resumes paused masters first, so that Close does not
 // wait for calls stuck on them for go-redis's ReadTimeout.
-func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Locker {
+func newLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Locker {
 	t.Helper()
 	clients := c.Clients()
 	// Dial now: a cold client's first call also handshakes, through
@@ -41,7 +40,7 @@ func newLocker(t *testing.T, c *lab.Cluster, opts *redlock.Options) *redlock.Loc
 
 // keyState returns, for each master in which (all when nil), the lock key's
 // value ("" when absent).
-func keyState(t *testing.T, c *lab.Cluster, resource string, which ...int) []string {
+func keyState(t *testing.T, c *lab.Masters, resource string, which ...int) []string {
 	t.Helper()
 	if which == nil {
 		for i := range c.N() {
@@ -163,7 +162,7 @@ func TestTwoPausedMastersStillAcquire(t *testing.T) {
 			t.Fatalf("round %d: TryLock took %v, over 10× NodeTimeout (%v)", round, took, nt)
 		}
 		for _, i := range []int{1, 3} {
-			if o := lk.Acquisition().Nodes[i].Outcome; o == quorum.OK {
+			if o := lk.Acquisition().Nodes[i].Outcome; o == redlock.OutcomeOK {
 				t.Fatalf("round %d: paused master %d answered ok", round, i)
 			}
 		}
@@ -202,11 +201,11 @@ func TestThreePausedMastersFail(t *testing.T) {
 		t.Fatalf("TryLock with 3 of 5 paused: %v, want ErrNotAcquired", err)
 	}
 	e := errAs[*redlock.Error](t, err)
-	if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
-		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(quorum.OK), e.Count(quorum.TimedOut), err)
+	if e.Count(redlock.OutcomeOK) != 2 || e.Count(redlock.OutcomeTimedOut) != 3 {
+		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(redlock.OutcomeOK), e.Count(redlock.OutcomeTimedOut), err)
 	}
 	for _, i := range []int{0, 2, 4} {
-		if e.Nodes[i].Outcome != quorum.TimedOut {
+		if e.Nodes[i].Outcome != redlock.OutcomeTimedOut {
 			t.Errorf("paused master %d: %v, want timed out", i, e.Nodes[i].Outcome)
 		}
 	}
@@ -227,7 +226,7 @@ type round struct {
 	start     time.Time
 	took      time.Duration // TryLock alone
 	err       error         // TryLock's, else Unlock's
-	master0   quorum.Outcome
+	master0   redlock.Outcome
 	cancelled bool // ended by the test stopping the worker
 }
 
@@ -299,7 +298,7 @@ func TestNetworkCut(t *testing.T) {
 	for _, r := range rounds {
 		if r.start.After(cutAt) && r.err == nil {
 			slowest = max(slowest, r.took)
-			if r.master0 == quorum.OK {
+			if r.master0 == redlock.OutcomeOK {
 				t.Errorf("master 0 answered ok in a round that started after the cut")
 			}
 		}
@@ -332,9 +331,9 @@ func TestNetworkCut(t *testing.T) {
 	// yet (pending) when it is.
 	for i, nd := range e.Nodes {
 		switch cut := i < 3; {
-		case cut && nd.Outcome == quorum.OK:
+		case cut && nd.Outcome == redlock.OutcomeOK:
 			t.Errorf("cut master %d answered ok", i)
-		case !cut && nd.Outcome != quorum.OK && nd.Outcome != quorum.Pending:
+		case !cut && nd.Outcome != redlock.OutcomeOK && nd.Outcome != redlock.OutcomePending:
 			t.Errorf("live master %d: %v, want ok or pending", i, nd.Outcome)
 		}
 	}

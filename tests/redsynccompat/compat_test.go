@@ -27,7 +27,7 @@ const ttl = 5 * time.Second
 
 // newRedsync returns a Redsync over go-redis clients of its own, one per
 // master, as a redsync fleet would have them.
-func newRedsync(t *testing.T, c *lab.Cluster) *redsync.Redsync {
+func newRedsync(t *testing.T, c *lab.Masters) *redsync.Redsync {
 	t.Helper()
 	pools := make([]redsyncredis.Pool, c.N())
 	for i, addr := range c.Addrs() {
@@ -44,7 +44,7 @@ func newRedsync(t *testing.T, c *lab.Cluster) *redsync.Redsync {
 // newLocker returns a Locker over the lab's clients. NodeTimeout is
 // generous: this machine runs the tests under -race on two shared cores,
 // and a healthy master descheduled for 50ms is not what they are about.
-func newLocker(t *testing.T, c *lab.Cluster, o redlock.Options) *redlock.Locker {
+func newLocker(t *testing.T, c *lab.Masters, o redlock.Options) *redlock.Locker {
 	t.Helper()
 	for _, cl := range c.Clients() {
 		if err := cl.Ping(t.Context()).Err(); err != nil {
@@ -61,7 +61,7 @@ func newLocker(t *testing.T, c *lab.Cluster, o redlock.Options) *redlock.Locker 
 }
 
 // valuesOf returns key's value on each master ("" when absent).
-func valuesOf(t *testing.T, c *lab.Cluster, key string) []string {
+func valuesOf(t *testing.T, c *lab.Masters, key string) []string {
 	t.Helper()
 	out := make([]string, c.N())
 	for i := range c.N() {
@@ -81,7 +81,7 @@ func allEqual(vals []string, v string) bool {
 // onEveryMaster waits until key holds v on every master: TryLock returns
 // once a majority said yes, and the other masters' SETs may still be on
 // their way.
-func onEveryMaster(t *testing.T, c *lab.Cluster, key, v string) {
+func onEveryMaster(t *testing.T, c *lab.Masters, key, v string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -319,7 +319,7 @@ func TestRedsyncKeysSharesTheKeyWithRedsync(t *testing.T) {
 	}
 }
 
-func pttls(t *testing.T, c *lab.Cluster, key string) []time.Duration {
+func pttls(t *testing.T, c *lab.Masters, key string) []time.Duration {
 	t.Helper()
 	out := make([]time.Duration, c.N())
 	for i := range c.N() {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -160,7 +159,7 @@ func TestLogsTellTheStory(t *testing.T) {
 		tokens = append(tokens, lk.Token())
 		all := true
 		for _, n := range lk.Acquisition().Nodes {
-			all = all && n.Outcome == quorum.OK
+			all = all && n.Outcome == redlock.OutcomeOK
 		}
 		if all {
 			break

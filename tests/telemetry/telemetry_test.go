@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // setup returns a Locker over c that reports to a manual reader and a span
 // recorder.
-func setup(t *testing.T, c *lab.Cluster, opts redlock.Options) (*redlock.Locker, *sdkmetric.ManualReader, *tracetest.SpanRecorder) {
+func setup(t *testing.T, c *lab.Masters, opts redlock.Options) (*redlock.Locker, *sdkmetric.ManualReader, *tracetest.SpanRecorder) {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -280,7 +280,7 @@ func TestContendedFailureIsHeldByAnother(t *testing.T) {
 }
 
 // waitAll waits until every master holds token for resource.
-func waitAll(t *testing.T, c *lab.Cluster, resource, token string) {
+func waitAll(t *testing.T, c *lab.Masters, resource, token string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

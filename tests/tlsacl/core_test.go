@@ -28,7 +28,7 @@ const (
 // (lab.DefaultACLRules when empty). It skips the test where the lab runs
 // on Docker ($REDLOCK_LAB_BACKEND, when redis-server is not installed),
 // which does not support TLS and ACL users.
-func secure(t *testing.T, n int, rules string) *lab.Cluster {
+func secure(t *testing.T, n int, rules string) *lab.Masters {
 	t.Helper()
 	c, err := lab.Start(t.Context(), n, &lab.Options{TLS: true, ACLUser: user, ACLRules: rules})
 	if errors.Is(err, lab.ErrNeedsProcessBackend) {
@@ -53,7 +53,7 @@ var transports = []struct {
 
 // newLocker returns a Locker over new clients of c (TLS, the ACL user),
 // closed when the test ends.
-func newLocker(t *testing.T, c *lab.Cluster, o redlock.Options) *redlock.Locker {
+func newLocker(t *testing.T, c *lab.Masters, o redlock.Options) *redlock.Locker {
 	t.Helper()
 	o.TTL, o.NodeTimeout = ttl, nodeTimeout
 	l, err := redlock.New(c.Clients(), &o)
@@ -65,7 +65,7 @@ func newLocker(t *testing.T, c *lab.Cluster, o redlock.Options) *redlock.Locker 
 }
 
 // onEach checks f on every master through the admin connection.
-func onEach(t *testing.T, c *lab.Cluster, f func(i int, admin *redis.Client) error) {
+func onEach(t *testing.T, c *lab.Masters, f func(i int, admin *redis.Client) error) {
 	t.Helper()
 	for i := range c.N() {
 		if err := f(i, c.Admin(i)); err != nil {
@@ -82,7 +82,7 @@ const landed = 5 * time.Second
 
 // eventuallyOnEach checks f on every master, retrying each for up to
 // landed.
-func eventuallyOnEach(t *testing.T, c *lab.Cluster, f func(i int, admin *redis.Client) error) {
+func eventuallyOnEach(t *testing.T, c *lab.Masters, f func(i int, admin *redis.Client) error) {
 	t.Helper()
 	for i := range c.N() {
 		deadline := time.Now().Add(landed)

@@ -24,7 +24,7 @@ func containsAll(s string, subs ...string) bool {
 
 // setUser applies ACL SETUSER rules to the lab's user on every master, as
 // the admin; restore is applied when the test ends (again if already).
-func setUser(t *testing.T, c *lab.Cluster, rules, restore string) {
+func setUser(t *testing.T, c *lab.Masters, rules, restore string) {
 	t.Helper()
 	if err := aclSet(c, rules); err != nil {
 		t.Fatalf("ACL SETUSER %s %s: %v", user, rules, err)
@@ -36,7 +36,7 @@ func setUser(t *testing.T, c *lab.Cluster, rules, restore string) {
 	})
 }
 
-func aclSet(c *lab.Cluster, rules string) error {
+func aclSet(c *lab.Masters, rules string) error {
 	for i := range c.N() {
 		args := []any{"ACL", "SETUSER", user}
 		for _, r := range strings.Fields(rules) {
@@ -91,7 +91,7 @@ func TestEveryRuleNeeded(t *testing.T) {
 		rule    string
 		fencing bool
 		// run does what needs the rule on l and returns the refusal.
-		run  func(t *testing.T, c *lab.Cluster, l *redlock.Locker, res string) (error, time.Duration)
+		run  func(t *testing.T, c *lab.Masters, l *redlock.Locker, res string) (error, time.Duration)
 		want []string
 	}{
 		{"set", false, acquire, []string{"NOPERM", "'set'", "SET"}},
@@ -138,7 +138,7 @@ func TestEveryRuleNeeded(t *testing.T) {
 // acquire is TryLock, and on refusal also Lock with no deadline but the
 // test's: it must not retry a refused permission.
 // acquireAll is acquire for a lock on two resources (TryLockAll).
-func acquireAll(t *testing.T, _ *lab.Cluster, l *redlock.Locker, res string) (error, time.Duration) {
+func acquireAll(t *testing.T, _ *lab.Masters, l *redlock.Locker, res string) (error, time.Duration) {
 	return timed(func() error {
 		lk, err := l.TryLockAll(t.Context(), []string{res + "-a", res + "-b"})
 		if err == nil {
@@ -148,7 +148,7 @@ func acquireAll(t *testing.T, _ *lab.Cluster, l *redlock.Locker, res string) (er
 	})
 }
 
-func acquire(t *testing.T, _ *lab.Cluster, l *redlock.Locker, res string) (error, time.Duration) {
+func acquire(t *testing.T, _ *lab.Masters, l *redlock.Locker, res string) (error, time.Duration) {
 	err, took := timed(func() error {
 		lk, err := l.TryLock(t.Context(), res)
 		if err == nil {
@@ -177,7 +177,7 @@ func acquire(t *testing.T, _ *lab.Cluster, l *redlock.Locker, res string) (error
 
 // extend takes the lock, then Extend must report the refusal; the lock is
 // released (as the admin: the user may not be able to).
-func extend(t *testing.T, _ *lab.Cluster, l *redlock.Locker, res string) (error, time.Duration) {
+func extend(t *testing.T, _ *lab.Masters, l *redlock.Locker, res string) (error, time.Duration) {
 	lk, err := l.TryLock(t.Context(), res)
 	if err != nil {
 		t.Fatalf("TryLock: %v", err)
@@ -195,7 +195,7 @@ func extend(t *testing.T, _ *lab.Cluster, l *redlock.Locker, res string) (error,
 
 // release takes the lock, then Unlock must report the refusal rather than
 // return nil: the keys are still there (the admin deletes them).
-func release(t *testing.T, c *lab.Cluster, l *redlock.Locker, res string) (error, time.Duration) {
+func release(t *testing.T, c *lab.Masters, l *redlock.Locker, res string) (error, time.Duration) {
 	lk, err := l.TryLock(t.Context(), res)
 	if err != nil {
 		t.Fatalf("TryLock: %v", err)

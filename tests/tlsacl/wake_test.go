@@ -15,7 +15,7 @@ import (
 // waitAfterRelease holds res with one Locker, makes a second one wait for
 // it (its backoff ≥ 2.5s), releases, and returns how long the waiter took
 // after the release.
-func waitAfterRelease(t *testing.T, c *lab.Cluster, res string) time.Duration {
+func waitAfterRelease(t *testing.T, c *lab.Masters, res string) time.Duration {
 	t.Helper()
 	holder := newLocker(t, c, redlock.Options{})
 	waiter := newLocker(t, c, redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 5 * time.Second, MaxDelay: 5 * time.Second}})

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/internal/quorum"
 	"go.uber.org/goleak"
 )
 
