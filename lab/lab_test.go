@@ -16,48 +16,20 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/lab/labtest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// probe returns a client that honours ctx deadlines on socket I/O (default
-// go-redis clients do not), for checks against paused or cut masters.
-func probe(t *testing.T, addr string) *redis.Client {
-	t.Helper()
-	cl := redis.NewClient(&redis.Options{
-		Addr:                  addr,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		PoolSize:              1,
-	})
-	t.Cleanup(func() { _ = cl.Close() })
-	return cl
-}
-
-// pingWithin pings with a ctx bounded by d.
-func pingWithin(cl *redis.Client, d time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return cl.Ping(ctx).Err()
-}
-
-// eventually polls cond until it returns nil or the deadline passes.
-func eventually(t *testing.T, within time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", within, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// The checks both backends share (package labtest).
+var (
+	probe                 = labtest.Probe
+	pingWithin            = labtest.PingWithin
+	eventually            = labtest.Eventually
+	checkKillRestartEmpty = labtest.CheckKillRestartEmpty
+)
 
 func serverPID(t *testing.T, cl *redis.Client) int {
 	t.Helper()
@@ -174,58 +146,6 @@ func TestKillRestartEmptySamePort(t *testing.T) {
 	if pid := serverPID(t, c.Client(0)); pid == oldPID {
 		t.Fatalf("same pid %d after Restart", pid)
 	}
-}
-
-// checkKillRestartEmpty is the Kill/Restart contract both backends keep:
-// a killed master answers nothing, Kill is idempotent, Pause of a killed
-// master fails, Restart comes back EMPTY on the same address and the
-// long-lived default client reconnects by itself, and Restart of a running
-// master empties it too. afterKill, if set, checks backend specifics.
-func checkKillRestartEmpty(t *testing.T, c *lab.Masters, afterKill func()) {
-	t.Helper()
-	ctx := t.Context()
-	addr := c.Addrs()[0]
-	if err := c.Client(0).Set(ctx, "survivor", "x", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Kill(0); err != nil {
-		t.Fatal(err)
-	}
-	if afterKill != nil {
-		afterKill()
-	}
-	if err := pingWithin(probe(t, addr), 200*time.Millisecond); err == nil {
-		t.Fatal("PING to a killed master succeeded")
-	}
-	if err := c.Kill(0); err != nil {
-		t.Fatalf("second Kill: %v", err)
-	}
-	if err := c.Pause(0); err == nil {
-		t.Fatal("Pause of a killed master succeeded")
-	}
-	if err := c.Restart(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Addrs()[0]; got != addr {
-		t.Fatalf("address after Restart = %s, want %s", got, addr)
-	}
-	eventually(t, 5*time.Second, func() error { return c.Client(0).Ping(ctx).Err() })
-	if n, err := c.Client(0).DBSize(ctx).Result(); err != nil || n != 0 {
-		t.Fatalf("DBSIZE after Restart = %d, %v; want 0", n, err)
-	}
-	if err := c.Client(0).Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Restart(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, func() error {
-		n, err := c.Client(0).DBSize(ctx).Result()
-		if err == nil && n != 0 {
-			return fmt.Errorf("DBSIZE = %d after Restart", n)
-		}
-		return err
-	})
 }
 
 func TestJumpClock(t *testing.T) {
