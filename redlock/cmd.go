@@ -71,6 +71,7 @@ type arg struct {
 func str(s string) arg     { return arg{s: s} }
 func num(n uint64) arg     { return arg{n: n, num: true} }
 func fence(key string) arg { return arg{s: key, suffix: fenceSuffix} }
+func queue(key string) arg { return arg{s: key, suffix: queueSuffix} }
 
 // String is the argument as it goes on the wire.
 func (a arg) String() string {
@@ -95,17 +96,17 @@ func (c *cmd) args(dst []arg) []arg {
 		nk := c.releaseKeys()
 		dst = append(c.evalsha(dst, nk), str(c.key))
 		if nk == 2 {
-			dst = append(dst, str(queueKey(c.key)))
+			dst = append(dst, queue(c.key))
 		}
 		return append(dst, str(c.token))
 	case cmdJoin:
-		return append(dst, str("ZADD"), str(queueKey(c.key)), str("NX"), num(c.n), str(c.token))
+		return append(dst, str("ZADD"), queue(c.key), str("NX"), num(c.n), str(c.token))
 	case cmdLeave:
-		return append(dst, str("ZREM"), str(queueKey(c.key)), str(c.token))
+		return append(dst, str("ZREM"), queue(c.key), str(c.token))
 	case cmdProbe:
 		return append(dst, str("EXISTS"), str(c.key))
 	case cmdRank:
-		return append(dst, str("ZRANK"), str(queueKey(c.key)), str(c.token))
+		return append(dst, str("ZRANK"), queue(c.key), str(c.token))
 	case cmdAcquireMulti, cmdWritebackMulti:
 		// KEYS: the lock keys, then their fence counters when fenced;
 		// ARGV: token, TTL or fence, the key count, and for an acquire

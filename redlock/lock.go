@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -264,7 +265,9 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 		if unconfirmed := unconfirmed(res); unconfirmed > 0 {
 			l.log.InfoContext(ctx, "redlock: released with errors; masters that did not answer get the release when they answer again", l.logResource(lk.resource), "token", shortToken(lk.token), "unconfirmed", unconfirmed)
 		} else {
-			l.log.DebugContext(ctx, "redlock: released", l.logResource(lk.resource), "token", shortToken(lk.token))
+			if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
+				l.log.DebugContext(ctx, "redlock: released", l.logResource(lk.resource), "token", shortToken(lk.token))
+			}
 		}
 		return nil
 	}

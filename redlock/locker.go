@@ -741,7 +741,9 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 			}
 		}
 		l.tel.acquired(ctx, resource, outcome, info, 0)
-		l.log.DebugContext(ctx, "redlock: acquire failed", l.logResource(resource), "token", shortToken(token), l.logErr(e, resource))
+		if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
+			l.log.DebugContext(ctx, "redlock: acquire failed", l.logResource(resource), "token", shortToken(token), l.logErr(e, resource))
+		}
 		l.noteRound(ctx, resource, e)
 		return e
 	}
@@ -790,7 +792,9 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
 	l.tel.hold(lk)
 	l.noteRound(ctx, resource, nil)
-	l.log.DebugContext(ctx, "redlock: acquired", l.logResource(resource), "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
+	if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
+		l.log.DebugContext(ctx, "redlock: acquired", l.logResource(resource), "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
+	}
 	return lk, nil
 }
 

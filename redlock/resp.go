@@ -69,11 +69,15 @@ func (w *respWriter) bulkSuffix(s, suffix string) {
 	w.bw.WriteString("\r\n")
 }
 
+// bulkUint writes n in decimal as a bulk string, through the number
+// scratch (a local array escaped to the heap: one allocation per number).
 func (w *respWriter) bulkUint(n uint64) {
-	var b [20]byte
-	d := strconv.AppendUint(b[:0], n, 10)
-	w.bulkLen(len(d))
-	w.bw.Write(d)
+	w.num = strconv.AppendUint(w.num[:0], n, 10)
+	d := len(w.num)
+	w.bw.WriteByte('$')
+	w.bw.WriteString(strconv.Itoa(d)) // at most 20: a constant string
+	w.bw.WriteString("\r\n")
+	w.bw.Write(w.num)
 	w.bw.WriteString("\r\n")
 }
 
