@@ -99,17 +99,8 @@ func TestCloseDuringDial(t *testing.T) {
 // the stream tries again on its own.
 func TestParkedReleaseWithoutTraffic(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
-	clients := make([]redis.UniversalClient, c.N())
-	for i, a := range c.Addrs() {
-		cl := redis.NewClient(&redis.Options{Addr: a, DialTimeout: 300 * time.Millisecond})
-		t.Cleanup(func() { cl.Close() })
-		clients[i] = cl
-	}
-	l, err := redlock.New(clients, &redlock.Options{NodeTimeout: 200 * time.Millisecond, TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := proxiedLocker(t, c, func(_ int, o *redis.Options) { o.DialTimeout = 300 * time.Millisecond },
+		&redlock.Options{NodeTimeout: 200 * time.Millisecond, TTL: time.Minute})
 	lk, err := l.TryLock(t.Context(), "parked")
 	if err != nil {
 		t.Fatal(err)
@@ -200,17 +191,8 @@ func overtake(t *testing.T, c *lab.Masters, log *slog.Logger) {
 		delay = 2500 * time.Millisecond
 	)
 	user, pass := c.ACLUser()
-	clients := make([]redis.UniversalClient, c.N())
-	for i, a := range c.Addrs() {
-		cl := redis.NewClient(&redis.Options{Addr: a, Username: user, Password: pass, ReadTimeout: rt})
-		t.Cleanup(func() { cl.Close() })
-		clients[i] = cl
-	}
-	l, err := redlock.New(clients, &redlock.Options{NodeTimeout: nt, TTL: time.Minute, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := proxiedLocker(t, c, func(_ int, o *redis.Options) { o.Username, o.Password, o.ReadTimeout = user, pass, rt },
+		&redlock.Options{NodeTimeout: nt, TTL: time.Minute, Logger: log})
 	warm, err := l.TryLock(t.Context(), "warm-up") // connect to all five
 	if err != nil {
 		t.Fatal(err)
@@ -250,21 +232,11 @@ func overtake(t *testing.T, c *lab.Masters, log *slog.Logger) {
 // after Unlock no key may be left on it.
 func TestPlainPathNotResentByClient(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
-	clients := make([]redis.UniversalClient, c.N())
-	for i, a := range c.Addrs() {
-		o := &redis.Options{Addr: a}
+	l := proxiedLocker(t, c, func(i int, o *redis.Options) {
 		if i == 0 {
 			o.ReadTimeout = 100 * time.Millisecond
 		}
-		cl := redis.NewClient(o)
-		t.Cleanup(func() { cl.Close() })
-		clients[i] = cl
-	}
-	l, err := redlock.New(clients, &redlock.Options{ViaClient: true, NodeTimeout: time.Second, TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	}, &redlock.Options{ViaClient: true, NodeTimeout: time.Second, TTL: time.Minute})
 	warm, err := l.TryLock(t.Context(), "warm-up")
 	if err != nil {
 		t.Fatal(err)
@@ -310,17 +282,8 @@ func TestPlainPathNotResentByClient(t *testing.T) {
 // gives up on it by itself, and the release goes out on a new one.
 func TestReleaseOnSilentConnectionWithoutTraffic(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
-	clients := make([]redis.UniversalClient, c.N())
-	for i, a := range c.Addrs() {
-		cl := redis.NewClient(&redis.Options{Addr: a, ReadTimeout: 500 * time.Millisecond})
-		t.Cleanup(func() { cl.Close() })
-		clients[i] = cl
-	}
-	l, err := redlock.New(clients, &redlock.Options{NodeTimeout: 200 * time.Millisecond, TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := proxiedLocker(t, c, func(_ int, o *redis.Options) { o.ReadTimeout = 500 * time.Millisecond },
+		&redlock.Options{NodeTimeout: 200 * time.Millisecond, TTL: time.Minute})
 	warm, err := l.TryLock(t.Context(), "warm-up")
 	if err != nil {
 		t.Fatal(err)
@@ -351,4 +314,24 @@ func TestReleaseOnSilentConnectionWithoutTraffic(t *testing.T) {
 		return err == nil && n == 0
 	})
 	noKeyOn(t, c, "silent", 1, 2, 3, 4)
+}
+
+// proxiedLocker returns a Locker on c's masters through clients of its
+// own (set sets each client's options), closed when the test ends.
+func proxiedLocker(t *testing.T, c *lab.Masters, set func(i int, o *redis.Options), opts *redlock.Options) *redlock.Locker {
+	t.Helper()
+	clients := make([]redis.UniversalClient, c.N())
+	for i, a := range c.Addrs() {
+		o := &redis.Options{Addr: a}
+		set(i, o)
+		cl := redis.NewClient(o)
+		t.Cleanup(func() { cl.Close() })
+		clients[i] = cl
+	}
+	l, err := redlock.New(clients, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
