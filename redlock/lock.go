@@ -38,6 +38,7 @@ type Lock struct {
 	token   string
 	fence   uint64
 	mayHold []bool // masters where the acquisition's SET may have landed
+	waited  bool   // acquired by a Lock that waited: its release hands the key on
 	info    Acquisition
 
 	mu       sync.Mutex // serialises Extend and Unlock; guards the fields below
@@ -244,7 +245,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	l.tel.unlocked(ctx, lk.resource)
 	defer func() { l.tel.unlockedHold(ctx, lk, err) }()
 	expired := !time.Now().Before(lk.deadline)
-	res := l.release(ctx, lk.target, lk.token, lk.mayHold)
+	res := l.release(ctx, lk.target, lk.token, lk.mayHold, lk.waited)
 	if ref := refusal(l.nodeResults(res)); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say
 		// so rather than return nil.

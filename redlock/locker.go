@@ -473,8 +473,16 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		case <-woken:
 			timer.Stop()
 			round, woke, retried = true, true, false
-			if joined && l.wake.popped(w) {
-				joined = false // the release that named it took it off
+			if joined {
+				if l.wake.popped(w) {
+					joined = false // the release that named it took it off
+				} else if r := l.rank(ctx, t, w); r > 1 {
+					// Woken by a release that named nobody (a holder
+					// that did not pass the queue, §14.1 item 2): the
+					// key is the head's, and a round now would split its
+					// handoff. The head's wake is on its way.
+					round, woke, behind = false, false, r
+				}
 			}
 			continue
 		}
@@ -490,6 +498,9 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// that woke it has left).
 	if joined {
 		l.queueRound(ctx, t, w, cmdLeave)
+	}
+	if lk != nil && (w != nil || attempt > 1) {
+		lk.waited = true // others may be waiting too: its release hands on
 	}
 	return lk, err
 }
@@ -877,9 +888,12 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 // release when it answers again; one that does not answer in time gets it
 // from the stream all the same.
 // A release (not the clean-up of a failed round, which held no majority)
-// also hands the key to the next caller in its queue.
-func (l *Locker) release(ctx context.Context, t target, token string, mayHold []bool) quorum.Result {
-	return l.releaseRound(ctx, t, token, mayHold, l.queued(t))
+// also hands the key to the next caller in its queue, when there is reason
+// to think someone queued: the lock was taken by a Lock that waited
+// (waited), or a caller of this Locker has waited for the key lately.
+// Otherwise the release only announces (docs/design.md §14.1 item 2).
+func (l *Locker) release(ctx context.Context, t target, token string, mayHold []bool, waited bool) quorum.Result {
+	return l.releaseRound(ctx, t, token, mayHold, l.queued(t) && (waited || l.wake.contended(t.key)))
 }
 
 func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHold []bool, handOn bool) quorum.Result {

@@ -29,7 +29,11 @@ func queued(t *testing.T, c *lab.Masters, key string, n int64) {
 }
 
 // setCalls is how many SET commands each master has executed.
-func setCalls(t *testing.T, c *lab.Masters) []int64 {
+func setCalls(t *testing.T, c *lab.Masters) []int64 { return calls(t, c, "set") }
+
+// calls is how many times each master has executed command name
+// (lowercase), scripts' calls included.
+func calls(t *testing.T, c *lab.Masters, name string) []int64 {
 	t.Helper()
 	out := make([]int64, c.N())
 	for i := range c.N() {
@@ -38,7 +42,7 @@ func setCalls(t *testing.T, c *lab.Masters) []int64 {
 			t.Fatal(err)
 		}
 		for line := range strings.SplitSeq(info, "\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_set:calls="); ok {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
 				n, _, _ := strings.Cut(rest, ",")
 				out[i], _ = strconv.ParseInt(n, 10, 64)
 			}
@@ -47,12 +51,104 @@ func setCalls(t *testing.T, c *lab.Masters) []int64 {
 	return out
 }
 
+// The release of a lock nobody waited for leaves the queue alone (no
+// ZPOPMIN: the cost of the queue stays off the uncontended path); the
+// release of a lock taken by a Lock that waited passes it, on every
+// master.
+func TestReleasePassesTheQueueOnlyAfterAWait(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, nil)
+	ctx := t.Context()
+	before := calls(t, c, "zpopmin")
+	for range 5 {
+		lk, err := l.Lock(ctx, "calm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for m, n := range calls(t, c, "zpopmin") {
+		if d := n - before[m]; d != 0 {
+			t.Errorf("master %d ran ZPOPMIN %d times for 5 releases of locks nobody waited for, want 0", m, d)
+		}
+	}
+	lk := holding(t, c, l, "busy", true)
+	before = calls(t, c, "zpopmin")
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for m, n := range calls(t, c, "zpopmin") {
+		if d := n - before[m]; d != 1 {
+			t.Errorf("master %d ran ZPOPMIN %d times for the release of a lock taken after a wait, want 1", m, d)
+		}
+	}
+}
+
+// holding returns a lock on resource taken by holder: with waited, by a
+// Lock that waited for another Locker's release (so its own release hands
+// the key on to the masters' queue, docs/design.md §14.1 item 2); without,
+// by a TryLock on a free key, whose release only announces (nothing told
+// holder that anyone queued). The key's queue is empty afterwards.
+func holding(t *testing.T, c *lab.Masters, holder *redlock.Locker, resource string, waited bool) *redlock.Lock {
+	t.Helper()
+	ctx := t.Context()
+	if !waited {
+		lk, err := holder.TryLock(ctx, resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lk
+	}
+	first, err := newLocker(t, c, nil).TryLock(ctx, resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lk  *redlock.Lock
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		lk, err := holder.Lock(ctx, resource)
+		got <- result{lk, err}
+	}()
+	key := "redlock:{" + resource + "}"
+	queued(t, c, key, 1)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	queued(t, c, key, 0)
+	return r.lk
+}
+
+// holders are the two ways a lock is held that its release tells apart:
+// a holder that waited hands the key on by name; one that did not only
+// announces the release (§14.1 item 2).
+var holders = []struct {
+	name   string
+	waited bool
+}{{"holder that waited", true}, {"holder that never waited", false}}
+
 // Several Lockers (processes) wait for one key: each release wakes one
 // waiter across all of them, the longest waiting, and that waiter's round
 // (and its one retry) are the only acquisition attempts the masters see; in turn every
 // waiter gets the lock, in the order they started waiting, and the queue
-// is gone afterwards.
+// is gone afterwards. A holder that never waited does not pass the queue:
+// its release wakes one waiter of every Locker, each asks its place, and
+// only the head makes a round; the releases after it hand on by name.
 func TestReleaseHandsOnToOneWaiterAcrossLockers(t *testing.T) {
+	for _, h := range holders {
+		t.Run(h.name, func(t *testing.T) { testHandsOnAcrossLockers(t, h.waited) })
+	}
+}
+
+func testHandsOnAcrossLockers(t *testing.T, waited bool) {
 	c := lab.ForTest(t, 5, nil)
 	holder := newLocker(t, c, nil)
 	const n = 4
@@ -62,10 +158,7 @@ func TestReleaseHandsOnToOneWaiterAcrossLockers(t *testing.T) {
 	}
 	ctx := t.Context()
 	const key = "redlock:{herd}"
-	lk, err := holder.TryLock(ctx, "herd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lk := holding(t, c, holder, "herd", waited)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	locks := make([]chan *redlock.Lock, n)
@@ -97,8 +190,12 @@ func TestReleaseHandsOnToOneWaiterAcrossLockers(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatalf("release %d: waiter %d (the longest waiting) did not acquire within 2s (backoff ≥ 2.5s): wakes %d", i, i, wakes())
 		}
-		if got := wakes(); got != int64(i+1) {
-			t.Errorf("after %d releases %d waiters woken across the Lockers, want %d", i+1, got, i+1)
+		want := int64(i + 1)
+		if !waited {
+			want = n + int64(i) // the first release woke every Locker's waiter
+		}
+		if got := wakes(); got != want {
+			t.Errorf("after %d releases %d waiters woken across the Lockers, want %d", i+1, got, want)
 		}
 		for m, a := range setCalls(t, c) {
 			// The woken waiter's round, and its one retry when the first
@@ -125,33 +222,41 @@ func TestReleaseHandsOnToOneWaiterAcrossLockers(t *testing.T) {
 // A waiter that died in the queue (its Locker gone without leaving) is
 // named by the next release and taken off the queue; the waiter behind it
 // is not woken then, but acquires on its backoff, and is named by the
-// release after.
+// release after. When the holder never waited, its release names nobody:
+// the waiter is woken, finds itself behind the dead one, and acquires on
+// its polls, seeing the queue ahead of it not move; its own release then
+// takes the dead waiter off.
 func TestDeadWaiterInQueueIsDropped(t *testing.T) {
-	c := lab.ForTest(t, 5, nil)
-	holder := newLocker(t, c, nil)
-	waiter := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond}})
-	ctx := t.Context()
-	const key = "redlock:{dead-waiter}"
-	for i := range c.N() {
-		// Score 1: it has waited longer than anyone.
-		if err := c.Client(i).ZAdd(ctx, key+":waiters", redisZ(1, "0123456789abcdef.1")).Err(); err != nil {
-			t.Fatal(err)
-		}
+	for _, h := range holders {
+		t.Run(h.name, func(t *testing.T) {
+			c := lab.ForTest(t, 5, nil)
+			holder := newLocker(t, c, nil)
+			waiter := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond}})
+			ctx := t.Context()
+			const key = "redlock:{dead-waiter}"
+			lk := holding(t, c, holder, "dead-waiter", h.waited)
+			for i := range c.N() {
+				// Score 1: it has waited longer than anyone.
+				if err := c.Client(i).ZAdd(ctx, key+":waiters", redisZ(1, "0123456789abcdef.1")).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := lockThenUnlock(ctx, waiter, "dead-waiter")
+			queued(t, c, key, 2)
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			acquired(t, got)
+			want := int64(0) // the release named the dead waiter, not this one
+			if !h.waited {
+				want = 1 // the release named nobody
+			}
+			if n := redlock.Wakes(waiter); n != want {
+				t.Errorf("%d wakes, want %d", n, want)
+			}
+			queued(t, c, key, 0)
+		})
 	}
-	lk, err := holder.TryLock(ctx, "dead-waiter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := lockThenUnlock(ctx, waiter, "dead-waiter")
-	queued(t, c, key, 2)
-	if err := lk.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	acquired(t, got)
-	if n := redlock.Wakes(waiter); n != 0 {
-		t.Errorf("%d wakes: the release named the dead waiter, not this one", n)
-	}
-	queued(t, c, key, 0)
 }
 
 // Every Locker's announcements are lost: the waiters of several Lockers

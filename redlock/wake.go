@@ -56,6 +56,7 @@ type waker struct {
 	cancel context.CancelFunc
 
 	waiting atomic.Int64 // waiters registered: busy's fast answer when 0
+	keys    atomic.Int64 // len(queues): contended's fast answer when 0
 	id      string       // this Locker's part of its waiters' ids in the queues
 	suffix  string       // of the channel on which a release names one of its waiters
 	seq     atomic.Uint64
@@ -135,6 +136,7 @@ func (w *waker) wait(t target) *waiter {
 		if q == nil {
 			q = &waitQueue{}
 			w.queues[k] = q
+			w.keys.Add(1)
 			changed = true
 		}
 		q.waiters = append(q.waiters, wt)
@@ -173,6 +175,20 @@ func (w *waker) busy(t target) bool {
 		}
 	}
 	return false
+}
+
+// contended reports whether a caller of this Locker has waited for key
+// within lingerFor (its entry in queues is swept after that): a release of
+// key then hands it on to the masters' queue (docs/design.md §14.1 item
+// 2). Every release asks, so the common answer, no key waited for at all,
+// is read from an atomic without the waker's mutex.
+func (w *waker) contended(key string) bool {
+	if w.keys.Load() == 0 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queues[key] != nil
 }
 
 // channel is where a release of key names one of this Locker's waiters
@@ -524,6 +540,7 @@ func (w *waker) sweep() {
 			for k, q := range w.queues {
 				if len(q.waiters) == 0 && now.Sub(q.idleSince) >= lingerFor {
 					delete(w.queues, k)
+					w.keys.Add(-1)
 					changed = true
 				}
 			}
