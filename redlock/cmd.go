@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,7 @@ const (
 	// the waiter's id, n its score.
 	cmdJoin  // ZADD queue NX score id
 	cmdLeave // ZREM queue id
-	cmdProbe // EXISTS key: a queued waiter's poll, which takes nothing
+	cmdProbe // PTTL key: a waiter's poll, which takes nothing, and when the holder's key expires
 	cmdRank  // ZRANK queue id: the waiter's place, when its poll found the key free
 )
 
@@ -104,7 +105,7 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdLeave:
 		return append(dst, str("ZREM"), queue(c.key), str(c.token))
 	case cmdProbe:
-		return append(dst, str("EXISTS"), str(c.key))
+		return append(dst, str("PTTL"), str(c.key))
 	case cmdRank:
 		return append(dst, str("ZRANK"), queue(c.key), str(c.token))
 	case cmdAcquireMulti, cmdWritebackMulti:
@@ -258,10 +259,16 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			return ok
 		}
 	case cmdProbe:
-		// OK: the key is absent here; Refused: it is held.
+		// OK: the key is absent here (−2); Refused: it is held, Value its
+		// PTTL in ms (math.MaxUint64 for a key without one, −1).
 		if r.typ == ':' {
-			if r.n == 0 {
+			switch {
+			case r.n == -2:
 				return ok
+			case r.n >= 0:
+				no.Value = uint64(r.n)
+			default:
+				no.Value = math.MaxUint64
 			}
 			return no
 		}

@@ -31,7 +31,7 @@ func TestCommandWire(t *testing.T) {
 		{cmd{kind: cmdReleaseMulti, key: keys[0], keys: keys, token: "t"}, ev(releaseMultiScript, "2", "{r}a", "{r}b", "t")},
 		{cmd{kind: cmdJoin, key: "k", token: "w", n: 12}, []string{"ZADD", "k:waiters", "NX", "12", "w"}},
 		{cmd{kind: cmdLeave, key: "k", token: "w"}, []string{"ZREM", "k:waiters", "w"}},
-		{cmd{kind: cmdProbe, key: "k"}, []string{"EXISTS", "k"}},
+		{cmd{kind: cmdProbe, key: "k"}, []string{"PTTL", "k"}},
 		{cmd{kind: cmdRank, key: "k", token: "w"}, []string{"ZRANK", "k:waiters", "w"}},
 	}
 	for _, tc := range cases {

@@ -338,6 +338,11 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	suspect := false    // its last poll found the key free, with itself at the head
 	behind := uint64(0) // its place + 1 when its last poll found the key free, with waiters ahead
 	held := true        // the last round found the lock held on a majority
+	// expires: when the holder's keys will have expired on a majority, as
+	// the last read of their PTTLs told (zero: not known); expiring: the
+	// timer is set for that instant.
+	var expires time.Time
+	expiring := false
 	switch {
 	case l.wake.busy(t):
 		// Behind this Locker's waiters, which its release wakes in
@@ -403,6 +408,12 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 						held = false
 					}
 				}
+				if held && !t.multi() {
+					// One read, on a failed round only: when the
+					// holder's keys expire (a holder that dies
+					// releases nothing).
+					_, expires = l.probe(ctx, t)
+				}
 			}
 		}
 		n := max(attempt, 1)
@@ -413,6 +424,15 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			// woken round failed retries soon: its release may not
 			// have reached every master yet.)
 			d = l.backoff(n + queuedSteps + probes)
+		}
+		// Wake on expiry (§14.2): at the instant the holder's keys will
+		// have expired on a majority, if that comes before the backoff.
+		expiring = false
+		if !expires.IsZero() {
+			if u := time.Until(expires); u < d {
+				d, expiring = max(u, 0), true
+			}
+			expires = time.Time{}
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -447,9 +467,12 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				// Behind another waiter: that waiter's, unless the queue
 				// has not moved since its last poll that found the key
 				// free (the waiters ahead are gone).
-				switch free := l.probe(ctx, t); {
+				// Woken at the holder's expiry (§14.2), the head takes
+				// the key at once: nobody released it, so nobody was
+				// named.
+				switch free, at := l.probe(ctx, t); {
 				case !free:
-					suspect, round, behind = false, false, 0
+					suspect, round, behind, expires = false, false, 0, at
 					if probes++; probes%4 == 0 {
 						l.join(ctx, t, w)
 					}
@@ -459,6 +482,8 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					switch r := l.rank(ctx, t, w); {
 					case r == 0:
 						behind = 0
+					case r == 1 && expiring:
+						suspect, behind = false, 0
 					case r == 1:
 						suspect, round, behind = true, false, 0
 					case behind == 0 || r < behind:
@@ -468,11 +493,12 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					}
 				}
 			}
-			woke = false
+			woke, expiring = false, false
 			continue
 		case <-woken:
 			timer.Stop()
 			round, woke, retried = true, true, false
+			expires, expiring = time.Time{}, false // released: whoever holds it next has its own TTL
 			if joined {
 				if l.wake.popped(w) {
 					joined = false // the release that named it took it off
@@ -522,19 +548,26 @@ func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 	l.queueRound(ctx, t, w, cmdJoin)
 }
 
-// probe reports whether t's key may be free: not found held (EXISTS) on a
+// probe reports whether t's key may be free: not found held (PTTL) on a
 // majority of masters. A probe that fails (a master not answering, or not
-// allowing EXISTS) says free, and the round that follows finds out.
-func (l *Locker) probe(ctx context.Context, t target) bool {
+// allowing PTTL) says free, and the round that follows finds out. When the
+// key is held on a majority, expires is when it will have expired on a
+// majority, if the holder does not extend it (zero when that cannot be
+// told): wake on expiry, docs/design.md §14.2.
+func (l *Locker) probe(ctx context.Context, t target) (free bool, expires time.Time) {
 	if !l.enter() {
-		return true // the round that follows reports ErrClosed
+		return true, time.Time{} // the round that follows reports ErrClosed
 	}
 	defer l.ops.Done()
-	res := l.round(ctx, time.Now(), false, func(c *cmd) bool {
+	start := time.Now()
+	res := l.round(ctx, start, false, func(c *cmd) bool {
 		c.kind, c.key = cmdProbe, t.key
 		return true
 	})
-	return res.Count(quorum.Refused) < l.need
+	if res.Count(quorum.Refused) < l.need {
+		return true, time.Time{}
+	}
+	return false, expiresAt(res, start, l.need, time.Millisecond+l.opts.DriftConstant)
 }
 
 // rank is w's place in t's queue + 1 on a majority of masters (the

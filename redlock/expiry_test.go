@@ -1,0 +1,172 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// pttlRead is one master's PTTL of a key (ms; −2 when absent), with the
+// instants the read was sent and its reply came.
+type pttlRead struct {
+	ms         int64
+	sent, came time.Time
+}
+
+func readPTTL(t *testing.T, c *lab.Masters, key string) []pttlRead {
+	t.Helper()
+	out := make([]pttlRead, c.N())
+	for i := range c.N() {
+		sent := time.Now()
+		d, err := c.Client(i).PTTL(t.Context(), key).Result()
+		if err != nil {
+			t.Fatalf("PTTL on master %d: %v", i, err)
+		}
+		out[i] = pttlRead{ms: d.Milliseconds(), sent: sent, came: time.Now()}
+		if d < 0 { // go-redis gives −1 and −2 in ns as they are
+			out[i].ms = int64(d)
+		}
+	}
+	return out
+}
+
+// A holder that dies (its Locker closed without Unlock: nothing released,
+// nothing announced) leaves keys that expire; a waiter whose backoff is
+// 1.5–3 s acquires within milliseconds of their expiry, not on its timer,
+// having read their PTTLs when its round failed (docs/design.md §14.2).
+// On each master the waiter's key landed after the holder's expired
+// there. Both a waiter in the masters' queue and one that is not
+// (RedsyncKeys: no queue).
+func TestWaiterAcquiresWhenDeadHoldersKeysExpire(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts redlock.Options
+		key  string
+	}{
+		{"queued", redlock.Options{}, "redlock:{dead-holder}"},
+		{"not queued", redlock.Options{RedsyncKeys: true}, "dead-holder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab.ForTest(t, 5, nil)
+			ctx := t.Context()
+			hopts := tc.opts
+			holder := newLocker(t, c, &hopts)
+			const ttl = 600 * time.Millisecond
+			dead, err := holder.TryLock(ctx, "dead-holder", redlock.WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			holder.Close() // crashed: the keys stay until their TTL
+			wopts := tc.opts
+			wopts.Retry = redlock.RetryPolicy{MinDelay: 3 * time.Second, MaxDelay: 3 * time.Second}
+			waiter := newLocker(t, c, &wopts)
+			expiry := readPTTL(t, c, tc.key) // the holder's keys, before the waiter's round
+			var expiredOnAll time.Time       // no master holds the key after this
+			for i, r := range expiry {
+				if r.ms < 0 {
+					t.Fatalf("master %d: the holder's key is gone already (PTTL %d): the test is too slow for its TTL", i, r.ms)
+				}
+				expiredOnAll = later(expiredOnAll, r.came.Add(time.Duration(r.ms+1)*time.Millisecond))
+			}
+			lk, err := waiter.Lock(ctx, "dead-holder", redlock.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lk.Unlock(context.WithoutCancel(ctx))
+			a := lk.Acquisition()
+			decided := a.Start.Add(a.Elapsed)
+			if after := decided.Sub(expiredOnAll); after > 500*time.Millisecond {
+				t.Errorf("acquired %v after the dead holder's keys had expired on every master, want < 500ms (the backoff is 1.5–3s: not woken at the expiry)", after)
+			} else {
+				t.Logf("acquired %v after the dead holder's keys had expired on every master", after)
+			}
+			// On each master that holds the waiter's token, its SET came
+			// after the holder's key there expired: the latest instant the
+			// SET can have run (its PTTL read back) is not before the
+			// earliest instant the holder's key can have expired.
+			now := readPTTL(t, c, tc.key)
+			vals := keyValues(t, c, tc.key)
+			held := 0
+			for i, v := range vals {
+				switch v {
+				case dead.Token():
+					t.Errorf("master %d still holds the dead holder's token", i)
+				case lk.Token():
+					held++
+					setBy := now[i].came.Add(-(10*time.Second - time.Duration(now[i].ms+1)*time.Millisecond))
+					expiredFrom := expiry[i].sent.Add(time.Duration(expiry[i].ms) * time.Millisecond)
+					if setBy.Before(expiredFrom) {
+						t.Errorf("master %d: the waiter's key was set by %v, before the holder's expired there (from %v)", i, setBy.Format(time.StampMicro), expiredFrom.Format(time.StampMicro))
+					}
+				}
+			}
+			if held < 3 {
+				t.Errorf("the waiter's token is on %d masters, want a majority (3): %q", held, vals)
+			}
+		})
+	}
+}
+
+// A live holder whose keeper extends its lock: a waiter woken at each
+// expiry the PTTLs announced finds the key extended and waits again,
+// without a round more than its reads call for; it acquires when the
+// holder releases.
+func TestWaiterWokenAtExpiryOfAnExtendedLockWaitsAgain(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	ctx := t.Context()
+	holder := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, NodeTimeout: 100 * time.Millisecond})
+	h, err := holder.Hold(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: 3 * time.Second, MaxDelay: 3 * time.Second}})
+	got := make(chan error, 1)
+	go func() {
+		lk, err := waiter.Lock(ctx, "kept")
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	queued(t, c, "redlock:{kept}", 1)
+	before := setCalls(t, c)
+	// Not waiting for a state: letting about 5 extensions happen, each
+	// moving the expiry the waiter's last read announced.
+	time.Sleep(time.Second)
+	select {
+	case err := <-got:
+		t.Fatalf("the waiter returned while the lock was kept: %v", err)
+	default:
+	}
+	for m, a := range setCalls(t, c) {
+		// The reads (PTTL) see the extended key: no SET is sent. A round
+		// at a wake whose expiry a keeper moved would be one SET a wake.
+		if d := a - before[m]; d != 0 {
+			t.Errorf("master %d executed %d SETs while the holder kept its lock, want 0", m, d)
+		}
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acquired(t, got)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// keyValues returns key's value on each master ("" when absent).
+func keyValues(t *testing.T, c *lab.Masters, key string) []string {
+	t.Helper()
+	out := make([]string, c.N())
+	for i := range c.N() {
+		out[i] = c.Client(i).Get(t.Context(), key).Val()
+	}
+	return out
+}
