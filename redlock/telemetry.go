@@ -253,7 +253,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
 	}
 	t.spanNames = map[string]string{}
-	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do"} {
+	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do", "Adopt"} {
 		t.spanNames[op] = "redlock." + op
 	}
 	n := len(l.masters)
