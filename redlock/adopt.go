@@ -60,7 +60,7 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 	}
 	ctx, span := l.tel.start(ctx, "Adopt", resource)
 	defer func() { end(span, err) }()
-	if !l.enter() {
+	if l.live.isClosed() || !l.enter() { // Shutdown or Close
 		return nil, closedError("adopt", resource)
 	}
 	defer l.ops.Done()
@@ -123,6 +123,9 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 			left, b.Drift(), l.opts.NodeTimeout, l.opts.SafetyMargin, elapsed), nil)
 	}
 	lk = &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: start.Add(window), info: info}
+	if !l.live.add(lk) { // Shutdown began during the round (nothing was taken)
+		return nil, closedError("adopt", resource)
+	}
 	l.tel.hold(lk)
 	if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
 		l.log.DebugContext(ctx, "redlock: adopted", l.logResource(resource), "token", shortToken(token), "fence", fence, "validity", info.Validity)

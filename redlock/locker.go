@@ -33,6 +33,7 @@ type Locker struct {
 	log     *slog.Logger
 	tel     *telemetry
 	wake    *waker
+	live    liveLocks // locks not unlocked, for Shutdown (shutdown.go)
 
 	mu      sync.Mutex
 	closing bool
@@ -671,7 +672,7 @@ func (l *Locker) backoff(attempt int) time.Duration {
 
 func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budget validity.Budget) (*Lock, error) {
 	resource := t.resource
-	if !l.enter() {
+	if l.live.isClosed() || !l.enter() { // Shutdown or Close
 		return nil, closedError("acquire", resource)
 	}
 	defer l.ops.Done()
@@ -789,6 +790,9 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		}
 	}
 	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
+	if !l.live.add(lk) { // Shutdown began during the round: give it back
+		return nil, settle("acquire", res, closedReason)
+	}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
 	l.tel.hold(lk)
 	l.noteRound(ctx, resource, nil)
