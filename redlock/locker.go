@@ -34,6 +34,7 @@ type Locker struct {
 	tel     *telemetry
 	wake    *waker
 	live    liveLocks // locks not unlocked, for Shutdown (shutdown.go)
+	pace    pace      // recent round times, for the keeper (pace.go)
 
 	mu      sync.Mutex
 	closing bool
