@@ -117,6 +117,7 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		budget:  o.budget(),
 		need:    validity.Majority(len(masters)),
 		log:     log,
+		pace:    pace{masters: make([]roundTimes, len(masters))},
 	}
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
@@ -198,6 +199,7 @@ func (l *Locker) Stats() []MasterStats {
 	out := make([]MasterStats, len(l.streams))
 	for i, s := range l.streams {
 		out[i] = s.stats()
+		out[i].RoundP50, out[i].RoundP99 = l.pace.masters[i].quantiles()
 	}
 	return out
 }
@@ -850,7 +852,9 @@ func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill 
 			r.Skip(i, quorum.Unavailable, errDeferred)
 		}
 	}
-	return r.Wait(ctx, l.opts.NodeTimeout)
+	res := r.Wait(ctx, l.opts.NodeTimeout)
+	l.pace.observe(res)
+	return res
 }
 
 func (l *Locker) untried() []NodeResult {
