@@ -33,8 +33,12 @@ type Locker struct {
 	log     *slog.Logger
 	tel     *telemetry
 	wake    *waker
-	live    liveLocks // locks not unlocked, for Shutdown (shutdown.go)
-	pace    pace      // recent round times, for the keeper (pace.go)
+
+	// Shutdown (shutdown.go), the keeper's pacing and Stats (pace.go), the
+	// short-validity warning (short.go).
+	live        liveLocks   // locks not unlocked, for Shutdown
+	pace        pace        // recent round times, for the keeper and Stats
+	shortWarned shortWarned // labels whose short validity was logged
 
 	mu      sync.Mutex
 	closing bool
@@ -797,6 +801,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		return nil, settle("acquire", res, closedReason)
 	}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
+	l.noteShortValidity(ctx, resource, info)
 	l.tel.hold(lk)
 	l.noteRound(ctx, resource, nil)
 	if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
