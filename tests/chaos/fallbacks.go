@@ -75,10 +75,7 @@ func ShadowLock(tb testing.TB) Result {
 	e2 := monoNow()
 	shadowHeld, _ := c.Client(0).Exists(tb.Context(), "shadow:{"+res+"}").Result()
 	both := shadowHeld == 1 && lk2.Valid()
-	now := monoNow()
-	h.addSection(Section{Client: 2, Resource: res, Enter: e2, Exit: now})
-	h.addSection(Section{Client: 1, Seq: e1, Resource: res, Enter: e1, Exit: now + 1})
-	_ = lk2.Unlock(context.Background())
+	bothExit(h, res, e1, e2, lk2)
 	notes := fmt.Sprintf("client 1's renewal: %v (its first section ended before its deadline: %v); client 1 re-entered under the shadow key; client 2 took the real lock; both believed they held the lock at once: %v", renewErr, inTime, both)
 	return constructedResult("shadow-lock fallback (rejected pattern)", "2 of 3 masters cut off for a renewal, then healed", h, notes, time.Since(start))
 }
@@ -108,10 +105,17 @@ func CircuitBreakerFallback(tb testing.TB) Result {
 	lk2 := tryLock(tb, l2, res)
 	e2 := monoNow()
 	both := lk2.Valid() // client 1 believes it may proceed until its work ends
-	now := monoNow()
-	h.addSection(Section{Client: 2, Resource: res, Enter: e2, Exit: now})
-	h.addSection(Section{Client: 1, Resource: res, Enter: e1, Exit: now + 1})
-	_ = lk2.Unlock(context.Background())
+	bothExit(h, res, e1, e2, lk2)
 	notes := fmt.Sprintf("client 1's acquisition: %v; it went on without the lock; client 2 took the lock once the masters answered; both believed they held the lock at once: %v", errors.Is(err1, redlock.ErrNotAcquired), both)
 	return constructedResult("circuit-breaker fallback (rejected pattern)", "every master stopped, then resumed", h, notes, time.Since(start))
+}
+
+// bothExit records the two overlapping sections of a fallback scenario,
+// client 1's entered at e1 (under the fallback) and client 2's at e2 (under
+// the lock), ending now, client 1 last; then it releases client 2's lock.
+func bothExit(h *History, res string, e1, e2 int64, lk2 *redlock.Lock) {
+	now := monoNow()
+	h.addSection(Section{Client: 2, Resource: res, Enter: e2, Exit: now})
+	h.addSection(Section{Client: 1, Seq: e1, Resource: res, Enter: e1, Exit: now + 1})
+	_ = lk2.Unlock(context.Background())
 }
