@@ -184,3 +184,31 @@ func TestAdoptRecoversFence(t *testing.T) {
 		t.Fatalf("the failed Adopt disturbed the keys: %q", got)
 	}
 }
+
+// An adopted lock can be kept: the keeper extends it from its adopted
+// deadline, and Held.Unlock leaves no key.
+func TestAdoptedLockKeeps(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	opts := &redlock.Options{TTL: time.Second}
+	orig, err := newLocker(t, c, opts).TryLock(t.Context(), "adopt-keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := newLocker(t, c, opts).Adopt(t.Context(), "adopt-keep", orig.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lk.Keep()
+	d0 := h.Deadline()
+	waitFor(t, "the keeper's first extension", func() bool { return h.Deadline().After(d0) || h.Err() != nil })
+	if err := h.Err(); err != nil {
+		t.Fatalf("adopted and kept: %v", err)
+	}
+	if got := keyState(t, c, "adopt-keep"); countValue(got, orig.Token()) < 3 {
+		t.Fatalf("token on %d masters after the keeper's extension", countValue(got, orig.Token()))
+	}
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	noKeyOn(t, c, "adopt-keep", 0, 1, 2, 3, 4)
+}
