@@ -33,6 +33,7 @@ const (
 	cmdLeave // ZREM queue id
 	cmdProbe // PTTL key: a waiter's poll, which takes nothing, and when the holder's key expires
 	cmdRank  // ZRANK queue id: the waiter's place, when its poll found the key free
+	cmdAdopt // adopt.lua: does the key hold token, its PTTL, and the fence if fenced (adopt.go)
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -56,6 +57,8 @@ func (c *cmd) lua() *script {
 		return extendMultiScript
 	case cmdReleaseMulti:
 		return releaseMultiScript
+	case cmdAdopt:
+		return adoptScript
 	}
 	return nil
 }
@@ -108,6 +111,11 @@ func (c *cmd) args(dst []arg) []arg {
 		return append(dst, str("PTTL"), str(c.key))
 	case cmdRank:
 		return append(dst, str("ZRANK"), queue(c.key), str(c.token))
+	case cmdAdopt:
+		if c.fenced {
+			return append(c.evalsha(dst, 2), str(c.key), fence(c.key), str(c.token))
+		}
+		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
 	case cmdAcquireMulti, cmdWritebackMulti:
 		// KEYS: the lock keys, then their fence counters when fenced;
 		// ARGV: token, TTL or fence, the key count, and for an acquire
@@ -174,7 +182,7 @@ type cmd struct {
 	kind   cmdKind
 	key    string   // the lock key (the first of keys); the fence key is key + ":fence"
 	keys   []string // every lock key, for the Multi kinds
-	fenced bool     // cmdAcquireMulti: read the fence counters too
+	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
 	token  string
 	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey)
 	script *script // for cmdLoad
@@ -280,6 +288,13 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			return ok
 		case '_':
 			return ok
+		}
+	case cmdAdopt:
+		switch r.typ {
+		case '$':
+			return adoptReply(r.text)
+		case '_':
+			return no
 		}
 	case cmdLoad:
 		return ok

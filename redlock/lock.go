@@ -239,6 +239,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	defer l.ops.Done()
 	lk.released = true
+	l.live.remove(lk)
 	if lk.held != nil {
 		lk.held.endForUnlock() // before any release is sent
 	}

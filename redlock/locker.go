@@ -34,6 +34,12 @@ type Locker struct {
 	tel     *telemetry
 	wake    *waker
 
+	// Shutdown (shutdown.go), the keeper's pacing and Stats (pace.go), the
+	// short-validity warning (short.go).
+	live        liveLocks   // locks not unlocked, for Shutdown
+	pace        pace        // recent round times, for the keeper and Stats
+	shortWarned shortWarned // labels whose short validity was logged
+
 	mu      sync.Mutex
 	closing bool
 	ops     sync.WaitGroup // operations in progress; Close waits for them
@@ -115,6 +121,7 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		budget:  o.budget(),
 		need:    validity.Majority(len(masters)),
 		log:     log,
+		pace:    pace{masters: make([]roundTimes, len(masters))},
 	}
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
@@ -196,6 +203,7 @@ func (l *Locker) Stats() []MasterStats {
 	out := make([]MasterStats, len(l.streams))
 	for i, s := range l.streams {
 		out[i] = s.stats()
+		out[i].RoundP50, out[i].RoundP99 = l.pace.masters[i].quantiles()
 	}
 	return out
 }
@@ -715,7 +723,7 @@ func (l *Locker) backoff(attempt int) time.Duration {
 
 func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budget validity.Budget) (*Lock, error) {
 	resource := t.resource
-	if !l.enter() {
+	if l.live.isClosed() || !l.enter() { // Shutdown or Close
 		return nil, closedError("acquire", resource)
 	}
 	defer l.ops.Done()
@@ -833,7 +841,11 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		}
 	}
 	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
+	if !l.live.add(lk) { // Shutdown began during the round: give it back
+		return nil, settle("acquire", res, closedReason)
+	}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
+	l.noteShortValidity(ctx, resource, info)
 	l.tel.hold(lk)
 	l.noteRound(ctx, resource, nil)
 	if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
@@ -889,7 +901,9 @@ func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill 
 			r.Skip(i, quorum.Unavailable, errDeferred)
 		}
 	}
-	return r.Wait(ctx, l.opts.NodeTimeout)
+	res := r.Wait(ctx, l.opts.NodeTimeout)
+	l.pace.observe(res)
+	return res
 }
 
 func (l *Locker) untried() []NodeResult {

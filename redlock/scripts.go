@@ -38,6 +38,8 @@ var (
 	extendMultiSrc string
 	//go:embed scripts/release_multi.lua
 	releaseMultiSrc string
+	//go:embed scripts/adopt.lua
+	adoptSrc string
 
 	// The scripts that compare fences share decimal.lua's exact
 	// comparison of decimal strings.
@@ -76,8 +78,9 @@ var (
 	writebackMultiScript = newScript("writeback_multi.lua", writebackMultiSrc)
 	extendMultiScript    = newScript("extend_multi.lua", extendMultiSrc)
 	releaseMultiScript   = newScript("release_multi.lua", releaseMultiSrc)
+	adoptScript          = newScript("adopt.lua", adoptSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
-		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript}
+		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript}
 )
 
 // ReleaseScript returns the compare-and-delete a Locker releases with
