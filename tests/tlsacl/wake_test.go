@@ -90,3 +90,13 @@ func TestWakeWithoutQueueCommands(t *testing.T) {
 		t.Fatalf("the waiter acquired %v after the release: not woken", d)
 	}
 }
+
+// A user without +pttl: the waiter's read of the holder's PTTLs (wake on
+// expiry) and its polls are denied, quietly; the release still wakes it.
+func TestWakeWithoutPTTL(t *testing.T) {
+	c := secure(t, 5, "")
+	setUser(t, c, "-pttl", "+pttl")
+	if d := waitAfterRelease(t, c, "no-pttl"); d > 2*time.Second {
+		t.Fatalf("the waiter acquired %v after the release: not woken", d)
+	}
+}
