@@ -503,7 +503,9 @@ const queuedSteps = 4
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's
 // key must share its slot on a Redis Cluster master).
-func (l *Locker) queued(t target) bool { return !t.multi() && !l.opts.RedsyncKeys }
+func (l *Locker) queued(t target) bool {
+	return !t.multi() && t.mode != modeRead && !l.opts.RedsyncKeys
+}
 
 // join puts w in t's queue on every master (ZADD NX: a caller already
 // there keeps its place).
@@ -586,6 +588,7 @@ type target struct {
 	// For several resources: all of them, sorted, and their keys; nil for
 	// one.
 	resources, keys []string
+	mode            mode // a read or write lock of an RWMutex (rwmutex.go); 0 otherwise
 }
 
 // MaxResources is the most resources one TryLockAll or LockAll takes.
@@ -690,6 +693,8 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	switch {
 	case t.multi():
 		kind = cmdAcquireMulti
+	case t.mode != 0:
+		kind = t.mode.acquireKind()
 	case l.opts.Fencing:
 		kind = cmdAcquireFenced
 	}
@@ -751,7 +756,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		return nil, err
 	}
 	var fence uint64
-	if l.opts.Fencing {
+	if l.opts.Fencing && t.mode != modeRead {
 		// The fence is one more than the largest counter the majority
 		// read, written back to a majority that still holds our token
 		// before the deadline (docs/design.md §5).
@@ -884,8 +889,11 @@ func (l *Locker) release(ctx context.Context, t target, token string, mayHold []
 
 func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHold []bool, handOn bool) quorum.Result {
 	kind := cmdRelease
-	if t.multi() {
+	switch {
+	case t.multi():
 		kind = cmdReleaseMulti
+	case t.mode == modeRead:
+		kind = cmdUnread
 	}
 	var pop uint64
 	if handOn {
