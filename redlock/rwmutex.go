@@ -4,7 +4,7 @@ import "context"
 
 // RWMutex is a read-write lock over the Locker's masters: any number of
 // readers, or one writer, never both, while a majority of masters is up
-// and within the assumptions of docs/design.md §3 (the proof is §18). Its
+// and within the assumptions of docs/design.md §3 (the proof is §17). Its
 // methods return a *Lock: Deadline, Extend, Unlock, Keep and Acquisition
 // work as on a mutex's lock. A write lock's Fence, with Options.Fencing,
 // is larger than every earlier write lock's; a read lock's Fence is 0

@@ -228,3 +228,34 @@ func TestRWMutexWriteFencesOrder(t *testing.T) {
 		}
 	}
 }
+
+// The semaphore and the read-write lock work for an ACL user limited to
+// lab.DefaultACLRules (the README's line): every command their scripts
+// call is on it.
+func TestSemaphoreRWUnderDefaultACL(t *testing.T) {
+	c := lab.ForTest(t, 3, &lab.Options{ACLUser: "redlock"})
+	l := newLocker(t, c, &redlock.Options{Fencing: true})
+	s, _ := l.Semaphore("exports", 2)
+	p, err := s.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatalf("semaphore: %v", err)
+	}
+	if n, err := s.Holders(t.Context()); err != nil || n != 1 {
+		t.Fatalf("Holders = %d, %v; want 1", n, err)
+	}
+	rw, _ := l.RWMutex("cache")
+	r, err := rw.TryRLock(t.Context())
+	if err != nil {
+		t.Fatalf("read lock: %v", err)
+	}
+	if err := errors.Join(p.Extend(t.Context()), r.Extend(t.Context()), p.Unlock(t.Context()), r.Unlock(t.Context())); err != nil {
+		t.Fatal(err)
+	}
+	w, err := rw.Lock(t.Context())
+	if err != nil {
+		t.Fatalf("write lock: %v", err)
+	}
+	if err := w.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -25,7 +25,7 @@ const metaSuffix = ":meta"
 
 // Semaphore lets at most permits callers hold it at once, over the
 // Locker's masters, while a majority of them is up and within the
-// assumptions of docs/design.md §3 (the proof is §17), for every number
+// assumptions of docs/design.md §3 (the proof is §16), for every number
 // of permits. Each permit is a slot, a Redlock key of its own; one round
 // asks every master for the first free slot in an order the caller picks
 // and sends to all of them, and the caller holds the slot a majority gave
@@ -173,7 +173,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 		Validity: budget.Validity(elapsed), Nodes: l.nodeResults(res)}
 	for i, n := range info.Nodes {
 		if n.Err != nil && strings.Contains(n.Err.Error(), "permits mismatch") {
-			info.Nodes[i].Err = invalid(fmt.Sprintf("semaphore %q: %v: every caller must name the same permits (docs/design.md §17)", s.name, n.Err))
+			info.Nodes[i].Err = invalid(fmt.Sprintf("semaphore %q: %v: every caller must name the same permits (docs/design.md §16)", s.name, n.Err))
 		}
 	}
 	votes := make([]int, k+1)

@@ -1,4 +1,4 @@
--- A read lock on one master (docs/design.md §18). Acquire (ARGV[3] "a"):
+-- A read lock on one master (docs/design.md §17). Acquire (ARGV[3] "a"):
 -- register the reader where no writer holds the writer key and no writer
 -- waits (its intent key). Extend ("e"): move a live reader's expiry. Both
 -- expire readers by this master's clock (TIME), as PEXPIRE would.

@@ -1,4 +1,4 @@
--- One round of a write-lock acquisition (docs/design.md §18): take the
+-- One round of a write-lock acquisition (docs/design.md §17): take the
 -- writer key only where no other writer holds it and no reader is live, and
 -- read its fence counter (as acquire_fenced.lua). A waiting writer (ARGV[3]
 -- "1") first records its intent, which stops new readers for a TTL: writers

@@ -1,4 +1,4 @@
--- One round of a semaphore acquisition (docs/design.md §17): take the first
+-- One round of a semaphore acquisition (docs/design.md §16): take the first
 -- free slot, in the order the caller sent to every master. Each slot is a
 -- Redlock key of its own; a caller holds slot j when a majority took j for
 -- its token.

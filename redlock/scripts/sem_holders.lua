@@ -1,4 +1,4 @@
--- Which of a semaphore's slots are held on this master (docs/design.md §17).
+-- Which of a semaphore's slots are held on this master (docs/design.md §16).
 -- KEYS[1..k] the slot keys. Returns a bit mask: bit j-1 set when slot j
 -- exists (k is at most 32, so the mask is exact in a Lua number).
 local mask = 0

@@ -7,7 +7,7 @@ import (
 )
 
 // The checkers of the semaphore and the read-write lock (redlock's
-// docs/design.md §17 and §18). Their sections carry the same
+// docs/design.md §16 and §17). Their sections carry the same
 // CLOCK_MONOTONIC instants (monoNow) as the mutex's, and two sections
 // overlap exactly as Check says: one entered strictly before the other
 // exited (an exit and an entry at one nanosecond are ordered exit first).

@@ -60,7 +60,7 @@ func TestCheckBoundAndRW(t *testing.T) {
 }
 
 // naiveAcquire is the per-master-count semaphore with a plain majority
-// (docs/design.md §17.1): each master admits a token while it counts
+// (docs/design.md §16.1): each master admits a token while it counts
 // fewer than k, and the caller holds when a majority admitted it.
 func naiveAcquire(t *testing.T, masters []*redis.Client, key, token string, k int) bool {
 	t.Helper()
