@@ -243,3 +243,38 @@ func TestSemaphoreExpiresServerSide(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Keep holds a permit and a read lock past several TTLs, the way it holds
+// a mutex's lock: the slot and the reader's entry stay on the masters.
+func TestKeepPermitAndReadLock(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	const ttl = 600 * time.Millisecond
+	l := newLocker(t, c, &redlock.Options{TTL: ttl})
+	s, _ := l.Semaphore("exports", 1)
+	rw, _ := l.RWMutex("cache")
+	p, err := s.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rw.TryRLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp, hr := p.Keep(), r.Keep()
+	start := time.Now()
+	for time.Since(start) < 4*ttl {
+		if err := errors.Join(hp.Err(), hr.Err()); err != nil {
+			t.Fatalf("lost after %v: %v", time.Since(start), err)
+		}
+		time.Sleep(20 * time.Millisecond) // pacing the observation
+	}
+	if _, err := s.TryAcquire(t.Context()); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("the kept permit was free after %v: %v", 4*ttl, err)
+	}
+	if _, err := rw.TryLock(t.Context()); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("a writer got in beside the kept reader after %v: %v", 4*ttl, err)
+	}
+	if err := errors.Join(p.Unlock(t.Context()), r.Unlock(t.Context())); err != nil {
+		t.Fatal(err)
+	}
+}
