@@ -224,12 +224,7 @@ func TestSemaphoreExpiresServerSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range c.N() {
-		p, err := c.Client(i).PTTL(t.Context(), "redlock:{exports}:s:1").Result()
-		if err != nil || p <= 0 || p > ttl {
-			t.Fatalf("master %d: PTTL = %v, %v; want in (0, %v]", i, p, err, ttl)
-		}
-	}
+	expiresWithin(t, c, "redlock:{exports}:s:1", ttl)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	next, err := s.Acquire(ctx)
@@ -276,5 +271,17 @@ func TestKeepPermitAndReadLock(t *testing.T) {
 	}
 	if err := errors.Join(p.Unlock(t.Context()), r.Unlock(t.Context())); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// expiresWithin fails the test unless key has a PTTL in (0, ttl] on every
+// master: it expires on the masters' clocks, within the lock's TTL.
+func expiresWithin(t *testing.T, c *lab.Masters, key string, ttl time.Duration) {
+	t.Helper()
+	for i := range c.N() {
+		p, err := c.Client(i).PTTL(t.Context(), key).Result()
+		if err != nil || p <= 0 || p > ttl {
+			t.Fatalf("master %d: PTTL %s = %v, %v; want in (0, %v]", i, key, p, err, ttl)
+		}
 	}
 }
