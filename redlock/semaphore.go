@@ -90,10 +90,13 @@ func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lock, 
 }
 
 // Acquire retries TryAcquire's round until it succeeds, ctx ends, or the
-// policy's MaxAttempts is spent, waiting the Locker's jittered backoff
-// (Options.Retry) between rounds: a permit released or expired is found by
-// the next round, at most MaxDelay later. A mismatch of permits or a
-// refused permission (ErrInvalid) is not retried.
+// policy's MaxAttempts is spent. Between rounds it waits for a permit's
+// release, announced by a majority of masters (the mutex's wake on
+// release, docs/design.md §14, on every slot's key: one waiter of this
+// Locker is woken per release), or at most the Locker's jittered backoff
+// (Options.Retry): a permit that expires, or a release message lost, is
+// found by the next round, at most MaxDelay later. A mismatch of permits
+// or a refused permission (ErrInvalid) is not retried.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, err error) {
 	if ctx == nil {
 		return nil, nilContext("Acquire")
@@ -106,9 +109,13 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, 
 	ctx, span := l.tel.start(ctx, "Acquire", s.name)
 	defer func() { end(span, err) }()
 	var timer *time.Timer
+	var w *waiter
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if w != nil {
+			l.wake.done(w)
 		}
 	}()
 	for attempt := 1; ; attempt++ {
@@ -125,6 +132,14 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, 
 		if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
 			return nil, fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
 		}
+		if w == nil && heldElsewhere(err) {
+			// From now on a release of any slot wakes this caller.
+			w = l.wake.wait(target{resource: s.name, key: s.slots[0], keys: s.slots})
+		}
+		var woken <-chan struct{}
+		if w != nil {
+			woken = w.ch
+		}
 		if timer == nil {
 			timer = time.NewTimer(l.backoff(attempt))
 		} else {
@@ -133,6 +148,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, 
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
+		case <-woken:
 		}
 	}
 }
@@ -188,20 +204,25 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 			win = j
 		}
 	}
-	// won: the masters that hold the winning slot for us; the others that
-	// may hold a slot for us (they took another, or had not answered) are
-	// released at once, every slot of them.
+	// won: the masters that may hold the winning slot for us (they took
+	// it, or had not answered); rest: those that may hold another slot
+	// for us, whose other slots are released at once (every slot, when
+	// the round failed).
 	won := make([]bool, len(res.Replies))
 	rest := make([]bool, len(res.Replies))
 	inv := l.invalidErr()
 	ok := win > 0 && res.Err == nil && info.Validity > 0 && inv == nil
 	for i, r := range res.Replies {
 		took := r.Outcome != quorum.Unavailable && r.Outcome != quorum.Refused && r.Outcome != quorum.Failed
-		won[i] = ok && r.Outcome == quorum.OK && r.Value == uint64(win)
-		rest[i] = took && !won[i]
+		won[i] = ok && took && (r.Outcome != quorum.OK || r.Value == uint64(win))
+		rest[i] = took && (!ok || r.Outcome != quorum.OK || r.Value != uint64(win))
 	}
-	if slices.Contains(rest, true) {
-		l.releaseRound(ctx, target{resource: s.name, key: s.slots[0], keys: s.slots}, token, rest, false)
+	others := s.slots
+	if ok {
+		others = slices.DeleteFunc(slices.Clone(s.slots), func(k string) bool { return k == order[win-1] })
+	}
+	if len(others) > 0 && slices.Contains(rest, true) {
+		l.releaseRound(ctx, target{resource: s.name, key: others[0], keys: others}, token, rest, false)
 	}
 	if !ok {
 		e := &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: info.Nodes, kind: ErrNotAcquired, cause: refusal(info.Nodes)}

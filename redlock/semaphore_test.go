@@ -285,3 +285,50 @@ func expiresWithin(t *testing.T, c *lab.Masters, key string, ttl time.Duration) 
 		}
 	}
 }
+
+// A waiting Acquire is woken by a permit's release: with a backoff longer
+// than its context, it gets the permit only through the wake.
+func TestSemaphoreAcquireWokenByRelease(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, &redlock.Options{Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}})
+	s, _ := l.Semaphore("exports", 1)
+	held, err := s.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lk  *redlock.Lock
+		err error
+	}
+	got := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	go func() {
+		lk, err := s.Acquire(ctx)
+		got <- result{lk, err}
+	}()
+	// The waiter's subscription must be up before the release, or the
+	// release goes unheard: poll the masters for a subscriber.
+	waitFor(t, "the waiter's subscription on every master", func() bool {
+		for i := range c.N() {
+			n, err := c.Client(i).PubSubNumSub(t.Context(), "redlock:{exports}:s:1").Result()
+			if err != nil || n["redlock:{exports}:s:1"] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := held.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res := <-got
+	if res.err != nil {
+		t.Fatalf("Acquire: %v (a minute's backoff: only a wake gets it)", res.err)
+	}
+	if redlock.Wakes(l) == 0 {
+		t.Fatal("no wake counted")
+	}
+	if err := res.lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
