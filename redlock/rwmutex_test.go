@@ -227,9 +227,17 @@ func TestRWMutexWriteFencesOrder(t *testing.T) {
 // The semaphore and the read-write lock work for an ACL user limited to
 // lab.DefaultACLRules (the README's line): every command their scripts
 // call is on it.
+// Both transports: the fast path's own connections and the plain path's
+// go-redis pipelines (ViaClient).
 func TestSemaphoreRWUnderDefaultACL(t *testing.T) {
+	for _, via := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast", true: "plain"}[via], func(t *testing.T) { semaphoreRWUnderACL(t, via) })
+	}
+}
+
+func semaphoreRWUnderACL(t *testing.T, viaClient bool) {
 	c := lab.ForTest(t, 3, &lab.Options{ACLUser: "redlock"})
-	l := newLocker(t, c, &redlock.Options{Fencing: true})
+	l := newLocker(t, c, &redlock.Options{Fencing: true, ViaClient: viaClient})
 	s, _ := l.Semaphore("exports", 2)
 	p, err := s.TryAcquire(t.Context())
 	if err != nil {
@@ -246,11 +254,23 @@ func TestSemaphoreRWUnderDefaultACL(t *testing.T) {
 	if err := errors.Join(p.Extend(t.Context()), r.Extend(t.Context()), p.Unlock(t.Context()), r.Unlock(t.Context())); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := three(l).TryAcquire(t.Context()); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("permits mismatch: %v; want ErrInvalid", err)
+	}
 	w, err := rw.Lock(t.Context())
 	if err != nil {
 		t.Fatalf("write lock: %v", err)
 	}
+	if w.Fence() == 0 {
+		t.Fatal("write lock without a fence under Options.Fencing")
+	}
 	if err := w.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// three is the semaphore "exports" named with 3 permits.
+func three(l *redlock.Locker) *redlock.Semaphore {
+	s, _ := l.Semaphore("exports", 3)
+	return s
 }
