@@ -79,7 +79,8 @@ func (c *cmd) args2(dst []arg) []arg {
 		return append(c.evalsha(dst, 3), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.key),
 			str(c.token), num(c.n), str(op))
 	case cmdUnread:
-		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
+		stem := c.key[:len(c.key)-1]
+		return append(c.evalsha(dst, 3), str(c.key), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.token))
 	}
 	return dst
 }

@@ -99,11 +99,12 @@ func TestRWMutexExclusion(t *testing.T) {
 	}
 }
 
-// A writer waiting in Lock stops new readers, gets the lock when the
-// reader ahead of it unlocks, and leaves no intent behind.
+// A writer waiting in Lock stops new readers, is woken when the reader
+// ahead of it unlocks (its backoff is longer than the test), and leaves no
+// intent behind.
 func TestRWMutexWriterPreferred(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: 10 * time.Second})
+	l := newLocker(t, c, &redlock.Options{TTL: 30 * time.Second, Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}})
 	rw, _ := l.RWMutex("cache")
 	r, err := rw.TryRLock(t.Context())
 	if err != nil {
@@ -131,6 +132,15 @@ func TestRWMutexWriterPreferred(t *testing.T) {
 	if _, err := rw.TryRLock(t.Context()); !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("a new reader while a writer waits: %v; want ErrNotAcquired", err)
 	}
+	waitFor(t, "the writer's subscription on every master", func() bool {
+		for i := range c.N() {
+			n, err := c.Client(i).PubSubNumSub(t.Context(), "redlock:{cache}:w").Result()
+			if err != nil || n["redlock:{cache}:w"] == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	select {
 	case res := <-got:
 		t.Fatalf("the writer got the lock while a reader held: %v, %v", res.lk, res.err)

@@ -21,7 +21,9 @@ if redis.call('ZCARD', KEYS[4]) > 0 then
   return false
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if redis.call('GET', KEYS[3]) == ARGV[1] then
-  redis.call('DEL', KEYS[3])
-end
+-- Every intent goes: the writer key now keeps readers out, and writers
+-- still waiting record theirs again on their next round, which lets the
+-- readers that waited behind this writer in first (no phase of writers
+-- starves them).
+redis.call('DEL', KEYS[3])
 return redis.call('HGET', KEYS[2], 'fence') or '0'
