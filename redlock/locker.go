@@ -339,9 +339,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	behind := uint64(0) // its place + 1 when its last poll found the key free, with waiters ahead
 	held := true        // the last round found the lock held on a majority
 	switch {
-	case l.wake.busy(t):
+	case t.mode != modeRead && l.wake.busy(t):
 		// Behind this Locker's waiters, which its release wakes in
-		// turn when it names nobody.
+		// turn when it names nobody. (Not readers: they can all hold
+		// at once, and nothing they wait for names one.)
 		w, round = l.wake.wait(t), false
 	case queued && l.wake.handingOn(t, l.opts.Retry.MaxDelay):
 		// Behind the masters' queue: a round now would race the waiter
