@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -164,8 +165,10 @@ func TestCheckerCatchesNaiveSemaphore(t *testing.T) {
 
 // A short run of each inside the assumptions, with one of 3 masters
 // SIGSTOPped for the middle second: 0 violations, and the bound reached
-// (k holders at once; readers sharing). The long runs (≥ 100 000
-// sections) are not part of this change.
+// (k holders at once; readers sharing). With -chaos.long it runs, cycle
+// after cycle (1 s healthy, then 1 s with the next master stopped), until
+// each history has 100 000 sections (or -chaos.sections), at most 30 min
+// per primitive: not run by make test.
 func TestSemaphoreRWInsideAssumptions(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	opts := &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 100 * time.Millisecond}
@@ -175,8 +178,12 @@ func TestSemaphoreRWInsideAssumptions(t *testing.T) {
 		t.Cleanup(func() { l.Close() })
 		lockers = append(lockers, l)
 	}
-	run := func(work func(ctx context.Context, g int, l *redlock.Locker)) {
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	target, limit := 0, 3*time.Second
+	if *long {
+		target, limit = cmp.Or(*sections, 100_000), 30*time.Minute
+	}
+	run := func(h *History, work func(ctx context.Context, g int, l *redlock.Locker)) {
+		ctx, cancel := context.WithTimeout(t.Context(), limit)
 		defer cancel()
 		var wg sync.WaitGroup
 		for g := range 8 {
@@ -186,12 +193,18 @@ func TestSemaphoreRWInsideAssumptions(t *testing.T) {
 				work(ctx, g, lockers[g%2])
 			}()
 		}
-		time.Sleep(time.Second) // the stall's place in the run
-		if err := c.Pause(0); err != nil {
-			t.Error(err)
+		for cycle := 0; ctx.Err() == nil; cycle++ {
+			time.Sleep(time.Second) // healthy, then the stall's place
+			if err := c.Pause(cycle % c.N()); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(time.Second)
+			c.ResumeAll()
+			if h.Len() >= target {
+				break
+			}
 		}
-		time.Sleep(time.Second)
-		c.ResumeAll()
+		cancel()
 		wg.Wait()
 	}
 	section := func(h *History, g int, res string, lk *redlock.Lock) {
@@ -203,7 +216,7 @@ func TestSemaphoreRWInsideAssumptions(t *testing.T) {
 	}
 
 	var sem History
-	run(func(ctx context.Context, g int, l *redlock.Locker) {
+	run(&sem, func(ctx context.Context, g int, l *redlock.Locker) {
 		s, err := l.Semaphore("exports", 2)
 		if err != nil {
 			t.Error(err)
@@ -216,7 +229,7 @@ func TestSemaphoreRWInsideAssumptions(t *testing.T) {
 		}
 	})
 	var reads, writes History
-	run(func(ctx context.Context, g int, l *redlock.Locker) {
+	run(&reads, func(ctx context.Context, g int, l *redlock.Locker) {
 		rw, err := l.RWMutex("cache")
 		if err != nil {
 			t.Error(err)
