@@ -296,28 +296,10 @@ func TestSemaphoreAcquireWokenByRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		lk  *redlock.Lock
-		err error
-	}
-	got := make(chan result, 1)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	go func() {
-		lk, err := s.Acquire(ctx)
-		got <- result{lk, err}
-	}()
+	got := inBackground(t, s.Acquire)
 	// The waiter's subscription must be up before the release, or the
-	// release goes unheard: poll the masters for a subscriber.
-	waitFor(t, "the waiter's subscription on every master", func() bool {
-		for i := range c.N() {
-			n, err := c.Client(i).PubSubNumSub(t.Context(), "redlock:{exports}:s:1").Result()
-			if err != nil || n["redlock:{exports}:s:1"] == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	// release goes unheard.
+	waitSubscribed(t, c, "redlock:{exports}:s:1")
 	if err := held.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -331,4 +313,40 @@ func TestSemaphoreAcquireWokenByRelease(t *testing.T) {
 	if err := res.lk.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// result is what a waiting call returned.
+type result struct {
+	lk  *redlock.Lock
+	err error
+}
+
+// inBackground runs a waiting call (Acquire, Lock, RLock) in a goroutine
+// with a 20 s context, ended with the test, and returns where its result
+// goes.
+func inBackground(t *testing.T, wait func(context.Context, ...redlock.LockOption) (*redlock.Lock, error)) <-chan result {
+	t.Helper()
+	got := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	go func() {
+		lk, err := wait(ctx)
+		got <- result{lk, err}
+	}()
+	return got
+}
+
+// waitSubscribed waits until every master has a subscriber on channel: a
+// waiter that would miss a release published before.
+func waitSubscribed(t *testing.T, c *lab.Masters, channel string) {
+	t.Helper()
+	waitFor(t, "a subscription to "+channel+" on every master", func() bool {
+		for i := range c.N() {
+			n, err := c.Client(i).PubSubNumSub(t.Context(), channel).Result()
+			if err != nil || n[channel] == 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
