@@ -49,6 +49,12 @@
 // Close waits for operations in progress; locks handed out before it stay
 // on the masters until their TTL.
 //
+// Locker.Semaphore admits at most a fixed number of holders at once (each
+// permit a lock key of its own, taken in one round), and Locker.RWMutex
+// any number of readers or one writer, writers preferred; both under the
+// same assumptions, with any minority of masters down, and both hand out
+// a *Lock (docs/design.md §16, §17).
+//
 // Each master has one ordered, pipelined stream, so a release never
 // overtakes the SET it cleans up; a master silent for NodeTimeout is
 // skipped until it replies (docs/design.md §10).
