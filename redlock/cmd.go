@@ -34,6 +34,14 @@ const (
 	cmdProbe // PTTL key: a waiter's poll, which takes nothing, and when the holder's key expires
 	cmdRank  // ZRANK queue id: the waiter's place, when its poll found the key free
 	cmdAdopt // adopt.lua: does the key hold token, its PTTL, and the fence if fenced (adopt.go)
+	// The semaphore and the read-write lock (semaphore.go, rwmutex.go).
+	cmdSemAcquire // sem_acquire.lua: the first free slot of keys; key is the permits record
+	cmdSemHolders // sem_holders.lua: which slots of keys are held
+	cmdWrite      // rw_write.lua: the writer key where no reader is live
+	cmdWriteWait  // rw_write.lua, recording the writer's intent first
+	cmdRead       // rw_read.lua: register a reader (key: the readers' set)
+	cmdReadExtend // rw_read.lua: move a live reader's expiry
+	cmdUnread     // rw_unread.lua: remove a reader
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -60,7 +68,7 @@ func (c *cmd) lua() *script {
 	case cmdAdopt:
 		return adoptScript
 	}
-	return nil
+	return c.lua2()
 }
 
 // arg is one argument of a command, laid out without allocating: the
@@ -156,7 +164,7 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdLoad:
 		return append(dst, str("SCRIPT"), str("LOAD"), str(c.script.src))
 	}
-	return dst
+	return c.args2(dst)
 }
 
 // evalsha appends the head of an EVALSHA of c's script with nkeys keys.
@@ -175,7 +183,9 @@ func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 1)) }
 
 // isRelease reports whether c is a release: the one kind of command that is
 // parked for a master that is not answering, and sent when it answers.
-func (c *cmd) isRelease() bool { return c.kind == cmdRelease || c.kind == cmdReleaseMulti }
+func (c *cmd) isRelease() bool {
+	return c.kind == cmdRelease || c.kind == cmdReleaseMulti || c.kind == cmdUnread
+}
 
 // cmd is one command to one master, and where its reply goes.
 type cmd struct {
@@ -233,7 +243,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		case '_':
 			return no
 		}
-	case cmdAcquireFenced, cmdAcquireMulti:
+	case cmdAcquireFenced, cmdAcquireMulti, cmdWrite, cmdWriteWait:
 		switch r.typ {
 		case '$':
 			v, err := strconv.ParseUint(r.text, 10, 64)
@@ -245,14 +255,14 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		case '_':
 			return no
 		}
-	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti:
+	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti, cmdReadExtend:
 		if r.typ == ':' {
 			if r.n == 1 {
 				return ok
 			}
 			return no
 		}
-	case cmdRelease, cmdReleaseMulti:
+	case cmdRelease, cmdReleaseMulti, cmdUnread:
 		// 1 deleted, 0 already gone (both: the key is not ours any more),
 		// −1 another owner's token is there.
 		if r.typ == ':' {
@@ -264,6 +274,20 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		}
 	case cmdJoin, cmdLeave:
 		if r.typ == ':' {
+			return ok
+		}
+	case cmdSemAcquire, cmdRead:
+		// Value: the position of the slot taken (cmdRead: 1).
+		switch r.typ {
+		case ':':
+			ok.Value = uint64(r.n)
+			return ok
+		case '_':
+			return no
+		}
+	case cmdSemHolders:
+		if r.typ == ':' {
+			ok.Value = uint64(r.n)
 			return ok
 		}
 	case cmdProbe:

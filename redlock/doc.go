@@ -52,6 +52,12 @@
 // over by its token (Lock.Token, persisted across a restart), with a
 // deadline from the keys' remaining TTLs (docs/design.md §16).
 //
+// Locker.Semaphore admits at most a fixed number of holders at once (each
+// permit a lock key of its own, taken in one round), and Locker.RWMutex
+// any number of readers or one writer, writers preferred; both under the
+// same assumptions, with any minority of masters down, and both hand out
+// a *Lock (docs/design.md §18, §19).
+//
 // Each master has one ordered, pipelined stream, so a release never
 // overtakes the SET it cleans up; a master silent for NodeTimeout is
 // skipped until it replies (docs/design.md §10).

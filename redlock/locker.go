@@ -352,9 +352,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	var expires time.Time
 	expiring := false
 	switch {
-	case l.wake.busy(t):
+	case t.mode != modeRead && l.wake.busy(t):
 		// Behind this Locker's waiters, which its release wakes in
-		// turn when it names nobody.
+		// turn when it names nobody. (Not readers: they can all hold
+		// at once, and nothing they wait for names one.)
 		w, round = l.wake.wait(t), false
 	case queued && l.wake.handingOn(t, l.opts.Retry.MaxDelay):
 		// Behind the masters' queue: a round now would race the waiter
@@ -548,7 +549,9 @@ const queuedSteps = 4
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's
 // key must share its slot on a Redis Cluster master).
-func (l *Locker) queued(t target) bool { return !t.multi() && !l.opts.RedsyncKeys }
+func (l *Locker) queued(t target) bool {
+	return !t.multi() && t.mode != modeRead && !l.opts.RedsyncKeys
+}
 
 // join puts w in t's queue on every master (ZADD NX: a caller already
 // there keeps its place).
@@ -638,6 +641,7 @@ type target struct {
 	// For several resources: all of them, sorted, and their keys; nil for
 	// one.
 	resources, keys []string
+	mode            mode // a read or write lock of an RWMutex (rwmutex.go); 0 otherwise
 }
 
 // MaxResources is the most resources one TryLockAll or LockAll takes.
@@ -742,6 +746,8 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	switch {
 	case t.multi():
 		kind = cmdAcquireMulti
+	case t.mode != 0:
+		kind = t.mode.acquireKind()
 	case l.opts.Fencing:
 		kind = cmdAcquireFenced
 	}
@@ -803,7 +809,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		return nil, err
 	}
 	var fence uint64
-	if l.opts.Fencing {
+	if l.opts.Fencing && t.mode != modeRead {
 		// The fence is one more than the largest counter the majority
 		// read, written back to a majority that still holds our token
 		// before the deadline (docs/design.md §5).
@@ -945,8 +951,11 @@ func (l *Locker) release(ctx context.Context, t target, token string, mayHold []
 
 func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHold []bool, handOn bool) quorum.Result {
 	kind := cmdRelease
-	if t.multi() {
+	switch {
+	case t.multi():
 		kind = cmdReleaseMulti
+	case t.mode == modeRead:
+		kind = cmdUnread
 	}
 	var pop uint64
 	if handOn {
