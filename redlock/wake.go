@@ -418,9 +418,9 @@ func (w *waker) startLocked() {
 // is none to share: a *redis.Ring subscribes each channel on the one
 // shard its name hashes to (and panics without a channel), so its
 // waiters rely on their backoff alone. Any other client that panics here
-// is treated alike.
+// is treated alike, and so is a master on the client path (nil m).
 func subscribe(ctx context.Context, m redis.UniversalClient) (ps *redis.PubSub) {
-	if _, ok := m.(*redis.Ring); ok {
+	if _, ok := m.(*redis.Ring); ok || m == nil {
 		return nil
 	}
 	defer func() {
