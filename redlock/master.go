@@ -45,7 +45,7 @@ const (
 	ReplyStatus                  // a simple string, such as OK
 	ReplyError                   // an error reply; Text is as the server sent it ("NOSCRIPT ...")
 	ReplyInt                     // an integer, in Int
-	ReplyBulk                    // a bulk or verbatim string, in Text
+	ReplyBulk                    // a bulk or verbatim string, in Text (a client that cannot tell may give a simple string as one)
 	ReplyOther                   // anything else (arrays, maps, ...)
 )
 
@@ -183,6 +183,12 @@ func rawOf(r Reply) raw {
 	case ReplyInt:
 		return raw{typ: ':', n: r.Int}
 	case ReplyBulk:
+		if r.Text == "OK" {
+			// A client that does not tell a simple string from a bulk
+			// one (rueidis, valkey-go): no command of the Locker's
+			// answers a bulk OK, SET answers the status OK.
+			return raw{typ: '+', text: r.Text}
+		}
 		return raw{typ: '$', text: r.Text}
 	}
 	return raw{typ: '*'}
