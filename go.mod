@@ -3,11 +3,13 @@ module github.com/quorumlab/redlock
 go 1.26.0
 
 require (
+	github.com/bsm/redislock v0.9.4
 	github.com/gomodule/redigo v1.9.3
 	github.com/prometheus/client_golang v1.24.1
 	github.com/quorumlab/redlock/labdocker v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
+	github.com/redis/rueidis/rueidiscompat v1.0.79
 	github.com/valkey-io/valkey-go v1.0.79
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0

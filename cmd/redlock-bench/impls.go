@@ -51,7 +51,7 @@ type implSpec struct {
 // keyPrefix is every key the bench writes: "rlbench:{<run>/<cell>/...}".
 const keyPrefix = "rlbench:"
 
-var impls = []implSpec{
+var impls = append([]implSpec{
 	{
 		name: "redlock", source: "acquisition",
 		desc: "this module: redlock.New(clients, &Options{TTL: -ttl}), one Locker shared by all workers",
@@ -108,7 +108,7 @@ var impls = []implSpec{
 			return openOurs(ms, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, Fencing: true})
 		},
 	},
-}
+}, clientImpls...) // clients.go
 
 // implNames are the implementations -impls can select.
 func implNames() []string {
@@ -208,6 +208,7 @@ type redsyncImpl struct {
 	rs      *redsync.Redsync
 	opts    []redsync.Option
 	clients []redis.UniversalClient
+	closers []func() // clients of other kinds
 	ttl     time.Duration
 }
 
@@ -230,7 +231,12 @@ func (r *redsyncImpl) lock(ctx context.Context, resource string) (held, error) {
 	return &redsyncHeld{m: m, ttl: r.ttl, left: time.Until(m.Until())}, nil
 }
 
-func (r *redsyncImpl) close() error { return closeMasterClients(r.clients) }
+func (r *redsyncImpl) close() error {
+	for _, f := range r.closers {
+		f()
+	}
+	return closeMasterClients(r.clients)
+}
 
 type redsyncHeld struct {
 	m         *redsync.Mutex
@@ -325,7 +331,7 @@ func failureKind(err error) string {
 	switch {
 	case errors.Is(err, redlock.ErrNotAcquired):
 		return "not_acquired"
-	case errors.Is(err, redlock.ErrLost), errors.Is(err, errSingleLost), errors.Is(err, errNoQuorumUnlock):
+	case errors.Is(err, redlock.ErrLost), errors.Is(err, errSingleLost), errors.Is(err, errNoQuorumUnlock), errors.Is(err, errBsmLost):
 		return "lost"
 	case errors.Is(err, redlock.ErrClosed):
 		return "closed"

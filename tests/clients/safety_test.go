@@ -53,28 +53,41 @@ func newLocker(t *testing.T, c *lab.Masters, k kind, opts redlock.Options) *redl
 	return l
 }
 
-// values returns, per master, key's value ("" when absent), read with the
-// lab's admin clients.
+// value reads key on master i with the lab's admin client ("" when
+// absent).
+func value(t *testing.T, c *lab.Masters, i int, key string) string {
+	t.Helper()
+	v, err := c.Admin(i).Get(context.Background(), key).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET %s on master %d: %v", key, i, err)
+	}
+	return v
+}
+
+// values is value on every master (none may be paused).
 func values(t *testing.T, c *lab.Masters, key string) []string {
 	t.Helper()
 	out := make([]string, c.N())
 	for i := range out {
-		v, err := c.Admin(i).Get(context.Background(), key).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatalf("GET %s on master %d: %v", key, i, err)
-		}
-		out[i] = v
+		out[i] = value(t, c, i, key)
 	}
 	return out
 }
 
 func lockKey(resource string) string { return "redlock:{" + resource + "}" }
 
-// holding counts the masters on which key holds value.
-func holding(t *testing.T, c *lab.Masters, key, value string) int {
+// holding counts the masters (of those given, or all) on which key holds
+// want.
+func holding(t *testing.T, c *lab.Masters, key, want string, masters ...int) int {
+	t.Helper()
+	if masters == nil {
+		for i := range c.N() {
+			masters = append(masters, i)
+		}
+	}
 	n := 0
-	for _, v := range values(t, c, key) {
-		if v == value && v != "" {
+	for _, i := range masters {
+		if v := value(t, c, i, key); v == want && v != "" {
 			n++
 		}
 	}
@@ -147,7 +160,7 @@ func TestTwoStalled(t *testing.T) {
 				t.Fatalf("round %d: TryLock with 2 of 5 stalled: %v", round, err)
 			}
 			took := time.Since(start)
-			if n := holding(t, c, lockKey(res), lk.Token()); n < 3 {
+			if n := holding(t, c, lockKey(res), lk.Token(), 0, 2, 4); n != 3 {
 				t.Fatalf("round %d: the token on %d masters, want 3 (0, 2, 4)", round, n)
 			}
 			start = time.Now()
@@ -160,7 +173,7 @@ func TestTwoStalled(t *testing.T) {
 				t.Fatalf("round %d: TryLock %v, Unlock %v: over 10× NodeTimeout (%v)", round, took, unlockTook, nt)
 			}
 			for _, i := range []int{0, 2, 4} {
-				if v := values(t, c, lockKey(res))[i]; v != "" {
+				if v := value(t, c, i, lockKey(res)); v != "" {
 					t.Fatalf("round %d: master %d still holds %q after Unlock", round, i, v)
 				}
 			}
@@ -180,7 +193,13 @@ func TestThreeStalled(t *testing.T) {
 			}
 		}
 		res := "minority:" + k.name
+		start := time.Now()
 		_, err := l.TryLock(t.Context(), res)
+		took := time.Since(start)
+		t.Logf("TryLock failed after %v (NodeTimeout %v)", took, l.Options().NodeTimeout)
+		if took > 10*l.Options().NodeTimeout {
+			t.Fatalf("TryLock with 3 of 5 stalled took %v, over 10× NodeTimeout", took)
+		}
 		var e *redlock.Error
 		if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) {
 			t.Fatalf("TryLock with 3 of 5 stalled: %v, want an *Error wrapping ErrNotAcquired", err)
@@ -189,7 +208,7 @@ func TestThreeStalled(t *testing.T) {
 			t.Fatalf("%d ok, %d timed out, want 2 and 3: %v", e.Count(redlock.OutcomeOK), e.Count(redlock.OutcomeTimedOut), err)
 		}
 		for _, i := range []int{1, 3} {
-			if v := values(t, c, lockKey(res))[i]; v != "" {
+			if v := value(t, c, i, lockKey(res)); v != "" {
 				t.Fatalf("master %d holds %q after the failed round", i, v)
 			}
 		}
@@ -244,7 +263,13 @@ func TestFences(t *testing.T) {
 				t.Fatalf("round %d: fence %d after %d", round, lk.Fence(), last)
 			}
 			last = lk.Fence()
-			if at := holding(t, c, lockKey(res)+":fence", fmt.Sprint(last)); at < 3 {
+			at := 0
+			for i := range c.N() {
+				if v, _ := c.Admin(i).HGet(t.Context(), lockKey(res)+":fence", "fence").Result(); v == fmt.Sprint(last) {
+					at++
+				}
+			}
+			if at < 3 {
 				t.Fatalf("round %d: fence %d is the counter on %d masters, want a majority", round, last, at)
 			}
 			if err := lk.Unlock(t.Context()); err != nil {
@@ -284,16 +309,20 @@ func TestWakeOnRelease(t *testing.T) {
 				close(got)
 			}
 		})
-		// The waiter is queued (its first round failed) on a majority.
+		// The waiter is queued (its first round failed) on a majority,
+		// and, on the fast path, subscribed to the key's releases.
 		labtest.Eventually(t, 10*time.Second, func() error {
-			n := 0
+			queued, subscribed := 0, 0
 			for i := range c.N() {
 				if m, _ := c.Admin(i).ZCard(t.Context(), lockKey(res)+":waiters").Result(); m > 0 {
-					n++
+					queued++
+				}
+				if chs, _ := c.Admin(i).PubSubChannels(t.Context(), lockKey(res)+":w:*").Result(); len(chs) > 0 {
+					subscribed++
 				}
 			}
-			if n < 3 {
-				return fmt.Errorf("waiter queued on %d masters", n)
+			if queued < 3 || (k.fast && subscribed < 3) {
+				return fmt.Errorf("waiter queued on %d masters, subscribed on %d", queued, subscribed)
 			}
 			return nil
 		})
