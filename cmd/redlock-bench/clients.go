@@ -24,10 +24,12 @@ import (
 
 // The implementations over other Go clients (issue 22): ours on each client
 // path, and the other Go locks a user choosing for speed would try. Each
-// desc says what its guarantee rests on.
+// desc says what its guarantee rests on. They run only when -impls names
+// them.
 var clientImpls = []implSpec{
 	{
-		name: "redlock-url", source: "acquisition",
+		optIn: true,
+		name:  "redlock-url", source: "acquisition",
 		desc: "this module from the masters' URLs (redlock.FromOptions, no client of the caller's): the fast path",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (redlock.Master, func(), error) {
@@ -37,14 +39,16 @@ var clientImpls = []implSpec{
 		},
 	},
 	{
-		name: "redlock-viaclient", source: "acquisition",
+		optIn: true,
+		name:  "redlock-viaclient", source: "acquisition",
 		desc: "this module through go-redis clients (Options.ViaClient): the go-redis plain path",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			return openOurs(ms, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, ViaClient: true})
 		},
 	},
 	{
-		name: "redlock-rueidis", source: "acquisition",
+		optIn: true,
+		name:  "redlock-rueidis", source: "acquisition",
 		desc: "this module through rueidis clients (adapters/rueidis Master): the client path, rueidis pipelining",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (redlock.Master, func(), error) {
@@ -58,7 +62,8 @@ var clientImpls = []implSpec{
 		},
 	},
 	{
-		name: "redlock-valkey", source: "acquisition",
+		optIn: true,
+		name:  "redlock-valkey", source: "acquisition",
 		desc: "this module through valkey-go clients (adapters/valkey Master): the client path, valkey-go pipelining",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (redlock.Master, func(), error) {
@@ -73,7 +78,8 @@ var clientImpls = []implSpec{
 		},
 	},
 	{
-		name: "redlock-redigo", source: "acquisition",
+		optIn: true,
+		name:  "redlock-redigo", source: "acquisition",
 		desc: "this module through redigo pools (adapters/redigo Master): the client path, one pooled connection per batch",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (redlock.Master, func(), error) {
@@ -87,7 +93,8 @@ var clientImpls = []implSpec{
 		},
 	},
 	{
-		name: "redsync-rueidis", source: "until",
+		optIn: true,
+		name:  "redsync-rueidis", source: "until",
 		desc: "redsync over rueidis (rueidiscompat pools), WithFailFast(true), WithExpiry(-ttl); five independent masters",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			pools := make([]redsyncredis.Pool, len(ms))
@@ -108,21 +115,24 @@ var clientImpls = []implSpec{
 		},
 	},
 	{
-		name: "rueidislock", source: "computed",
+		optIn: true,
+		name:  "rueidislock", source: "computed",
 		desc: "rueidis/rueidislock defaults (KeyMajority 2 of 3 keys), all keys on master 0: ONE deployment, not independent masters",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			return openRueidislock(ms[0], ttl, 0)
 		},
 	},
 	{
-		name: "rueidislock-km1", source: "computed",
+		optIn: true,
+		name:  "rueidislock-km1", source: "computed",
 		desc: "rueidislock with KeyMajority 1 (one key) on master 0: ONE master",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			return openRueidislock(ms[0], ttl, 1)
 		},
 	},
 	{
-		name: "redislock", source: "computed",
+		optIn: true,
+		name:  "redislock", source: "computed",
 		desc: "bsm/redislock on master 0 (go-redis), retried like ours (5-100 ms): ONE master",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			c := newMasterClient(ms[0])

@@ -46,6 +46,9 @@ type implSpec struct {
 	// also TLS, user and password), which it must not modify.
 	open   func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error)
 	hidden bool // only run when a scenario names it
+	// optIn: runs only when -impls names it (the other Go clients and
+	// locks, clients.go), so the default run and "all" stay as they were.
+	optIn bool
 }
 
 // keyPrefix is every key the bench writes: "rlbench:{<run>/<cell>/...}".
@@ -110,11 +113,23 @@ var impls = append([]implSpec{
 	},
 }, clientImpls...) // clients.go
 
-// implNames are the implementations -impls can select.
+// implNames are the implementations -impls selects by default and with
+// "all".
 func implNames() []string {
 	var out []string
 	for _, s := range impls {
-		if !s.hidden {
+		if !s.hidden && !s.optIn {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+// optInImplNames are the implementations -impls runs only when named.
+func optInImplNames() []string {
+	var out []string
+	for _, s := range impls {
+		if s.optIn {
 			out = append(out, s.name)
 		}
 	}
@@ -134,7 +149,11 @@ func describeImpls() string {
 	var b strings.Builder
 	for _, s := range impls {
 		if !s.hidden {
-			fmt.Fprintf(&b, "  %-17s %s\n", s.name, s.desc)
+			desc := s.desc
+			if s.optIn {
+				desc += " (only when named)"
+			}
+			fmt.Fprintf(&b, "  %-17s %s\n", s.name, desc)
 		}
 	}
 	return b.String()
