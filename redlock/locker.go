@@ -115,7 +115,6 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 		if m == nil || isNilPointer(m) {
 			return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
 		}
-		addrs[i] = masterAddr(m)
 		ids := []string{fmt.Sprintf("%p", m)}
 		if g, ok := m.(*goRedisMaster); ok {
 			if g.c == nil || isNilPointer(g.c) {
@@ -124,6 +123,7 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 			clients[i] = g.c
 			ids[0] = fmt.Sprintf("%p", g.c)
 		}
+		addrs[i] = masterAddr(m)
 		// The same address string reaches the same server, unless a
 		// dialer of the caller's decides otherwise; other names for one
 		// server are caught by run_id on first contact.

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -125,24 +124,17 @@ func closeOwned(ms []Master) {
 // Do runs cmds as one go-redis pipeline through the client, so that a
 // go-redis client can serve wherever a Master is asked for.
 func (g *goRedisMaster) Do(ctx context.Context, cmds [][]string) ([]Reply, error) {
-	rc := make([]*redis.Cmd, len(cmds))
-	_, err := g.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, line := range cmds {
-			args := make([]any, len(line))
-			for j, a := range line {
-				args[j] = a
-			}
-			rc[i] = redis.NewCmd(ctx, args...)
-			p.Process(ctx, noRetry{rc[i]})
+	rc, err := pipeline(ctx, g.c, len(cmds), func(p redis.Pipeliner, i int) *redis.Cmd {
+		args := make([]any, len(cmds[i]))
+		for j, a := range cmds[i] {
+			args[j] = a
 		}
-		return nil
+		c := redis.NewCmd(ctx, args...)
+		p.Process(ctx, noRetry{c})
+		return c
 	})
 	if err != nil {
-		for _, c := range rc {
-			if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) && !isServerError(e) {
-				return nil, e
-			}
-		}
+		return nil, err
 	}
 	out := make([]Reply, len(rc))
 	for i, c := range rc {
