@@ -55,7 +55,8 @@ type Reply struct {
 	Text string
 }
 
-// ClientTimeout bounds one Do on the client path: past it the batch's
+// ClientTimeout bounds one Do on the client path (or NodeTimeout, when
+// that is longer): past it the batch's
 // outcome is unknown, and the Locker reconnects (calls Do again with its
 // scripts) before it sends anything else to that master. It plays the role
 // of go-redis's default ReadTimeout on the go-redis plain path.
@@ -247,7 +248,7 @@ func (k *clientLink) write(batch []*cmd) error {
 		}
 		cmds[i] = line
 	}
-	ctx, cancel := context.WithTimeout(k.s.ctx, ClientTimeout)
+	ctx, cancel := context.WithTimeout(k.s.ctx, max(ClientTimeout, k.s.cfg.nodeTimeout))
 	reps, err := k.m.Do(ctx, cmds)
 	cancel()
 	if err == nil && len(reps) != len(batch) {
