@@ -25,7 +25,7 @@ import (
 // on the plain path, one flusher) per master.
 type Locker struct {
 	masters []redis.UniversalClient // nil for a master on the client path
-	owned   []Master                // closeOwned closes those the Locker made
+	given   []Master                // as given; Close closes those the Locker made (closeOwned)
 	addrs   []string
 	opts    Options
 	budget  validity.Budget
@@ -143,7 +143,7 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 	}
 	l := &Locker{
 		masters: clients,
-		owned:   masters,
+		given:   masters,
 		addrs:   addrs,
 		opts:    o,
 		budget:  o.budget(),
@@ -257,7 +257,7 @@ func (l *Locker) Close() error {
 		s.close()
 	}
 	l.tel.close()
-	l.closeOwnedOnce.Do(func() { closeOwned(l.owned) })
+	l.closeOwnedOnce.Do(func() { closeOwned(l.given) })
 	l.log.Info("redlock: locker closed; locks not unlocked stay on the masters until their TTL", "masters", len(l.masters))
 	return nil
 }
