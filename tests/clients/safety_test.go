@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -379,6 +380,35 @@ func TestTLSACL(t *testing.T) {
 		}
 		if vs := values(t, c, lockKey(res)); fmt.Sprint(vs) != fmt.Sprint(make([]string, 5)) {
 			t.Fatalf("keys left after Unlock: %q", vs)
+		}
+	})
+}
+
+// Each kind reads the server's run_id when it connects: a master that is
+// another one under a second name (localhost for 127.0.0.1, on the fast
+// path) makes the first round fail with ErrInvalid, and nothing is taken.
+func TestSameServerUnderTwoNames(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	alias := strings.Replace(c.Addrs()[0], "127.0.0.1", "localhost", 1)
+	eachKind(t, c, func(t *testing.T, k kind) {
+		ms := append(k.masters(t, c), redlock.FromOptions(&redis.Options{Addr: alias}))
+		// Room for the first contact on a loaded machine: the first round
+		// waits for every master to be identified, up to NodeTimeout.
+		l, err := redlock.NewMasters(ms, &redlock.Options{NodeTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		res := "aliased:" + k.name
+		lk, err := l.TryLock(t.Context(), res)
+		if err == nil {
+			lk.Unlock(t.Context())
+		}
+		if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "masters 0 and 3") {
+			t.Fatalf("%s as master 3: %v, want ErrInvalid naming masters 0 and 3", alias, err)
+		}
+		if vs := values(t, c, lockKey(res)); fmt.Sprint(vs) != fmt.Sprint(make([]string, 3)) {
+			t.Fatalf("keys left: %q", vs)
 		}
 	})
 }
