@@ -21,10 +21,11 @@ import (
 )
 
 // Master returns p, a pool of connections to one Redis master, as a
-// redlock.Master on the client path. addr names the master in the
+// redlock.Master on the client path, which also carries the
+// wake-on-release subscription. addr names the master in the
 // Locker's stats and errors ("" for none). The pool stays the caller's
 // to close, after the Locker.
-func Master(p *redis.Pool, addr string) (redlock.Master, error) {
+func Master(p *redis.Pool, addr string) (redlock.Subscriber, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil redigo pool", redlock.ErrInvalid)
 	}
@@ -84,4 +85,56 @@ func (m *master) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, erro
 		}
 	}
 	return out, nil
+}
+
+// Subscribe opens a connection of its own (the pool's Dial, not a pooled
+// one) for the Locker's wake-on-release subscription
+// (redlock.Subscriber), read by one goroutine until Close.
+func (m *master) Subscribe(ctx context.Context, deliver func(channel, payload string)) (redlock.Subscription, error) {
+	var conn redis.Conn
+	var err error
+	switch {
+	case m.p.DialContext != nil:
+		conn, err = m.p.DialContext(ctx)
+	case m.p.Dial != nil:
+		conn, err = m.p.Dial()
+	default:
+		return nil, errors.New("redlockredigo: the pool has no Dial function")
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &subscription{psc: redis.PubSubConn{Conn: conn}, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			switch v := s.psc.Receive().(type) {
+			case redis.Message:
+				deliver(v.Channel, string(v.Data))
+			case error:
+				return // closed, or broken: the next Subscribe fails and the Locker opens another
+			}
+		}
+	}()
+	return s, nil
+}
+
+type subscription struct {
+	psc  redis.PubSubConn
+	done chan struct{} // the reader has returned
+}
+
+func (s *subscription) Subscribe(_ context.Context, channels ...string) error {
+	return s.psc.Subscribe(redis.Args{}.AddFlat(channels)...)
+}
+
+func (s *subscription) Unsubscribe(_ context.Context, channels ...string) error {
+	return s.psc.Unsubscribe(redis.Args{}.AddFlat(channels)...)
+}
+
+// Close closes the connection and waits for its reader.
+func (s *subscription) Close() error {
+	err := s.psc.Conn.Close()
+	<-s.done
+	return err
 }

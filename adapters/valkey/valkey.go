@@ -23,11 +23,12 @@ import (
 )
 
 // Master returns c, a standalone or Sentinel valkey-go client of one Redis
-// master, as a redlock.Master on the client path. A cluster client is
+// master, as a redlock.Master on the client path, which also carries the
+// wake-on-release subscription (on a dedicated connection of c's). A cluster client is
 // refused (ErrInvalid): the adapter does not route by key, and a lock needs
 // independent masters anyway. The client stays the caller's to close,
 // after the Locker.
-func Master(c valkey.Client) (redlock.Master, error) {
+func Master(c valkey.Client) (redlock.Subscriber, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil valkey-go client", redlock.ErrInvalid)
 	}
@@ -132,3 +133,26 @@ func ParseURL(url string) (redlock.Master, error) {
 	}
 	return FromOption(opt)
 }
+
+// Subscribe opens a dedicated connection for the Locker's wake-on-release
+// subscription (redlock.Subscriber): waiters are woken by the release.
+func (m *master) Subscribe(_ context.Context, deliver func(channel, payload string)) (redlock.Subscription, error) {
+	dc, cancel := m.c.Dedicate()
+	dc.SetPubSubHooks(valkey.PubSubHooks{OnMessage: func(msg valkey.PubSubMessage) { deliver(msg.Channel, msg.Message) }})
+	return &subscription{dc: dc, cancel: cancel}, nil
+}
+
+type subscription struct {
+	dc     valkey.DedicatedClient
+	cancel func()
+}
+
+func (s *subscription) Subscribe(ctx context.Context, channels ...string) error {
+	return s.dc.Do(ctx, s.dc.B().Subscribe().Channel(channels...).Build()).Error()
+}
+
+func (s *subscription) Unsubscribe(ctx context.Context, channels ...string) error {
+	return s.dc.Do(ctx, s.dc.B().Unsubscribe().Channel(channels...).Build()).Error()
+}
+
+func (s *subscription) Close() error { s.cancel(); return nil }

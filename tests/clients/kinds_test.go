@@ -17,23 +17,19 @@ import (
 
 // A kind is one way of giving the Locker its masters.
 type kind struct {
-	name string
-	// fast: the masters take the fast path, whose go-redis client also
-	// carries the wake-on-release subscription; the client path has none
-	// (waiters wake by their backoff).
-	fast    bool
+	name    string
 	masters func(t *testing.T, c *lab.Masters) []redlock.Master
 }
 
 var kinds = []kind{
-	{"go-redis", true, func(t *testing.T, c *lab.Masters) []redlock.Master {
+	{"go-redis", func(t *testing.T, c *lab.Masters) []redlock.Master {
 		var out []redlock.Master
 		for _, cl := range c.Clients() {
 			out = append(out, redlock.GoRedis(cl))
 		}
 		return out
 	}},
-	{"url", true, func(t *testing.T, c *lab.Masters) []redlock.Master {
+	{"url", func(t *testing.T, c *lab.Masters) []redlock.Master {
 		return perMaster(t, c, func(i int, tc *tls.Config) (redlock.Master, error) {
 			if tc == nil {
 				return redlock.ParseURL(c.URL(i))
@@ -46,7 +42,7 @@ var kinds = []kind{
 			return redlock.FromOptions(o), nil
 		})
 	}},
-	{"rueidis", false, func(t *testing.T, c *lab.Masters) []redlock.Master {
+	{"rueidis", func(t *testing.T, c *lab.Masters) []redlock.Master {
 		return perMaster(t, c, func(i int, tc *tls.Config) (redlock.Master, error) {
 			cl, err := rueidis.NewClient(rueidisOption(c, i, tc))
 			if err != nil {
@@ -56,12 +52,12 @@ var kinds = []kind{
 			return redlockrueidis.Master(cl)
 		})
 	}},
-	{"rueidis-option", true, func(t *testing.T, c *lab.Masters) []redlock.Master {
+	{"rueidis-option", func(t *testing.T, c *lab.Masters) []redlock.Master {
 		return perMaster(t, c, func(i int, tc *tls.Config) (redlock.Master, error) {
 			return redlockrueidis.FromOption(rueidisOption(c, i, tc))
 		})
 	}},
-	{"valkey-go", false, func(t *testing.T, c *lab.Masters) []redlock.Master {
+	{"valkey-go", func(t *testing.T, c *lab.Masters) []redlock.Master {
 		return perMaster(t, c, func(i int, tc *tls.Config) (redlock.Master, error) {
 			user, pass := c.ACLUser()
 			cl, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{c.Addrs()[i]}, Username: user, Password: pass, TLSConfig: tc, DisableCache: true})
@@ -72,7 +68,7 @@ var kinds = []kind{
 			return redlockvalkey.Master(cl)
 		})
 	}},
-	{"redigo", false, func(t *testing.T, c *lab.Masters) []redlock.Master {
+	{"redigo", func(t *testing.T, c *lab.Masters) []redlock.Master {
 		return perMaster(t, c, func(i int, tc *tls.Config) (redlock.Master, error) {
 			user, pass := c.ACLUser()
 			addr := c.Addrs()[i]
