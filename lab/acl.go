@@ -28,7 +28,9 @@ import (
 //     are for waiters listening for releases on a dedicated connection;
 //     ZADD, ZREM and ZPOPMIN for the waiters' queue beside the lock key
 //     (joined and left by waiters, popped by the release script), whose
-//     waiters poll with EXISTS.
+//     waiters poll with EXISTS. ZREMRANGEBYSCORE, ZCARD, ZCOUNT, ZSCORE, PTTL and
+//     TIME for the read-write lock's readers, a sorted set that its
+//     scripts expire by the master's clock (redlock's docs/design.md §19).
 //     The queue's key is the lock key + ":waiters", and a release names a
 //     waiter on the channel lock key + ":w:" + the waiter's Locker id.
 //     CLIENT ID and CLIENT KILL let a new connection end the one it
@@ -40,7 +42,7 @@ import (
 // ignored, so it is not listed (add +client|setinfo on 7.2 and later to
 // keep the library name in CLIENT LIST).
 const DefaultACLRules = "resetkeys ~redlock:* resetchannels &redlock:* -@all " +
-	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +exists +zadd +zrem +zpopmin +zrank +publish +subscribe +unsubscribe +ping +client|id +client|kill"
+	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +exists +zadd +zrem +zpopmin +zrank +zremrangebyscore +zcard +zcount +zscore +pttl +time +publish +subscribe +unsubscribe +ping +client|id +client|kill"
 
 // ErrNeedsProcessBackend is returned by Start when Options.TLS or
 // Options.ACLUser is asked of the Docker backend (including through

@@ -32,6 +32,15 @@ const (
 	cmdLeave // ZREM queue id
 	cmdProbe // EXISTS key: a queued waiter's poll, which takes nothing
 	cmdRank  // ZRANK queue id: the waiter's place, when its poll found the key free
+	cmdAdopt // adopt.lua: does the key hold token, its PTTL, and the fence if fenced (adopt.go)
+	// The semaphore and the read-write lock (semaphore.go, rwmutex.go).
+	cmdSemAcquire // sem_acquire.lua: the first free slot of keys; key is the permits record
+	cmdSemHolders // sem_holders.lua: which slots of keys are held
+	cmdWrite      // rw_write.lua: the writer key where no reader is live
+	cmdWriteWait  // rw_write.lua, recording the writer's intent first
+	cmdRead       // rw_read.lua: register a reader (key: the readers' set)
+	cmdReadExtend // rw_read.lua: move a live reader's expiry
+	cmdUnread     // rw_unread.lua: remove a reader
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -55,8 +64,10 @@ func (c *cmd) lua() *script {
 		return extendMultiScript
 	case cmdReleaseMulti:
 		return releaseMultiScript
+	case cmdAdopt:
+		return adoptScript
 	}
-	return nil
+	return c.lua2()
 }
 
 // arg is one argument of a command, laid out without allocating: the
@@ -107,6 +118,11 @@ func (c *cmd) args(dst []arg) []arg {
 		return append(dst, str("EXISTS"), str(c.key))
 	case cmdRank:
 		return append(dst, str("ZRANK"), queue(c.key), str(c.token))
+	case cmdAdopt:
+		if c.fenced {
+			return append(c.evalsha(dst, 2), str(c.key), fence(c.key), str(c.token))
+		}
+		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
 	case cmdAcquireMulti, cmdWritebackMulti:
 		// KEYS: the lock keys, then their fence counters when fenced;
 		// ARGV: token, TTL or fence, the key count, and for an acquire
@@ -147,7 +163,7 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdLoad:
 		return append(dst, str("SCRIPT"), str("LOAD"), str(c.script.src))
 	}
-	return dst
+	return c.args2(dst)
 }
 
 // evalsha appends the head of an EVALSHA of c's script with nkeys keys.
@@ -166,14 +182,16 @@ func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 1)) }
 
 // isRelease reports whether c is a release: the one kind of command that is
 // parked for a master that is not answering, and sent when it answers.
-func (c *cmd) isRelease() bool { return c.kind == cmdRelease || c.kind == cmdReleaseMulti }
+func (c *cmd) isRelease() bool {
+	return c.kind == cmdRelease || c.kind == cmdReleaseMulti || c.kind == cmdUnread
+}
 
 // cmd is one command to one master, and where its reply goes.
 type cmd struct {
 	kind   cmdKind
 	key    string   // the lock key (the first of keys); the fence key is key + ":fence"
 	keys   []string // every lock key, for the Multi kinds
-	fenced bool     // cmdAcquireMulti: read the fence counters too
+	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
 	token  string
 	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey)
 	script *script // for cmdLoad
@@ -224,7 +242,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		case '_':
 			return no
 		}
-	case cmdAcquireFenced, cmdAcquireMulti:
+	case cmdAcquireFenced, cmdAcquireMulti, cmdWrite, cmdWriteWait:
 		switch r.typ {
 		case '$':
 			v, err := strconv.ParseUint(r.text, 10, 64)
@@ -236,14 +254,14 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		case '_':
 			return no
 		}
-	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti:
+	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti, cmdReadExtend:
 		if r.typ == ':' {
 			if r.n == 1 {
 				return ok
 			}
 			return no
 		}
-	case cmdRelease, cmdReleaseMulti:
+	case cmdRelease, cmdReleaseMulti, cmdUnread:
 		// 1 deleted, 0 already gone (both: the key is not ours any more),
 		// −1 another owner's token is there.
 		if r.typ == ':' {
@@ -255,6 +273,20 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		}
 	case cmdJoin, cmdLeave:
 		if r.typ == ':' {
+			return ok
+		}
+	case cmdSemAcquire, cmdRead:
+		// Value: the position of the slot taken (cmdRead: 1).
+		switch r.typ {
+		case ':':
+			ok.Value = uint64(r.n)
+			return ok
+		case '_':
+			return no
+		}
+	case cmdSemHolders:
+		if r.typ == ':' {
+			ok.Value = uint64(r.n)
 			return ok
 		}
 	case cmdProbe:
@@ -273,6 +305,13 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			return ok
 		case '_':
 			return ok
+		}
+	case cmdAdopt:
+		switch r.typ {
+		case '$':
+			return adoptReply(r.text)
+		case '_':
+			return no
 		}
 	case cmdLoad:
 		return ok

@@ -47,7 +47,16 @@
 // longer be extended (leader election, long-running consumers). Do runs a
 // function under a Held lock and releases it when the function returns.
 // Close waits for operations in progress; locks handed out before it stay
-// on the masters until their TTL.
+// on the masters until their TTL. Shutdown first cancels the kept locks'
+// contexts and releases every lock not yet unlocked. Adopt takes a lock
+// over by its token (Lock.Token, persisted across a restart), with a
+// deadline from the keys' remaining TTLs (docs/design.md §16).
+//
+// Locker.Semaphore admits at most a fixed number of holders at once (each
+// permit a lock key of its own, taken in one round), and Locker.RWMutex
+// any number of readers or one writer, writers preferred; both under the
+// same assumptions, with any minority of masters down, and both hand out
+// a *Lock (docs/design.md §18, §19).
 //
 // Each master has one ordered, pipelined stream, so a release never
 // overtakes the SET it cleans up; a master silent for NodeTimeout is

@@ -284,6 +284,7 @@ func (lk *Lock) keep(h *Held) (stop func()) {
 	l := lk.locker
 	ctx := h.ctx
 	quit, done := make(chan struct{}), make(chan struct{})
+	l.pace.record(lk.info.Elapsed) // the acquisition's round, as a first sample
 	go func() {
 		defer close(done)
 		next := time.NewTimer(lk.extendIn())
@@ -305,8 +306,10 @@ func (lk *Lock) keep(h *Held) (stop func()) {
 			// Bounded by the deadline: an extension that ends after it is
 			// worthless. It must not inherit a cancellation meant for fn.
 			ectx, ecancel := context.WithDeadline(context.WithoutCancel(ctx), lk.Deadline())
+			began := time.Now()
 			err := lk.Extend(ectx) // on success it re-arms h.lost and signals h.moved
 			ecancel()
+			l.pace.record(time.Since(began))
 			if err == nil {
 				if failed > 0 {
 					l.log.InfoContext(ctx, "redlock: extended after a failure", l.logResource(lk.resource), "token", shortToken(lk.token), "failed", failed)
@@ -339,18 +342,19 @@ func (lk *Lock) keep(h *Held) (stop func()) {
 }
 
 // extendIn is how long to wait before extending: until about a third of
-// the validity window remains before the deadline, jittered by up to a
-// thirtieth of it so that many holders do not extend in lockstep, and
-// never sooner than a tenth of the window (or half the time left, when
-// less than a fifth of the window is left). Pacing from the window rather
-// than the TTL matters when SafetyMargin takes most of the TTL: a third of
-// the TTL could then exceed the whole window and extensions would run back
-// to back.
+// the validity window remains before the deadline, or three times the
+// Locker's recent p99 round time if that is more (pace.go: slow masters
+// make it extend earlier), jittered by up to a thirtieth of the window so
+// that many holders do not extend in lockstep, and never sooner than a
+// tenth of the window (or half the time left, when less than a fifth of
+// the window is left). Pacing from the window rather than the TTL matters
+// when SafetyMargin takes most of the TTL: a third of the TTL could then
+// exceed the whole window and extensions would run back to back.
 func (lk *Lock) extendIn() time.Duration {
 	lk.mu.Lock()
 	w, deadline := lk.budget.Window(), lk.deadline
 	lk.mu.Unlock()
 	jitter := time.Duration(rand.Int64N(int64(w/30) + 1))
 	left := time.Until(deadline)
-	return max(min(w/10, left/2), left-w/3-jitter)
+	return max(min(w/10, left/2), left-lk.locker.pace.lead(w)-jitter)
 }

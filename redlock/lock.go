@@ -150,8 +150,11 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "deadline passed", kind: ErrLost}
 	}
 	kind := cmdExtend
-	if lk.multi() {
+	switch {
+	case lk.multi():
 		kind = cmdExtendMulti
+	case lk.mode == modeRead:
+		kind = cmdReadExtend
 	}
 	ms := uint64(ttl.Milliseconds())
 	res := l.round(ctx, start, false, func(c *cmd) bool {
@@ -238,6 +241,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	defer l.ops.Done()
 	lk.released = true
+	l.live.remove(lk)
 	if lk.held != nil {
 		lk.held.endForUnlock() // before any release is sent
 	}

@@ -35,6 +35,12 @@ type Locker struct {
 	tel     *telemetry
 	wake    *waker
 
+	// Shutdown (shutdown.go), the keeper's pacing and Stats (pace.go), the
+	// short-validity warning (short.go).
+	live        liveLocks   // locks not unlocked, for Shutdown
+	pace        pace        // recent round times, for the keeper and Stats
+	shortWarned shortWarned // labels whose short validity was logged
+
 	mu             sync.Mutex
 	closing        bool
 	closeOwnedOnce sync.Once
@@ -149,6 +155,7 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 		budget:  o.budget(),
 		need:    validity.Majority(len(masters)),
 		log:     log,
+		pace:    pace{masters: make([]roundTimes, len(masters))},
 	}
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
@@ -234,6 +241,7 @@ func (l *Locker) Stats() []MasterStats {
 	out := make([]MasterStats, len(l.streams))
 	for i, s := range l.streams {
 		out[i] = s.stats()
+		out[i].RoundP50, out[i].RoundP99 = l.pace.masters[i].quantiles()
 	}
 	return out
 }
@@ -378,9 +386,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	behind := uint64(0) // its place + 1 when its last poll found the key free, with waiters ahead
 	held := true        // the last round found the lock held on a majority
 	switch {
-	case l.wake.busy(t):
+	case t.mode != modeRead && l.wake.busy(t):
 		// Behind this Locker's waiters, which its release wakes in
-		// turn when it names nobody.
+		// turn when it names nobody. (Not readers: they can all hold
+		// at once, and nothing they wait for names one.)
 		w, round = l.wake.wait(t), false
 	case queued && l.wake.handingOn(t, l.opts.Retry.MaxDelay):
 		// Behind the masters' queue: a round now would race the waiter
@@ -542,7 +551,9 @@ const queuedSteps = 4
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's
 // key must share its slot on a Redis Cluster master).
-func (l *Locker) queued(t target) bool { return !t.multi() && !l.opts.RedsyncKeys }
+func (l *Locker) queued(t target) bool {
+	return !t.multi() && t.mode != modeRead && !l.opts.RedsyncKeys
+}
 
 // join puts w in t's queue on every master (ZADD NX: a caller already
 // there keeps its place).
@@ -625,6 +636,7 @@ type target struct {
 	// For several resources: all of them, sorted, and their keys; nil for
 	// one.
 	resources, keys []string
+	mode            mode // a read or write lock of an RWMutex (rwmutex.go); 0 otherwise
 }
 
 // MaxResources is the most resources one TryLockAll or LockAll takes.
@@ -710,7 +722,7 @@ func (l *Locker) backoff(attempt int) time.Duration {
 
 func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budget validity.Budget) (*Lock, error) {
 	resource := t.resource
-	if !l.enter() {
+	if l.live.isClosed() || !l.enter() { // Shutdown or Close
 		return nil, closedError("acquire", resource)
 	}
 	defer l.ops.Done()
@@ -729,6 +741,8 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	switch {
 	case t.multi():
 		kind = cmdAcquireMulti
+	case t.mode != 0:
+		kind = t.mode.acquireKind()
 	case l.opts.Fencing:
 		kind = cmdAcquireFenced
 	}
@@ -790,7 +804,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		return nil, err
 	}
 	var fence uint64
-	if l.opts.Fencing {
+	if l.opts.Fencing && t.mode != modeRead {
 		// The fence is one more than the largest counter the majority
 		// read, written back to a majority that still holds our token
 		// before the deadline (docs/design.md §5).
@@ -828,7 +842,11 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		}
 	}
 	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
+	if !l.live.add(lk) { // Shutdown began during the round: give it back
+		return nil, settle("acquire", res, closedReason)
+	}
 	l.tel.acquired(ctx, resource, outAcquired, info, fence)
+	l.noteShortValidity(ctx, resource, info)
 	l.tel.hold(lk)
 	l.noteRound(ctx, resource, nil)
 	if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
@@ -884,7 +902,9 @@ func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill 
 			r.Skip(i, quorum.Unavailable, errDeferred)
 		}
 	}
-	return r.Wait(ctx, l.opts.NodeTimeout)
+	res := r.Wait(ctx, l.opts.NodeTimeout)
+	l.pace.observe(res)
+	return res
 }
 
 func (l *Locker) untried() []NodeResult {
@@ -923,8 +943,11 @@ func (l *Locker) release(ctx context.Context, t target, token string, mayHold []
 
 func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHold []bool, handOn bool) quorum.Result {
 	kind := cmdRelease
-	if t.multi() {
+	switch {
+	case t.multi():
 		kind = cmdReleaseMulti
+	case t.mode == modeRead:
+		kind = cmdUnread
 	}
 	var pop uint64
 	if handOn {

@@ -38,6 +38,18 @@ var (
 	extendMultiSrc string
 	//go:embed scripts/release_multi.lua
 	releaseMultiSrc string
+	//go:embed scripts/adopt.lua
+	adoptSrc string
+	//go:embed scripts/sem_acquire.lua
+	semAcquireSrc string
+	//go:embed scripts/sem_holders.lua
+	semHoldersSrc string
+	//go:embed scripts/rw_write.lua
+	rwWriteSrc string
+	//go:embed scripts/rw_read.lua
+	rwReadSrc string
+	//go:embed scripts/rw_unread.lua
+	rwUnreadSrc string
 
 	// The scripts that compare fences share decimal.lua's exact
 	// comparison of decimal strings.
@@ -76,8 +88,15 @@ var (
 	writebackMultiScript = newScript("writeback_multi.lua", writebackMultiSrc)
 	extendMultiScript    = newScript("extend_multi.lua", extendMultiSrc)
 	releaseMultiScript   = newScript("release_multi.lua", releaseMultiSrc)
+	adoptScript          = newScript("adopt.lua", adoptSrc)
+	semAcquireScript     = newScript("sem_acquire.lua", semAcquireSrc)
+	semHoldersScript     = newScript("sem_holders.lua", semHoldersSrc)
+	rwWriteScript        = newScript("rw_write.lua", rwWriteSrc)
+	rwReadScript         = newScript("rw_read.lua", rwReadSrc)
+	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
-		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript}
+		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
+		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript}
 )
 
 // ReleaseScript returns the compare-and-delete a Locker releases with

@@ -533,6 +533,10 @@ type MasterStats struct {
 	Dropped  uint64
 	// Written counts the commands written to the master.
 	Written uint64
+	// RoundP50 and RoundP99 are the median and 99th percentile of the
+	// master's answer times in the Locker's last 128 rounds it answered
+	// (from each round's start; 0 before any answer).
+	RoundP50, RoundP99 time.Duration
 	// Shards has one entry per shard master node when the master is a
 	// Redis Cluster on the fast path (Addr: the node's address), nil
 	// otherwise. The fields above are then their sums, and Skipped is

@@ -90,6 +90,7 @@ type telemetry struct {
 	attempts   metric.Int64Histogram
 	extensions metric.Int64Counter
 	lost       metric.Int64Counter
+	short      metric.Int64Counter // acquisitions left with under half their TTL (short.go)
 	// held and releases are synchronous instruments only when resources
 	// are labelled (ResourceLabel); otherwise they are counted in atomics
 	// (heldCount, releaseCount) and observed at collection, which costs
@@ -187,6 +188,9 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	t.lost, err = m.Int64Counter("redlock.leases.lost", metric.WithUnit("{lease}"),
 		metric.WithDescription("Leases lost: Do's deadline passed without an extension, or Unlock found the lock expired or held by another owner."))
 	keep(err)
+	t.short, err = m.Int64Counter("redlock.acquire.short_validity", metric.WithUnit("{acquisition}"),
+		metric.WithDescription("Acquisitions left with validity under half their TTL: the TTL is too short for the masters' latency, drift and SafetyMargin."))
+	keep(err)
 	const (
 		heldName, heldUnit, heldDesc = "redlock.leases.held", "{lease}", "Locks acquired and not yet unlocked (a lock never unlocked stays counted)."
 		relName, relUnit, relDesc    = "redlock.releases", "{release}", "Release rounds (Unlock, and cleanup after a failed acquisition), by outcome: released, deferred (a master not answering gets it later), not_ours."
@@ -253,7 +257,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
 	}
 	t.spanNames = map[string]string{}
-	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do"} {
+	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do", "Adopt"} {
 		t.spanNames[op] = "redlock." + op
 	}
 	n := len(l.masters)

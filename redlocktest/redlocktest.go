@@ -230,14 +230,35 @@ func (m *Masters) Tokens(l *redlock.Locker, resource string) []string {
 }
 
 // Holding returns how many masters hold lock, acquired through l (which
-// gives the key naming, as in Tokens; nil means the default naming).
+// gives the key naming, as in Tokens; nil means the default naming). The
+// lock may be a mutex's, a semaphore's permit or a read-write lock's (read
+// or write): each master counts when any of the keys such a lock of
+// Resource() can hold has its token (readers: a live entry in the
+// readers' set).
 func (m *Masters) Holding(l *redlock.Locker, lock *redlock.Lock) int {
 	if lock == nil {
 		return 0
 	}
+	key, tok := lockKey(l, lock.Resource()), lock.Token()
+	keys := []string{key, key + ":w"}
+	for j := 1; j <= redlock.MaxPermits; j++ {
+		keys = append(keys, key+":s:"+strconv.Itoa(j))
+	}
 	n := 0
-	for _, t := range m.Tokens(l, lock.Resource()) {
-		if t == lock.Token() {
+	for _, s := range m.servers {
+		held := false
+		for _, k := range keys {
+			if v, err := s.Get(k); err == nil && v == tok {
+				held = true
+				break
+			}
+		}
+		if !held {
+			// A reader's entry is scored with its expiry in the master's ms.
+			score, err := s.ZScore(key+":r", tok)
+			held = err == nil && score > float64(time.Now().UnixMilli()) // miniredis: TIME is the real clock
+		}
+		if held {
 			n++
 		}
 	}

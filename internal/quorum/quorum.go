@@ -57,7 +57,10 @@ type Reply struct {
 	Outcome Outcome
 	// Value is the node's answer, when it carries one.
 	Value uint64
-	Err   error
+	// Aux is a second value, for answers that carry two (Adopt's: the
+	// PTTL in Value, the fence here).
+	Aux uint64
+	Err error
 	// Latency is from the start of the round to the reply (or to the
 	// deadline, for TimedOut).
 	Latency time.Duration

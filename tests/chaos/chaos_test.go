@@ -192,6 +192,10 @@ func TestChaos(t *testing.T) {
 		{"clock-jump", ClockJump, true},
 		{"unsafe-single-master", UnsafeSingleMaster, false},
 		{"kleppmann", Kleppmann, true},
+		// Rejected patterns (docs/choosing.md): inside every assumption
+		// about the masters, the fallback itself lets two holders in.
+		{"unsafe-fallback/shadow-lock", ShadowLock, false},
+		{"unsafe-fallback/circuit-breaker", CircuitBreakerFallback, false},
 	}
 	for _, c := range constructed {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,165 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quorumlab/redlock/internal/quorum"
+)
+
+// MaxTokenLen is the longest token Adopt accepts, in bytes: far more than
+// this package's tokens (an owner label of at most MaxOwnerLabelLen, "/"
+// and 22 characters) or redsync's (24).
+const MaxTokenLen = 1024
+
+// Adopt takes over the lock on resource whose keys hold token, without
+// changing them: after a restart (the process persisted Lock.Token), or
+// from another process it was handed to. One round asks every master, with
+// one read-only script, whether the key holds token and how long it has
+// left (PTTL). A majority must hold it; otherwise the error wraps
+// ErrNotAcquired and nothing was changed anywhere.
+//
+// The lock's validity comes from those PTTLs, not from a fresh TTL: with S
+// the masters holding token, N the masters and M the majority, another
+// owner can take the lock once |S| − (N − M) keys of S have expired, so
+// the deadline is the round's start plus the (|S| − (N − M))-th smallest
+// PTTL in S, less the drift allowance (of that PTTL or the lock's TTL,
+// whichever is longer), NodeTimeout and SafetyMargin (docs/design.md §16).
+// If no validity is left, the error wraps ErrNotAcquired.
+//
+// The result is a full Lock: Extend, Keep and Unlock work as on a lock
+// taken by TryLock, with the TTL set by WithTTL (default Options.TTL). With
+// Options.Fencing, Fence is the fence the lock was granted, read from a
+// fence counter written back under token; when none of the masters holding
+// token has one (the lock was taken without fencing, or by a library that
+// does not fence), the error wraps ErrNotAcquired and says so. Two
+// processes that adopt one token both believe they hold the lock: Adopt
+// hands a lock over, it does not take it from its holder.
+func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...LockOption) (lk *Lock, err error) {
+	if ctx == nil {
+		return nil, nilContext("Adopt")
+	}
+	switch {
+	case token == "":
+		return nil, invalid("Adopt: empty token (pass the Token of the lock to adopt)")
+	case len(token) > MaxTokenLen:
+		return nil, invalid(fmt.Sprintf("Adopt: token is %d bytes, over the %d-byte limit", len(token), MaxTokenLen))
+	}
+	t, err := l.target(resource)
+	if err != nil {
+		return nil, err
+	}
+	ttl, budget, err := l.ttlBudget(l.opts.TTL, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, span := l.tel.start(ctx, "Adopt", resource)
+	defer func() { end(span, err) }()
+	if l.live.isClosed() || !l.enter() { // Shutdown or Close
+		return nil, closedError("adopt", resource)
+	}
+	defer l.ops.Done()
+	if err := l.invalidErr(); err != nil {
+		return nil, err
+	}
+	fail := func(res quorum.Result, reason string, cause error) error {
+		return &Error{Op: "adopt", Resource: resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrNotAcquired, cause: cause}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: "adopt", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
+	}
+	start := time.Now()
+	// Every master is waited for (each up to NodeTimeout): the more of
+	// them are known to hold the token, the later the deadline can be.
+	res := l.round(ctx, start, true, func(c *cmd) bool {
+		t.set(c)
+		c.kind, c.token, c.fenced = cmdAdopt, token, l.opts.Fencing
+		return true
+	})
+	elapsed := time.Since(start)
+	l.tel.round(ctx, l, "adopt", res)
+	switch {
+	case res.Err != nil:
+		return nil, fail(res, "", context.Cause(ctx))
+	case !res.Reached:
+		if ref := refusal(l.nodeResults(res)); ref != nil {
+			return nil, fail(res, "", ref)
+		}
+		return nil, fail(res, "no majority of masters holds the token", nil)
+	}
+	var pttls []time.Duration
+	var fence uint64
+	mayHold := make([]bool, len(res.Replies))
+	for i, r := range res.Replies {
+		// Masters that did not answer may hold the key: Unlock asks them
+		// too (a compare-and-delete, harmless where the key is not ours).
+		mayHold[i] = r.Outcome != quorum.Refused
+		if r.Outcome != quorum.OK {
+			continue
+		}
+		pttls = append(pttls, time.Duration(r.Value)*time.Millisecond)
+		if r.Aux != 0 && fence == 0 {
+			fence = r.Aux
+		}
+	}
+	if l.opts.Fencing && fence == 0 {
+		return nil, fail(res, "its fence cannot be recovered: no master holding the token has a fence counter written back under it (the lock was taken without Options.Fencing, or by another library)", nil)
+	}
+	left := adoptedTTL(pttls, len(res.Replies), l.need)
+	b := l.opts.budget()
+	b.TTL = max(left, ttl) // the drift allowance of the longer
+	window := left - b.Drift() - l.opts.NodeTimeout - l.opts.SafetyMargin
+	info := Acquisition{
+		Start: start, Elapsed: elapsed, TTL: left, Drift: b.Drift(), SafetyMargin: l.opts.SafetyMargin,
+		Validity: window - elapsed, Nodes: l.nodeResults(res),
+	}
+	if info.Validity <= 0 {
+		return nil, fail(res, fmt.Sprintf("no validity left: the keys' time left %v, less drift %v, NodeTimeout %v, SafetyMargin %v and the round's %v, is not positive",
+			left, b.Drift(), l.opts.NodeTimeout, l.opts.SafetyMargin, elapsed), nil)
+	}
+	lk = &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: start.Add(window), info: info}
+	if !l.live.add(lk) { // Shutdown began during the round (nothing was taken)
+		return nil, closedError("adopt", resource)
+	}
+	l.tel.hold(lk)
+	if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
+		l.log.DebugContext(ctx, "redlock: adopted", l.logResource(resource), "token", shortToken(token), "fence", fence, "validity", info.Validity)
+	}
+	return lk, nil
+}
+
+// adoptedTTL is how long the keys of a lock held on the masters with the
+// given PTTLs (len ≥ need) are sure to keep another owner out, counted
+// from before they were read: the (|S| − (n − need))-th smallest of them
+// (docs/design.md §16). Until that many of them expired, the masters still
+// holding ours and the n − |S| others leave fewer than need for anyone
+// else.
+func adoptedTTL(pttls []time.Duration, n, need int) time.Duration {
+	s := slices.Clone(pttls)
+	slices.Sort(s)
+	return s[len(s)-(n-need)-1]
+}
+
+// adoptReply reads adopt.lua's answer: "<pttl>" or "<pttl> <fence>".
+func adoptReply(text string) quorum.Reply {
+	p, f, fenced := strings.Cut(text, " ")
+	ms, err := strconv.ParseInt(p, 10, 64)
+	if err != nil {
+		return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("%w: adopt: PTTL %q", errUnexpected, p)}
+	}
+	if ms < 0 {
+		return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: adopt: the key holds the token but has no expiry (PTTL %d): not a lock this library set", ms)}
+	}
+	rep := quorum.Reply{Outcome: quorum.OK, Value: uint64(ms)}
+	if fenced {
+		if rep.Aux, err = strconv.ParseUint(f, 10, 64); err != nil {
+			return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: adopt: corrupt fence counter %q: %w", f, err)}
+		}
+	}
+	return rep
+}

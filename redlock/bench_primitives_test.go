@@ -1,0 +1,89 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// BenchmarkPrimitives measures sections per second on one contended
+// resource, with every worker waiting (Lock, Acquire, RLock) and leaving
+// at once, for a fixed 2 s per cell on five local masters: the mutex, the
+// semaphore with k = 1, 3 and 8, and the read-write lock with 90 % reads.
+// Workers are spread over 4 Lockers. Run it once per cell:
+// go test -run '^$' -bench Primitives -benchtime 1x ./redlock/
+func BenchmarkPrimitives(b *testing.B) {
+	c := lab.ForTest(b, 5, nil)
+	var lockers []*redlock.Locker
+	for range 4 {
+		l, err := redlock.New(c.Clients(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		lockers = append(lockers, l)
+	}
+	type section func(ctx context.Context, l *redlock.Locker) (*redlock.Lock, error)
+	mutex := func(ctx context.Context, l *redlock.Locker) (*redlock.Lock, error) { return l.Lock(ctx, "bench-mutex") }
+	sem := func(k int) section {
+		return func(ctx context.Context, l *redlock.Locker) (*redlock.Lock, error) {
+			s, err := l.Semaphore(fmt.Sprintf("bench-sem-%d", k), k)
+			if err != nil {
+				return nil, err
+			}
+			return s.Acquire(ctx)
+		}
+	}
+	rw90 := func(ctx context.Context, l *redlock.Locker) (*redlock.Lock, error) {
+		rw, err := l.RWMutex("bench-rw")
+		if err != nil {
+			return nil, err
+		}
+		if rand.N(10) == 0 {
+			return rw.Lock(ctx)
+		}
+		return rw.RLock(ctx)
+	}
+	cells := []struct {
+		name    string
+		workers int
+		do      section
+	}{
+		{"mutex", 8, mutex}, {"sem-k1", 8, sem(1)}, {"sem-k3", 8, sem(3)}, {"sem-k8", 8, sem(8)},
+		{"mutex", 64, mutex}, {"sem-k1", 64, sem(1)}, {"sem-k3", 64, sem(3)}, {"sem-k8", 64, sem(8)},
+		{"rw90", 64, rw90},
+	}
+	for _, cell := range cells {
+		b.Run(fmt.Sprintf("%s/%d", cell.name, cell.workers), func(b *testing.B) {
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				var done atomic.Int64
+				var wg sync.WaitGroup
+				for w := range cell.workers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for ctx.Err() == nil {
+							lk, err := cell.do(ctx, lockers[w%len(lockers)])
+							if err != nil {
+								continue
+							}
+							_ = lk.Unlock(context.Background())
+							done.Add(1)
+						}
+					}()
+				}
+				wg.Wait()
+				cancel()
+				b.ReportMetric(float64(done.Load())/2, "sections/s")
+			}
+		})
+	}
+}

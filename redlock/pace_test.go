@@ -1,0 +1,128 @@
+package redlock_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// The keeper extends earlier when the masters are slow: with 100 ms of
+// latency each way on every master (rounds of 200 ms or more), it starts
+// its first extension with at least 3 × 200 ms of the window left, earlier
+// than a third of the window (the rule without latency) could ever make
+// it; without latency it keeps to a third. Held through many extensions at
+// that latency, the lock is never lost.
+func TestKeeperExtendsEarlierUnderLatency(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	opts := &redlock.Options{TTL: time.Second, NodeTimeout: 400 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	const w = time.Second - 12*time.Millisecond // 1 000 − (10 + 2) ms of drift
+	// firstExtension returns when the first extension started, counted
+	// from the acquisition's start: an extension's deadline is its start
+	// plus the window.
+	firstExtension := func(l *redlock.Locker, resource string) (*redlock.Held, time.Duration) {
+		h, err := l.Hold(t.Context(), resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, d0 := h.Acquisition().Start, h.Deadline()
+		if d0.Sub(start) != w {
+			t.Fatalf("window %v, want %v", d0.Sub(start), w)
+		}
+		waitFor(t, "the first extension", func() bool { return h.Deadline() != d0 || h.Err() != nil })
+		if h.Err() != nil {
+			t.Fatalf("lost before its first extension: %v", h.Err())
+		}
+		return h, h.Deadline().Add(-w).Sub(start)
+	}
+	fast := newLocker(t, c, opts)
+	h, idle := firstExtension(fast, "pace-idle")
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// A third of the window, less up to a thirtieth of jitter.
+	if earliest := w - w/3 - w/30 - time.Millisecond; idle < earliest {
+		t.Fatalf("without latency the first extension began %v after the acquisition, before %v", idle, earliest)
+	}
+
+	slow := newLocker(t, c, opts) // a Locker of its own: no fast rounds in its record
+	for i := range c.N() {
+		if err := c.Latency(i, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for i := range c.N() {
+			c.Latency(i, 0)
+		}
+	})
+	h, late := firstExtension(slow, "pace-slow")
+	if rtt := h.Acquisition().Elapsed; rtt < 200*time.Millisecond {
+		t.Fatalf("acquisition took %v through 100 ms each way", rtt)
+	}
+	if old := w - w/3 - w/30; late >= old || late >= idle {
+		t.Fatalf("with 100 ms latency the first extension began %v after the acquisition; want before %v (the earliest a third of the window allows) and before %v (without latency)", late, old, idle)
+	}
+	// Keep it through several extensions at that latency: never lost.
+	until := time.Now().Add(4 * w)
+	for time.Now().Before(until) {
+		if err := h.Err(); err != nil {
+			t.Fatalf("lost while the masters answered in about 200 ms (NodeTimeout 400 ms): %v (%v)", err, context.Cause(h.Context()))
+		}
+		time.Sleep(5 * time.Millisecond) // sampling pace
+	}
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stats reports each master's answer times, and SustainableTTL follows the
+// slowest: with 30 ms of latency each way on master 4 only, its p50 and
+// p99 are 60 ms or more, the others' stay low, and the sustainable TTL
+// grows from what three NodeTimeouts need to what nine of master 4's
+// rounds need.
+func TestStatsReportRoundTimes(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	cycle := func(n int) {
+		for range n {
+			lk, err := l.TryLock(t.Context(), "stats")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lk.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cycle(10)
+	// (3 × 100 ms + 2 ms) / 0.99 = 305.05 ms, unless the local masters'
+	// p99 exceeded 33 ms (a loaded machine): then a little more.
+	if got := l.SustainableTTL(); got < 306*time.Millisecond || got > 400*time.Millisecond {
+		t.Fatalf("SustainableTTL on idle local masters: %v, want 306ms", got)
+	}
+	if err := c.Latency(4, 30*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Latency(4, 0) })
+	// Master 4 answers after the majority, so only the releases (which
+	// wait for every master) time it: 130 of them fill its 128 samples.
+	cycle(130)
+	st := l.Stats()
+	if st[4].RoundP50 < 60*time.Millisecond || st[4].RoundP99 < st[4].RoundP50 {
+		t.Fatalf("master 4 behind 30 ms each way: p50 %v p99 %v, want ≥ 60ms", st[4].RoundP50, st[4].RoundP99)
+	}
+	for i := range 4 {
+		if st[i].RoundP50 <= 0 || st[i].RoundP50 >= 30*time.Millisecond {
+			t.Fatalf("master %d (no latency): p50 %v", i, st[i].RoundP50)
+		}
+	}
+	// At least (9 × 60 ms + 2 ms) / 0.99 ≈ 548 ms.
+	if got := l.SustainableTTL(); got < 548*time.Millisecond {
+		t.Fatalf("SustainableTTL with a 60 ms master: %v, want ≥ 548ms", got)
+	}
+}

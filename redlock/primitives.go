@@ -1,0 +1,86 @@
+package redlock
+
+// The commands of the semaphore (semaphore.go) and the read-write lock
+// (rwmutex.go), laid out as cmd.go lays out the mutex's: c.lua and c.args
+// fall through to lua2 and args2 for these kinds.
+
+// mode tells a read or write lock of an RWMutex from a plain lock: what
+// its acquisition sends, and for a read lock how it is extended and
+// released (the writer's key is an ordinary lock key once held).
+type mode uint8
+
+const (
+	modeWrite     mode = iota + 1 // TryLock: no intent left behind
+	modeWriteWait                 // Lock: record the intent, which stops new readers
+	modeRead
+)
+
+func (m mode) acquireKind() cmdKind {
+	switch m {
+	case modeWrite:
+		return cmdWrite
+	case modeWriteWait:
+		return cmdWriteWait
+	}
+	return cmdRead
+}
+
+func (c *cmd) lua2() *script {
+	switch c.kind {
+	case cmdSemAcquire:
+		return semAcquireScript
+	case cmdSemHolders:
+		return semHoldersScript
+	case cmdWrite, cmdWriteWait:
+		return rwWriteScript
+	case cmdRead, cmdReadExtend:
+		return rwReadScript
+	case cmdUnread:
+		return rwUnreadScript
+	}
+	return nil
+}
+
+// args2 lays out the semaphore's and the read-write lock's commands. An
+// RWMutex's keys share a stem (its lock key) and differ in their last
+// letters ("<stem>:w", ":wi", ":r"), so each is an arg with a suffix, not
+// a string built per master.
+func (c *cmd) args2(dst []arg) []arg {
+	switch c.kind {
+	case cmdSemAcquire:
+		// KEYS: the permits record, then the slots in the caller's order.
+		dst = append(c.evalsha(dst, 1+len(c.keys)), arg{s: c.key, suffix: metaSuffix})
+		for _, k := range c.keys {
+			dst = append(dst, str(k))
+		}
+		return append(dst, str(c.token), num(c.n))
+	case cmdSemHolders:
+		dst = c.evalsha(dst, len(c.keys))
+		for _, k := range c.keys {
+			dst = append(dst, str(k))
+		}
+		return dst
+	case cmdWrite, cmdWriteWait:
+		// key is "<stem>:w".
+		stem := c.key[:len(c.key)-1]
+		flag := "0"
+		if c.kind == cmdWriteWait {
+			flag = "1"
+		}
+		return append(c.evalsha(dst, 4), str(c.key), fence(c.key), arg{s: c.key, suffix: "i"}, arg{s: stem, suffix: "r"},
+			str(c.token), num(c.n), str(flag))
+	case cmdRead, cmdReadExtend:
+		// key is "<stem>:r".
+		stem := c.key[:len(c.key)-1]
+		op := "a"
+		if c.kind == cmdReadExtend {
+			op = "e"
+		}
+		return append(c.evalsha(dst, 3), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.key),
+			str(c.token), num(c.n), str(op))
+	case cmdUnread:
+		stem := c.key[:len(c.key)-1]
+		return append(c.evalsha(dst, 3), str(c.key), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.token))
+	}
+	return dst
+}

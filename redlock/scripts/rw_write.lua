@@ -1,0 +1,29 @@
+-- One round of a write-lock acquisition (docs/design.md §19): take the
+-- writer key only where no other writer holds it and no reader is live, and
+-- read its fence counter (as acquire_fenced.lua). A waiting writer (ARGV[3]
+-- "1") first records its intent, which stops new readers for a TTL: writers
+-- are preferred.
+-- KEYS[1] writer key; KEYS[2] its fence counter; KEYS[3] the intent key;
+-- KEYS[4] the readers (a sorted set: token -> expiry in this master's ms).
+-- ARGV[1] token; ARGV[2] TTL in milliseconds; ARGV[3] "1" to record intent.
+-- Returns the fence counter as a decimal string ("0" if none), or nil when
+-- another writer holds the key or a reader is live.
+if ARGV[3] == '1' then
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return false
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+if redis.call('ZCARD', KEYS[4]) > 0 then
+  return false
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+-- Every intent goes: the writer key now keeps readers out, and writers
+-- still waiting record theirs again on their next round, which lets the
+-- readers that waited behind this writer in first (no phase of writers
+-- starves them).
+redis.call('DEL', KEYS[3])
+return redis.call('HGET', KEYS[2], 'fence') or '0'

@@ -1,0 +1,288 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/validity"
+)
+
+// MaxPermits is the most permits a Semaphore has: every acquisition round
+// names each permit's key, and Holders reads them as a bit mask that a Lua
+// number holds exactly.
+const MaxPermits = 32
+
+// metaSuffix names a semaphore's permits record: the stem + ":meta" holds
+// the number of permits the first caller named, and never expires.
+const metaSuffix = ":meta"
+
+// Semaphore lets at most permits callers hold it at once, over the
+// Locker's masters, while a majority of them is up and within the
+// assumptions of docs/design.md §3 (the proof is §18), for every number
+// of permits. Each permit is a slot, a Redlock key of its own; one round
+// asks every master for the first free slot in an order the caller picks
+// and sends to all of them, and the caller holds the slot a majority gave
+// it. Expiry is the masters' (PX): no client clock is compared with
+// another.
+//
+// The *Lock it returns holds one slot: Deadline, Extend, Unlock, Keep and
+// Acquisition work as on a mutex's lock; its Resource is the semaphore's
+// name. Its Fence is 0: holders of a semaphore are concurrent, and no
+// fence could order them.
+//
+// The first acquisition records permits on each master, and an
+// acquisition that names another number fails with ErrInvalid. The record
+// never expires: to change a semaphore's permits, delete its record (the
+// stem + ":meta", see KeyFor) on every master while nobody holds it.
+type Semaphore struct {
+	l       *Locker
+	name    string
+	stem    string
+	permits int
+	slots   []string // slot i+1's key: stem + ":s:" + (i+1)
+}
+
+// Semaphore returns the semaphore called name with permits permits (1 to
+// MaxPermits). The name follows the rules of a resource name; it does not
+// share keys with a mutex or a read-write lock of the same name. It sends
+// nothing: a permits mismatch is found by the first acquisition.
+func (l *Locker) Semaphore(name string, permits int) (*Semaphore, error) {
+	if permits <= 0 || permits > MaxPermits {
+		return nil, invalid(fmt.Sprintf("semaphore permits %d: want 1 to %d", permits, MaxPermits))
+	}
+	stem, err := l.primitiveKey(name)
+	if err != nil {
+		return nil, err
+	}
+	s := &Semaphore{l: l, name: name, stem: stem, permits: permits, slots: make([]string, permits)}
+	for i := range s.slots {
+		s.slots[i] = stem + ":s:" + strconv.Itoa(i+1)
+	}
+	return s, nil
+}
+
+// Permits returns the number of permits.
+func (s *Semaphore) Permits() int { return s.permits }
+
+// TryAcquire makes one acquisition round: it returns a *Lock on one
+// permit when a majority of masters gave the caller the same slot with
+// validity left, and otherwise an error wrapping ErrNotAcquired, after
+// releasing whatever it took. WithTTL sets the lock's TTL.
+func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, nilContext("TryAcquire")
+	}
+	ttl, budget, err := s.l.ttlBudget(s.l.opts.TTL, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, span := s.l.tel.start(ctx, "TryAcquire", s.name)
+	lk, err := s.acquire(ctx, ttl, budget)
+	end(span, err)
+	return lk, err
+}
+
+// Acquire retries TryAcquire's round until it succeeds, ctx ends, or the
+// policy's MaxAttempts is spent. Between rounds it waits for a permit's
+// release, announced by a majority of masters (the mutex's wake on
+// release, docs/design.md §14, on every slot's key: one waiter of this
+// Locker is woken per release), or at most the Locker's jittered backoff
+// (Options.Retry): a permit that expires, or a release message lost, is
+// found by the next round, at most MaxDelay later. A mismatch of permits
+// or a refused permission (ErrInvalid) is not retried.
+func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, err error) {
+	if ctx == nil {
+		return nil, nilContext("Acquire")
+	}
+	l := s.l
+	ttl, budget, err := l.ttlBudget(l.opts.TTL, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, span := l.tel.start(ctx, "Acquire", s.name)
+	defer func() { end(span, err) }()
+	var timer *time.Timer
+	var w *waiter
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		if w != nil {
+			l.wake.done(w)
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		lk, err = s.acquire(ctx, ttl, budget)
+		if err == nil || !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalid) {
+			return lk, err
+		}
+		if ctx.Err() != nil {
+			if !errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("redlock: acquire %q: %w (last attempt: %w)", s.name, context.Cause(ctx), err)
+			}
+			return nil, err
+		}
+		if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
+			return nil, fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
+		}
+		if w == nil && heldElsewhere(err) {
+			// From now on a release of any slot wakes this caller.
+			w = l.wake.wait(target{resource: s.name, key: s.slots[0], keys: s.slots})
+		}
+		var woken <-chan struct{}
+		if w != nil {
+			woken = w.ch
+		}
+		if timer == nil {
+			timer = time.NewTimer(l.backoff(attempt))
+		} else {
+			timer.Reset(l.backoff(attempt))
+		}
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case <-woken:
+		}
+	}
+}
+
+// acquire is one round: each master takes the first free slot in this
+// caller's order (a random rotation, so that callers spread over the
+// slots), and the caller holds the slot a majority took for it. At most
+// one slot can have a majority, since each master takes one.
+func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget validity.Budget) (*Lock, error) {
+	l := s.l
+	if !l.enter() {
+		return nil, closedError("acquire", s.name)
+	}
+	defer l.ops.Done()
+	if err := l.invalidErr(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
+	}
+	token, err := newToken(l.opts.OwnerLabel)
+	if err != nil {
+		return nil, err
+	}
+	k := s.permits
+	order := make([]string, k)
+	for j, r := 0, rand.N(k); j < k; j++ {
+		order[j] = s.slots[(r+j)%k]
+	}
+	start := time.Now()
+	res := l.round(ctx, start, false, func(c *cmd) bool {
+		c.kind, c.key, c.keys, c.token, c.n = cmdSemAcquire, s.stem, order, token, uint64(ttl.Milliseconds())
+		return true
+	})
+	l.tel.round(ctx, l, "acquire", res)
+	elapsed := time.Since(start)
+	info := Acquisition{Start: start, Elapsed: elapsed, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
+		Validity: budget.Validity(elapsed), Nodes: l.nodeResults(res)}
+	for i, n := range info.Nodes {
+		if n.Err != nil && strings.Contains(n.Err.Error(), "permits mismatch") {
+			info.Nodes[i].Err = invalid(fmt.Sprintf("semaphore %q: %v: every caller must name the same permits (docs/design.md §18)", s.name, n.Err))
+		}
+	}
+	votes := make([]int, k+1)
+	for _, r := range res.Replies {
+		if r.Outcome == quorum.OK && r.Value >= 1 && r.Value <= uint64(k) {
+			votes[r.Value]++
+		}
+	}
+	win := 0
+	for j, v := range votes {
+		if v >= l.need {
+			win = j
+		}
+	}
+	// won: the masters that may hold the winning slot for us (they took
+	// it, or had not answered); rest: those that may hold another slot
+	// for us, whose other slots are released at once (every slot, when
+	// the round failed).
+	won := make([]bool, len(res.Replies))
+	rest := make([]bool, len(res.Replies))
+	inv := l.invalidErr()
+	ok := win > 0 && res.Err == nil && info.Validity > 0 && inv == nil
+	for i, r := range res.Replies {
+		took := r.Outcome != quorum.Unavailable && r.Outcome != quorum.Refused && r.Outcome != quorum.Failed
+		won[i] = ok && took && (r.Outcome != quorum.OK || r.Value == uint64(win))
+		rest[i] = took && (!ok || r.Outcome != quorum.OK || r.Value != uint64(win))
+	}
+	others := s.slots
+	if ok {
+		others = slices.DeleteFunc(slices.Clone(s.slots), func(k string) bool { return k == order[win-1] })
+	}
+	if len(others) > 0 && slices.Contains(rest, true) {
+		l.releaseRound(ctx, target{resource: s.name, key: others[0], keys: others}, token, rest, false)
+	}
+	if !ok {
+		e := &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: info.Nodes, kind: ErrNotAcquired, cause: refusal(info.Nodes)}
+		outcome := outNoQuorum
+		switch {
+		case inv != nil:
+			return nil, inv
+		case res.Err != nil:
+			e.cause, outcome = context.Cause(ctx), outCanceled
+		case win > 0:
+			e.Reason, outcome = lateReason(elapsed, budget), outExpired
+		case res.Count(quorum.Refused) > 0:
+			e.Reason, outcome = "every permit is held on the masters that refused", outHeld
+		default:
+			e.Reason = "no slot was taken by a majority"
+		}
+		l.tel.acquired(ctx, s.name, outcome, info, 0)
+		return nil, e
+	}
+	lk := &Lock{locker: l, target: target{resource: s.name, key: order[win-1]}, token: token, mayHold: won,
+		ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
+	l.tel.acquired(ctx, s.name, outAcquired, info, 0)
+	l.tel.hold(lk)
+	return lk, nil
+}
+
+// Holders returns how many permits are in use: the slots held on a
+// majority of masters, read in one round that waits for every master
+// (at most NodeTimeout). A slot held on fewer masters is not counted: no
+// one holds it. It is a reading at one instant, for monitoring; it
+// decides nothing. When fewer than a majority answer, it returns an error
+// wrapping ErrNotAcquired.
+func (s *Semaphore) Holders(ctx context.Context) (int, error) {
+	if ctx == nil {
+		return 0, nilContext("Holders")
+	}
+	l := s.l
+	if !l.enter() {
+		return 0, closedError("holders", s.name)
+	}
+	defer l.ops.Done()
+	res := l.round(ctx, time.Now(), true, func(c *cmd) bool {
+		c.kind, c.key, c.keys = cmdSemHolders, s.stem, s.slots
+		return true
+	})
+	if res.OK < l.need {
+		return 0, &Error{Op: "holders", Resource: s.name, Need: l.need, Nodes: l.nodeResults(res),
+			Reason: "fewer than a majority of masters answered", kind: ErrNotAcquired, cause: refusal(l.nodeResults(res))}
+	}
+	n := 0
+	for j := range s.permits {
+		c := 0
+		for _, r := range res.Replies {
+			if r.Outcome == quorum.OK && r.Value&(1<<j) != 0 {
+				c++
+			}
+		}
+		if c >= l.need {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,122 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Shutdown with three kept locks (two Holds and a Do) and a plain one:
+// every kept lock's Done closes while its keys are still on every master
+// (the releases are held back 60 ms on the Locker's connections, not on
+// the checking clients'), and afterwards no key is left on any master,
+// Do has returned, and new acquisitions fail with ErrClosed.
+func TestShutdownReleasesHeldLocks(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	l := newLocker(t, c, &redlock.Options{NodeTimeout: 400 * time.Millisecond})
+	ctx := t.Context()
+	resources := []string{"sd-hold-a", "sd-hold-b", "sd-do", "sd-plain"}
+	var helds []*redlock.Held
+	for _, r := range resources[:2] {
+		h, err := l.Hold(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		helds = append(helds, h)
+	}
+	doCtx := make(chan context.Context, 1)
+	doErr := make(chan error, 1)
+	go func() {
+		doErr <- l.Do(ctx, "sd-do", func(ctx context.Context) error {
+			doCtx <- ctx
+			<-ctx.Done()
+			return errors.New("fn stopped")
+		})
+	}()
+	dctx := <-doCtx
+	plain, err := l.TryLock(ctx, "sd-plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resources {
+		waitFor(t, "the keys of "+r+" on all 5 masters", func() bool { return 5-countValue(keyState(t, c, r), "") == 5 })
+	}
+	// From now on what the Locker writes reaches the masters 60 ms late;
+	// clients opened after this are not delayed.
+	for i := range c.N() {
+		if n, err := c.DelayOpen(i, 60*time.Millisecond, 0); err != nil || n < 1 {
+			t.Fatalf("DelayOpen %d: %d connections, %v", i, n, err)
+		}
+	}
+	fresh := make([]*redis.Client, c.N())
+	for i, a := range c.Addrs() {
+		fresh[i] = redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { fresh[i].Close() })
+		if err := fresh[i].Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onMasters := func(resource string) int {
+		n := 0
+		for _, f := range fresh {
+			if v, err := f.Exists(ctx, "redlock:{"+resource+"}").Result(); err == nil && v == 1 {
+				n++
+			}
+		}
+		return n
+	}
+	type seen struct {
+		resource string
+		keys     int
+	}
+	atDone := make(chan seen, 3)
+	watch := func(done <-chan struct{}, resource string) {
+		go func() {
+			<-done
+			atDone <- seen{resource, onMasters(resource)}
+		}()
+	}
+	watch(helds[0].Done(), resources[0])
+	watch(helds[1].Done(), resources[1])
+	watch(dctx.Done(), resources[2])
+
+	if err := l.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	for range 3 {
+		s := <-atDone
+		if s.keys != 5 {
+			t.Errorf("%s: when its Done closed, %d of 5 masters still had its key; want all 5 (Done before any release)", s.resource, s.keys)
+		}
+	}
+	for _, r := range resources {
+		if n := onMasters(r); n != 0 {
+			t.Errorf("%s: key on %d masters after Shutdown", r, n)
+		}
+	}
+	for i, h := range helds {
+		if !errors.Is(h.Err(), context.Canceled) {
+			t.Errorf("held %d: Err %v, want context.Canceled", i, h.Err())
+		}
+	}
+	// Do's own release races Shutdown's: fn's error, joined with
+	// ErrUnlocked or ErrClosed when Shutdown's came first.
+	if err := <-doErr; err == nil || !strings.Contains(err.Error(), "fn stopped") || errors.Is(err, redlock.ErrLost) {
+		t.Errorf("Do after Shutdown: %v, want fn's error", err)
+	}
+	if err := plain.Unlock(ctx); !errors.Is(err, redlock.ErrUnlocked) && !errors.Is(err, redlock.ErrClosed) {
+		t.Errorf("Unlock of a lock Shutdown released: %v", err)
+	}
+	if _, err := l.TryLock(ctx, "sd-after"); !errors.Is(err, redlock.ErrClosed) {
+		t.Errorf("TryLock after Shutdown: %v, want ErrClosed", err)
+	}
+	if err := l.Shutdown(ctx); err != nil {
+		t.Errorf("second Shutdown: %v", err)
+	}
+}
