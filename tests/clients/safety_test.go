@@ -408,3 +408,63 @@ func TestSameServerUnderTwoNames(t *testing.T) {
 		}
 	})
 }
+
+// The primitives added beside the mutex (semaphore, read-write lock,
+// Adopt) send their own commands and scripts: each kind carries them
+// without an adapter knowing what they are.
+func TestPrimitives(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	eachKind(t, c, func(t *testing.T, k kind) {
+		l := newLocker(t, c, k, redlock.Options{})
+		sem, err := l.Semaphore("sem:"+k.name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var permits []*redlock.Lock
+		for range 2 {
+			p, err := sem.TryAcquire(t.Context())
+			if err != nil {
+				t.Fatalf("TryAcquire of 2 permits: %v", err)
+			}
+			permits = append(permits, p)
+		}
+		if _, err := sem.TryAcquire(t.Context()); !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Fatalf("a third permit of 2: %v, want ErrNotAcquired", err)
+		}
+		if n, err := sem.Holders(t.Context()); err != nil || n != 2 {
+			t.Fatalf("Holders: %d, %v; want 2", n, err)
+		}
+		for _, p := range permits {
+			if err := p.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rw, err := l.RWMutex("rw:" + k.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r1, err := rw.TryRLock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := rw.TryRLock(t.Context())
+		if err != nil {
+			t.Fatalf("a second reader: %v", err)
+		}
+		if _, err := rw.TryLock(t.Context()); !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Fatalf("a writer while two read: %v, want ErrNotAcquired", err)
+		}
+		r1.Unlock(t.Context())
+		r2.Unlock(t.Context())
+		w, err := rw.TryLock(t.Context())
+		if err != nil {
+			t.Fatalf("a writer once the readers left: %v", err)
+		}
+		adopted, err := l.Adopt(t.Context(), "adopt:"+k.name, "no-such-token")
+		if err == nil {
+			adopted.Unlock(t.Context())
+			t.Fatal("Adopt of a token nobody holds succeeded")
+		}
+		w.Unlock(t.Context())
+	})
+}
