@@ -7,6 +7,8 @@ PROJECT       ?= redlock-lab
 LOCAL_IMAGE   ?= redlock-lab/redis:local
 LAB_TIMEOUT   ?= 60
 FUZZTIME      ?= 10s
+# The client adapters, each a module of its own (adapters/*/go.mod).
+ADAPTERS      ?= adapters/rueidis adapters/valkey adapters/redigo
 # FSYNC=1 adds compose.fsync.yaml (AOF, appendfsync always) to lab-up.
 FSYNC         ?=
 # FORCE=1 rebuilds the local image even if it exists.
@@ -50,11 +52,17 @@ help: ## list the verbs
 # and measure rounds against node timeouts; packages racing each other for
 # two cores under -race turn healthy masters into "slow" ones.
 # labdocker (the lab's Docker backend on testcontainers-go) is a module of
-# its own, which ./... does not descend into: its tests run second.
+# its own, which ./... does not descend into: its tests run second; so are
+# the client adapters (their examples compile; tests/clients, in ./...,
+# runs the safety tests once per client kind).
 test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test -race -count=1 -p 1 -timeout 15m ./..."; $(GO) test -race -count=1 -p 1 -timeout 15m ./... && \
-	{ echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...; }
+	{ echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; (cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...); } && \
+	for m in $(ADAPTERS); do \
+		echo "(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...)"; \
+		(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...) || exit 1; \
+	done
 
 # A module importing only the library must get go-redis and nothing else it
 # does not use (in its go.mod and go.sum): part of make test.

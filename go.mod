@@ -3,9 +3,14 @@ module github.com/quorumlab/redlock
 go 1.26.0
 
 require (
+	github.com/bsm/redislock v0.9.4
+	github.com/gomodule/redigo v1.9.3
 	github.com/prometheus/client_golang v1.24.1
 	github.com/quorumlab/redlock/labdocker v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
+	github.com/redis/rueidis/rueidiscompat v1.0.79
+	github.com/valkey-io/valkey-go v1.0.79
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/metric v1.47.0
@@ -82,6 +87,9 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/quorumlab/redlock/adapters/redigo v0.0.0
+	github.com/quorumlab/redlock/adapters/rueidis v0.0.0
+	github.com/quorumlab/redlock/adapters/valkey v0.0.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
@@ -90,6 +98,15 @@ require (
 	golang.org/x/term v0.47.0
 	golang.org/x/text v0.43.0 // indirect
 	gonum.org/v1/plot v0.17.0
+)
+
+// The adapters for other clients are modules of their own too (importing
+// redlock never loads rueidis, valkey-go or redigo); tests/clients and
+// redlock-bench use them from this tree.
+replace (
+	github.com/quorumlab/redlock/adapters/redigo => ./adapters/redigo
+	github.com/quorumlab/redlock/adapters/rueidis => ./adapters/rueidis
+	github.com/quorumlab/redlock/adapters/valkey => ./adapters/valkey
 )
 
 // The lab's Docker backend is a module of its own (testcontainers-go stays

@@ -24,7 +24,8 @@ import (
 // safe for concurrent use. Close it when done: it owns one connection (or,
 // on the plain path, one flusher) per master.
 type Locker struct {
-	masters []redis.UniversalClient
+	masters []redis.UniversalClient // nil for a master on the client path
+	given   []Master                // as given; Close closes those the Locker made (closeOwned)
 	addrs   []string
 	opts    Options
 	budget  validity.Budget
@@ -40,11 +41,12 @@ type Locker struct {
 	pace        pace        // recent round times, for the keeper and Stats
 	shortWarned shortWarned // labels whose short validity was logged
 
-	mu      sync.Mutex
-	closing bool
-	ops     sync.WaitGroup // operations in progress; Close waits for them
-	ids     identities     // which server each master reaches (transport.go)
-	tried   atomic.Int32   // streams whose first dial has ended
+	mu             sync.Mutex
+	closing        bool
+	closeOwnedOnce sync.Once
+	ops            sync.WaitGroup // operations in progress; Close waits for them
+	ids            identities     // which server each master reaches (transport.go)
+	tried          atomic.Int32   // streams whose first dial has ended
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition.
@@ -78,6 +80,29 @@ type Locker struct {
 // Options.ViaClient is set, get the plain path: batches sent as go-redis
 // pipelines through the client itself.
 func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
+	ms := make([]Master, len(masters))
+	for i, m := range masters {
+		if m != nil && !isNilPointer(m) {
+			ms[i] = GoRedis(m)
+		}
+	}
+	return NewMasters(ms, opts)
+}
+
+// NewMasters is New over masters of any client (Master): go-redis clients
+// (GoRedis, FromOptions, ParseURL) take the paths New gives them, the
+// others (the adapters under adapters/) the client path, through the
+// client's own pipelining. Clients made by FromOptions and ParseURL are
+// closed by Close, also when NewMasters fails; the others are the caller's.
+func NewMasters(masters []Master, opts *Options) (*Locker, error) {
+	l, err := newLocker(masters, opts)
+	if err != nil {
+		closeOwned(masters)
+	}
+	return l, err
+}
+
+func newLocker(masters []Master, opts *Options) (*Locker, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -90,17 +115,25 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		return nil, invalid("no masters: a lock needs at least one (Redlock: an odd number such as 5)")
 	}
 	addrs := make([]string, len(masters))
+	clients := make([]redis.UniversalClient, len(masters)) // nil on the client path
 	seen := map[string]int{}
 	for i, m := range masters {
 		if m == nil || isNilPointer(m) {
 			return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
 		}
-		addrs[i] = clientAddr(m)
 		ids := []string{fmt.Sprintf("%p", m)}
+		if g, ok := m.(*goRedisMaster); ok {
+			if g.c == nil || isNilPointer(g.c) {
+				return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
+			}
+			clients[i] = g.c
+			ids[0] = fmt.Sprintf("%p", g.c)
+		}
+		addrs[i] = masterAddr(m)
 		// The same address string reaches the same server, unless a
 		// dialer of the caller's decides otherwise; other names for one
 		// server are caught by run_id on first contact.
-		if c, ok := m.(*redis.Client); ok && !isFailover(c) {
+		if c, ok := clients[i].(*redis.Client); (ok && !isFailover(c)) || (clients[i] == nil && addrs[i] != "") {
 			ids = append(ids, addrs[i])
 		}
 		for _, id := range ids {
@@ -115,7 +148,8 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Locker{
-		masters: append([]redis.UniversalClient(nil), masters...),
+		masters: clients,
+		given:   masters,
 		addrs:   addrs,
 		opts:    o,
 		budget:  o.budget(),
@@ -127,7 +161,11 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
 		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.NodeTimeout, log: log, ids: &l.ids, tried: &l.tried}
-		l.streams[i] = newPath(cfg, m, o.ViaClient) // transport.go
+		if m != nil {
+			l.streams[i] = newPath(cfg, m, o.ViaClient) // transport.go
+		} else {
+			l.streams[i] = newClientPath(cfg, masters[i]) // master.go
+		}
 	}
 	tel, err := newTelemetry(l)
 	if err != nil {
@@ -227,6 +265,7 @@ func (l *Locker) Close() error {
 		s.close()
 	}
 	l.tel.close()
+	l.closeOwnedOnce.Do(func() { closeOwned(l.given) })
 	l.log.Info("redlock: locker closed; locks not unlocked stay on the masters until their TTL", "masters", len(l.masters))
 	return nil
 }

@@ -71,25 +71,38 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 // the link: the outcome of every command in the batch is then unknown.
 func (p *plainLink) write(batch []*cmd) error {
 	ctx := context.Background()
-	cmds := make([]*redis.Cmd, len(batch))
-	_, err := p.c.Pipelined(ctx, func(pp redis.Pipeliner) error {
-		for i, c := range batch {
-			cmds[i] = plainCmd(ctx, pp, c)
-		}
-		return nil
+	cmds, err := pipeline(ctx, p.c, len(batch), func(pp redis.Pipeliner, i int) *redis.Cmd {
+		return plainCmd(ctx, pp, batch[i])
 	})
 	if err != nil {
-		for _, c := range cmds {
-			if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) && !isServerError(e) {
-				return e
-			}
-		}
+		return err
 	}
 	now := time.Now()
 	for i := range batch {
 		p.s.answer(p, plainRaw(cmds[i]), now)
 	}
 	return nil
+}
+
+// pipeline sends n commands, which add queues, as one go-redis pipeline
+// through c. Its error is the first that is not a reply (nil, or the
+// server's error): the outcome of every command is then unknown.
+func pipeline(ctx context.Context, c redis.UniversalClient, n int, add func(p redis.Pipeliner, i int) *redis.Cmd) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, n)
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = add(p, i)
+		}
+		return nil
+	})
+	if err != nil {
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) && !isServerError(e) {
+				return nil, e
+			}
+		}
+	}
+	return cmds, nil
 }
 
 func isServerError(err error) bool {

@@ -133,7 +133,7 @@ type waiter struct {
 // subscriber owns one master's subscription connection.
 type subscriber struct {
 	i      int
-	ps     *redis.PubSub
+	ps     pubSub
 	notify chan struct{} // the wanted channels changed
 	have   map[string]bool
 }
@@ -452,7 +452,7 @@ func (q *waitQueue) wakeOne() bool {
 func (w *waker) startLocked() {
 	w.subs = make([]*subscriber, 0, len(w.l.masters))
 	for i, m := range w.l.masters {
-		ps := subscribe(w.ctx, m)
+		ps := subscribe(w.ctx, m, w.l.given[i])
 		if ps == nil {
 			continue
 		}
@@ -467,8 +467,15 @@ func (w *waker) startLocked() {
 // is none to share: a *redis.Ring subscribes each channel on the one
 // shard its name hashes to (and panics without a channel), so its
 // waiters rely on their backoff alone. Any other client that panics here
-// is treated alike.
-func subscribe(ctx context.Context, m redis.UniversalClient) (ps *redis.PubSub) {
+// is treated alike. A master on the client path (nil m) has one when it
+// is a Subscriber (subscriber.go).
+func subscribe(ctx context.Context, m redis.UniversalClient, given Master) (ps pubSub) {
+	if m == nil {
+		if sb, ok := given.(Subscriber); ok {
+			return newClientPubSub(sb)
+		}
+		return nil
+	}
 	if _, ok := m.(*redis.Ring); ok {
 		return nil
 	}

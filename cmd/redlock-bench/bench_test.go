@@ -99,6 +99,9 @@ func TestParseFlags(t *testing.T) {
 			return c.masters == 3 && len(c.addrs) == 3 && c.addrs[1] == "127.0.0.1:7002"
 		}},
 		{"all", []string{"-scenarios", "all", "-impls", "all"}, func(c *config) bool { return len(c.impls) == 4 }},
+		{"other clients only when named", []string{"-impls", "redislock,redlock,rueidislock"}, func(c *config) bool {
+			return slices.Equal(c.impls, []string{"redlock", "rueidislock", "redislock"})
+		}},
 		{"one worker count", []string{"-workers", "64"}, func(c *config) bool { return slices.Equal(c.workers, []int{64}) }},
 		{"worker sweep keeps the order given", []string{"-workers", "64, 1,8,256"}, func(c *config) bool {
 			return slices.Equal(c.workers, []int{64, 1, 8, 256})
@@ -556,6 +559,28 @@ func smoke(t *testing.T, extra ...string) {
 		if !bytes.Contains(svg, []byte(im)) {
 			t.Errorf("chart has no legend entry for %s", im)
 		}
+	}
+}
+
+// TestSmokeOtherClients: every implementation on another Go client runs
+// and completes Lock+Unlock calls.
+func TestSmokeOtherClients(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed")
+	}
+	names := optInImplNames()
+	args := []string{"-duration", "1s", "-workers", "2", "-q", "-scenarios", "uncontended", "-impls", strings.Join(names, ",")}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run %q: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	for _, im := range names {
+		if !strings.Contains(stdout.String(), " "+im+" ") {
+			t.Errorf("no row for %s:\n%s", im, stdout.String())
+		}
+	}
+	if strings.Contains(stdout.String(), "error") {
+		t.Errorf("failures in the table:\n%s", stdout.String())
 	}
 }
 

@@ -230,7 +230,11 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		}
 		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "partition" })
 	}
-	if cfg.impls, err = pickNames("-impls", impls, implNames()); err != nil {
+	known := implNames()
+	if s := strings.TrimSpace(impls); s != "" && s != "all" {
+		known = append(known, optInImplNames()...) // named ones only
+	}
+	if cfg.impls, err = pickNames("-impls", impls, known); err != nil {
 		return nil, err
 	}
 	return &cfg, nil

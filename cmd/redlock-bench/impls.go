@@ -46,12 +46,15 @@ type implSpec struct {
 	// also TLS, user and password), which it must not modify.
 	open   func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error)
 	hidden bool // only run when a scenario names it
+	// optIn: runs only when -impls names it (the other Go clients and
+	// locks, clients.go), so the default run and "all" stay as they were.
+	optIn bool
 }
 
 // keyPrefix is every key the bench writes: "rlbench:{<run>/<cell>/...}".
 const keyPrefix = "rlbench:"
 
-var impls = []implSpec{
+var impls = append([]implSpec{
 	{
 		name: "redlock", source: "acquisition",
 		desc: "this module: redlock.New(clients, &Options{TTL: -ttl}), one Locker shared by all workers",
@@ -108,13 +111,25 @@ var impls = []implSpec{
 			return openOurs(ms, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, Fencing: true})
 		},
 	},
-}
+}, clientImpls...) // clients.go
 
-// implNames are the implementations -impls can select.
+// implNames are the implementations -impls selects by default and with
+// "all".
 func implNames() []string {
 	var out []string
 	for _, s := range impls {
-		if !s.hidden {
+		if !s.hidden && !s.optIn {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+// optInImplNames are the implementations -impls runs only when named.
+func optInImplNames() []string {
+	var out []string
+	for _, s := range impls {
+		if s.optIn {
 			out = append(out, s.name)
 		}
 	}
@@ -134,7 +149,11 @@ func describeImpls() string {
 	var b strings.Builder
 	for _, s := range impls {
 		if !s.hidden {
-			fmt.Fprintf(&b, "  %-17s %s\n", s.name, s.desc)
+			desc := s.desc
+			if s.optIn {
+				desc += " (only when named)"
+			}
+			fmt.Fprintf(&b, "  %-17s %s\n", s.name, desc)
 		}
 	}
 	return b.String()
@@ -208,6 +227,7 @@ type redsyncImpl struct {
 	rs      *redsync.Redsync
 	opts    []redsync.Option
 	clients []redis.UniversalClient
+	closers []func() // clients of other kinds
 	ttl     time.Duration
 }
 
@@ -230,7 +250,12 @@ func (r *redsyncImpl) lock(ctx context.Context, resource string) (held, error) {
 	return &redsyncHeld{m: m, ttl: r.ttl, left: time.Until(m.Until())}, nil
 }
 
-func (r *redsyncImpl) close() error { return closeMasterClients(r.clients) }
+func (r *redsyncImpl) close() error {
+	for _, f := range r.closers {
+		f()
+	}
+	return closeMasterClients(r.clients)
+}
 
 type redsyncHeld struct {
 	m         *redsync.Mutex
@@ -325,7 +350,7 @@ func failureKind(err error) string {
 	switch {
 	case errors.Is(err, redlock.ErrNotAcquired):
 		return "not_acquired"
-	case errors.Is(err, redlock.ErrLost), errors.Is(err, errSingleLost), errors.Is(err, errNoQuorumUnlock):
+	case errors.Is(err, redlock.ErrLost), errors.Is(err, errSingleLost), errors.Is(err, errNoQuorumUnlock), errors.Is(err, errBsmLost):
 		return "lost"
 	case errors.Is(err, redlock.ErrClosed):
 		return "closed"

@@ -1,0 +1,158 @@
+// Package redlockvalkey makes valkey-go clients masters of a redlock.Locker.
+//
+// Master sends the Locker's commands through a valkey-go client (the client
+// path: its own connection and automatic pipelining). FromOption gives the
+// fast path instead (the Locker's own pipelined connection per master)
+// when the options say everything about how to connect. docs/design.md
+// §10 compares the two.
+//
+// This is a module of its own: importing redlock alone never loads
+// valkey-go.
+package redlockvalkey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+	"github.com/valkey-io/valkey-go"
+)
+
+// Master returns c, a standalone or Sentinel valkey-go client of one Redis
+// master, as a redlock.Master on the client path, which also carries the
+// wake-on-release subscription (on a dedicated connection of c's). A cluster client is
+// refused (ErrInvalid): the adapter does not route by key, and a lock needs
+// independent masters anyway. The client stays the caller's to close,
+// after the Locker.
+func Master(c valkey.Client) (redlock.Subscriber, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil valkey-go client", redlock.ErrInvalid)
+	}
+	if c.Mode() == valkey.ClientModeCluster {
+		return nil, fmt.Errorf("%w: a valkey-go cluster client as one master (give one client per independent master)", redlock.ErrInvalid)
+	}
+	addrs := make([]string, 0, 1)
+	for a := range c.Nodes() {
+		addrs = append(addrs, a)
+	}
+	return &master{c: c, addr: strings.Join(addrs, ",")}, nil
+}
+
+type master struct {
+	c    valkey.Client
+	addr string
+}
+
+func (m *master) Addr() string { return m.addr }
+
+// Do sends cmds with one DoMulti, which valkey-go pipelines with whatever
+// else is in flight on the connection.
+func (m *master) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, error) {
+	cc := make(valkey.Commands, len(cmds))
+	for i, line := range cmds {
+		cc[i] = m.c.B().Arbitrary(line...).Build()
+	}
+	res := m.c.DoMulti(ctx, cc...)
+	out := make([]redlock.Reply, len(res))
+	for i, r := range res {
+		if err := r.NonValkeyError(); err != nil {
+			return nil, err
+		}
+		msg, _ := r.ToMessage()
+		out[i] = reply(&msg)
+	}
+	return out, nil
+}
+
+// reply reads one valkey-go message. valkey-go does not tell a simple string
+// from a bulk one: both are ReplyBulk, which the Locker reads alike.
+func reply(m *valkey.ValkeyMessage) redlock.Reply {
+	var re *valkey.ValkeyError
+	switch err := m.Error(); {
+	case valkey.IsValkeyNil(err):
+		return redlock.Reply{Kind: redlock.ReplyNil}
+	case errors.As(err, &re):
+		return redlock.Reply{Kind: redlock.ReplyError, Text: re.Error()}
+	}
+	if m.IsInt64() {
+		n, _ := m.AsInt64()
+		return redlock.Reply{Kind: redlock.ReplyInt, Int: n}
+	}
+	if m.IsArray() || m.IsMap() {
+		return redlock.Reply{Kind: redlock.ReplyOther}
+	}
+	s, err := m.ToString()
+	if err != nil {
+		return redlock.Reply{Kind: redlock.ReplyOther}
+	}
+	return redlock.Reply{Kind: redlock.ReplyBulk, Text: s}
+}
+
+// FromOption returns a redlock.Master on the fast path for the one master
+// opt names: its address, TLS config, user, password, DB and dialer. It
+// fails, wrapping ErrInvalid, for options the Locker cannot reproduce (not
+// exactly one address, Sentinel, a credentials function): build the
+// client and use Master then.
+func FromOption(opt valkey.ClientOption) (redlock.Master, error) {
+	switch {
+	case len(opt.InitAddress) != 1:
+		return nil, fmt.Errorf("%w: the fast path needs exactly one address, got %d", redlock.ErrInvalid, len(opt.InitAddress))
+	case opt.Sentinel.MasterSet != "":
+		return nil, fmt.Errorf("%w: Sentinel options need the client path (Master)", redlock.ErrInvalid)
+	case opt.AuthCredentialsFn != nil:
+		return nil, fmt.Errorf("%w: a credentials function needs the client path (Master)", redlock.ErrInvalid)
+	}
+	o := &redis.Options{
+		Addr:        opt.InitAddress[0],
+		Username:    opt.Username,
+		Password:    opt.Password,
+		DB:          opt.SelectDB,
+		TLSConfig:   opt.TLSConfig,
+		DialTimeout: opt.Dialer.Timeout,
+	}
+	if dial, dialCtx, d := opt.DialFn, opt.DialCtxFn, opt.Dialer; dial != nil || dialCtx != nil {
+		o.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			if dialCtx != nil {
+				return dialCtx(ctx, addr, &d, opt.TLSConfig)
+			}
+			return dial(addr, &d, opt.TLSConfig)
+		}
+	}
+	return redlock.FromOptions(o), nil
+}
+
+// ParseURL is FromOption(valkey.ParseURL(url)).
+func ParseURL(url string) (redlock.Master, error) {
+	opt, err := valkey.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", redlock.ErrInvalid, err)
+	}
+	return FromOption(opt)
+}
+
+// Subscribe opens a dedicated connection for the Locker's wake-on-release
+// subscription (redlock.Subscriber): waiters are woken by the release.
+func (m *master) Subscribe(_ context.Context, deliver func(channel, payload string)) (redlock.Subscription, error) {
+	dc, cancel := m.c.Dedicate()
+	dc.SetPubSubHooks(valkey.PubSubHooks{OnMessage: func(msg valkey.PubSubMessage) { deliver(msg.Channel, msg.Message) }})
+	return &subscription{dc: dc, cancel: cancel}, nil
+}
+
+type subscription struct {
+	dc     valkey.DedicatedClient
+	cancel func()
+}
+
+func (s *subscription) Subscribe(ctx context.Context, channels ...string) error {
+	return s.dc.Do(ctx, s.dc.B().Subscribe().Channel(channels...).Build()).Error()
+}
+
+func (s *subscription) Unsubscribe(ctx context.Context, channels ...string) error {
+	return s.dc.Do(ctx, s.dc.B().Unsubscribe().Channel(channels...).Build()).Error()
+}
+
+func (s *subscription) Close() error { s.cancel(); return nil }

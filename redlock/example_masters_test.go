@@ -1,0 +1,46 @@
+package redlock_test
+
+import (
+	"context"
+	"log"
+
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Masters from their URLs, with no client of your own: the fast path, and
+// Close closes every connection the Locker opened.
+func ExampleNewFromURLs() {
+	locker, err := redlock.NewFromURLs([]string{
+		"redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003",
+		"rediss://user:password@redis4.example:6379/0", "redis://127.0.0.1:7005",
+	}, nil)
+	if err != nil {
+		log.Fatal(err) // a malformed URL wraps redlock.ErrInvalid
+	}
+	defer locker.Close()
+	if lock, err := locker.TryLock(context.Background(), "invoice:42"); err == nil {
+		defer lock.Unlock(context.Background())
+	}
+}
+
+// Masters of different kinds in one Locker: go-redis clients, options and
+// URLs here; adapters (modules under adapters/) give rueidis, valkey-go
+// and redigo masters.
+func ExampleNewMasters() {
+	url, err := redlock.ParseURL("redis://127.0.0.1:7003")
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:7001"})
+	defer client.Close() // yours: close it after the Locker
+	locker, err := redlock.NewMasters([]redlock.Master{
+		redlock.GoRedis(client),
+		redlock.FromOptions(&redis.Options{Addr: "127.0.0.1:7002"}),
+		url,
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+}

@@ -1,0 +1,144 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Subscriber is a Master on the client path that can also carry the
+// Locker's wake-on-release subscription (docs/design.md §14): waiters are
+// then woken by the holder's release, as on the fast path. A Master
+// without it has no subscription, and its waiters wake by their backoff.
+type Subscriber interface {
+	Master
+	// Subscribe opens a connection for pub/sub. deliver is called for
+	// each message, from one goroutine at a time, until the Subscription
+	// is closed.
+	Subscribe(ctx context.Context, deliver func(channel, payload string)) (Subscription, error)
+}
+
+// Subscription is one pub/sub connection of a Subscriber. An error from
+// Subscribe or Unsubscribe makes the Locker close it and open another,
+// subscribed to everything again, on its next change.
+type Subscription interface {
+	Subscribe(ctx context.Context, channels ...string) error
+	Unsubscribe(ctx context.Context, channels ...string) error
+	// Close ends the connection; deliver is not called after it returns.
+	Close() error
+}
+
+// pubSub is what the waker (wake.go) needs of one master's subscription:
+// a *redis.PubSub, or a Subscriber's behind clientPubSub.
+type pubSub interface {
+	Subscribe(ctx context.Context, channels ...string) error
+	Unsubscribe(ctx context.Context, channels ...string) error
+	Channel(opts ...redis.ChannelOption) <-chan *redis.Message
+	Close() error
+}
+
+var (
+	_ pubSub = (*redis.PubSub)(nil)
+	_ pubSub = (*clientPubSub)(nil)
+)
+
+// clientPubSub is a Subscriber's subscription as the waker uses it. It
+// opens the connection on first use, and again after one failed, with
+// every channel it holds (the waker's record of what is subscribed stays
+// true, as go-redis's PubSub keeps it across reconnects).
+type clientPubSub struct {
+	m    Subscriber
+	ch   chan *redis.Message
+	done chan struct{} // closed by Close: deliver drops what comes later
+
+	mu     sync.Mutex // serialises the calls below; the waker makes them from one goroutine
+	sub    Subscription
+	chans  map[string]bool
+	closed bool
+}
+
+func newClientPubSub(m Subscriber) *clientPubSub {
+	return &clientPubSub{m: m, ch: make(chan *redis.Message, 256), done: make(chan struct{}), chans: map[string]bool{}}
+}
+
+// deliver never blocks: the waker drains ch from the goroutine that also
+// calls Subscribe, and a client may read the SUBSCRIBE reply on the
+// goroutine that calls deliver. A message dropped when ch is full costs
+// its waiters a backoff, as a message lost on a reconnect does.
+func (p *clientPubSub) deliver(channel, payload string) {
+	select {
+	case <-p.done:
+	case p.ch <- &redis.Message{Channel: channel, Payload: payload}:
+	default:
+	}
+}
+
+func (p *clientPubSub) Channel(...redis.ChannelOption) <-chan *redis.Message { return p.ch }
+
+func (p *clientPubSub) Subscribe(ctx context.Context, channels ...string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.sub == nil {
+		sub, err := p.m.Subscribe(ctx, p.deliver)
+		if err != nil {
+			return err
+		}
+		p.sub = sub
+		if len(p.chans) > 0 {
+			again := make([]string, 0, len(p.chans))
+			for c := range p.chans {
+				again = append(again, c)
+			}
+			channels = append(again, channels...)
+		}
+	}
+	if err := p.sub.Subscribe(ctx, channels...); err != nil {
+		p.dropLocked()
+		return err
+	}
+	for _, c := range channels {
+		p.chans[c] = true
+	}
+	return nil
+}
+
+func (p *clientPubSub) Unsubscribe(ctx context.Context, channels ...string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range channels {
+		delete(p.chans, c)
+	}
+	if p.sub == nil {
+		return nil // nothing subscribed on a connection
+	}
+	if err := p.sub.Unsubscribe(ctx, channels...); err != nil {
+		p.dropLocked()
+		return err
+	}
+	return nil
+}
+
+// dropLocked closes a connection that failed; the next Subscribe opens
+// another.
+func (p *clientPubSub) dropLocked() {
+	p.sub.Close()
+	p.sub = nil
+}
+
+func (p *clientPubSub) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	if p.sub != nil {
+		return p.sub.Close()
+	}
+	return nil
+}
