@@ -70,12 +70,12 @@ func attr(r slog.Record, key string) string {
 func TestLogsTellTheStory(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	logs := &logRecorder{}
-	l, _, _ := setup(t, c, redlock.Options{Logger: slog.New(logs), TTL: 1500 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	l, _, _ := setup(t, c, redlock.Options{Logger: slog.New(logs), TTL: 1500 * time.Millisecond, NodeTimeout: 150 * time.Millisecond})
 	const resource = "story:secret-303"
 	var tokens []string
 
 	// Healthy: acquire, extend, release. (Lock: a cold connection's first
-	// round may miss the 40ms NodeTimeout on a loaded machine.)
+	// round may miss the NodeTimeout on a loaded machine.)
 	lk, err := l.Lock(t.Context(), resource)
 	if err != nil {
 		t.Fatal(err)
