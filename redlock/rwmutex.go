@@ -65,8 +65,9 @@ func (rw *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lock, err
 	return rw.l.tryLock(ctx, "TryRLock", rw.target(modeRead), opts)
 }
 
-// RLock waits for a read lock as Locker.Lock waits for a mutex, polling on
-// its backoff while a writer holds or waits.
+// RLock waits for a read lock as Locker.Lock waits for a mutex: while a
+// writer holds or waits it is woken by every release of the write lock
+// (all waiting readers are: they share), and polls on its backoff.
 func (rw *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, nilContext("RLock")

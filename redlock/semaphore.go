@@ -95,7 +95,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lock, 
 // release, docs/design.md §14, on every slot's key: one waiter of this
 // Locker is woken per release), or at most the Locker's jittered backoff
 // (Options.Retry): a permit that expires, or a release message lost, is
-// found by the next round, at most MaxDelay later. A mismatch of permits
+// found by the next round, at most MaxDelay later. Callers of one Locker
+// wait in line: a new Acquire behind waiting ones makes no round until a
+// release wakes it, and only the first in line polls on the backoff. A mismatch of permits
 // or a refused permission (ErrInvalid) is not retried.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, err error) {
 	if ctx == nil {
@@ -118,37 +120,57 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, 
 			l.wake.done(w)
 		}
 	}()
-	for attempt := 1; ; attempt++ {
-		lk, err = s.acquire(ctx, ttl, budget)
-		if err == nil || !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalid) {
-			return lk, err
-		}
-		if ctx.Err() != nil {
-			if !errors.Is(err, ctx.Err()) {
-				err = fmt.Errorf("redlock: acquire %q: %w (last attempt: %w)", s.name, context.Cause(ctx), err)
+	t := target{resource: s.name, key: s.slots[0], keys: s.slots}
+	round := true
+	if l.wake.busy(t) {
+		// Behind this Locker's callers waiting for a permit, which
+		// releases wake in turn: a round now would race the one the next
+		// release wakes, and two rounds at once can split the masters so
+		// that both fail (docs/design.md §14 item 3, §18.2).
+		w, round = l.wake.wait(t), false
+	}
+	attempt := 0
+	for {
+		if round {
+			attempt++
+			lk, err = s.acquire(ctx, ttl, budget)
+			if err == nil || !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalid) {
+				return lk, err
 			}
-			return nil, err
-		}
-		if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
-			return nil, fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
-		}
-		if w == nil && heldElsewhere(err) {
-			// From now on a release of any slot wakes this caller.
-			w = l.wake.wait(target{resource: s.name, key: s.slots[0], keys: s.slots})
+			if ctx.Err() != nil {
+				if !errors.Is(err, ctx.Err()) {
+					err = fmt.Errorf("redlock: acquire %q: %w (last attempt: %w)", s.name, context.Cause(ctx), err)
+				}
+				return nil, err
+			}
+			if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
+				return nil, fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
+			}
+			if w == nil && heldElsewhere(err) {
+				// From now on a release of any slot wakes this caller.
+				w = l.wake.wait(t)
+			}
 		}
 		var woken <-chan struct{}
 		if w != nil {
 			woken = w.ch
 		}
+		d := l.backoff(max(attempt, 1))
 		if timer == nil {
-			timer = time.NewTimer(l.backoff(attempt))
+			timer = time.NewTimer(d)
 		} else {
-			timer.Reset(l.backoff(attempt))
+			timer.Reset(d)
 		}
 		select {
 		case <-ctx.Done():
+			round = true // which fails at once, naming ctx's cause
 		case <-timer.C:
+			// The backoff covers a lost release message and a permit
+			// that expired. Only the first waiter in line polls: the
+			// others are woken in turn.
+			round = w == nil || l.wake.first(w)
 		case <-woken:
+			round = true
 		}
 	}
 }

@@ -128,6 +128,11 @@ type waiter struct {
 	named  int
 	popped bool
 	again  bool // wake it again on the majority's announcement
+	// reader: an RLock waiting for a writer to go. It waits on the
+	// writer's key, and every release of that key wakes every reader
+	// (readers share, so none is first in line), besides the one writer
+	// a release wakes; a reader never holds a writer back in line.
+	reader bool
 }
 
 // subscriber owns one master's subscription connection.
@@ -156,7 +161,13 @@ func (w *waker) wait(t target) *waiter {
 	if keys == nil {
 		keys = []string{t.key}
 	}
-	wt := &waiter{ch: make(chan struct{}, 1), keys: keys,
+	reader := t.mode == modeRead
+	if reader {
+		// "<stem>:r" waits for "<stem>:w" (rwmutex.go), whose releases
+		// are announced.
+		keys = []string{t.key[:len(t.key)-1] + "w"}
+	}
+	wt := &waiter{ch: make(chan struct{}, 1), keys: keys, reader: reader,
 		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), score: uint64(time.Now().UnixMicro())}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -202,6 +213,9 @@ func (w *waker) busy(t target) bool {
 	}
 	if q := w.queues[t.key]; q != nil {
 		for _, x := range q.waiters {
+			if x.reader {
+				continue
+			}
 			if (t.keys == nil && len(x.keys) == 1) || slices.Equal(x.keys, t.keys) {
 				return true
 			}
@@ -264,7 +278,7 @@ func (w *waker) handingOn(t target, maxAge time.Duration) bool {
 func (w *waker) first(wt *waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.closed || wt.reader {
 		return true
 	}
 	q := w.queues[wt.keys[0]]
@@ -273,7 +287,7 @@ func (w *waker) first(wt *waiter) bool {
 		return true
 	}
 	for _, x := range q.waiters[:j] {
-		if slices.Equal(x.keys, wt.keys) {
+		if !x.reader && slices.Equal(x.keys, wt.keys) {
 			return false
 		}
 	}
@@ -343,6 +357,10 @@ func (w *waker) released(i int, key, msg string) {
 		// Only this Locker hears it (its own channel): no tally needed.
 		q.handedAt = time.Now()
 		if q.has(head) {
+			// A writer is named: the readers may go in before it
+			// records its intent (rw_write.lua drops every intent when a
+			// writer takes the key), as after a release naming nobody.
+			w.woken.Add(q.wakeReaders())
 			if q.named(head, msg, w.l.need) {
 				w.woken.Add(1)
 			}
@@ -363,6 +381,11 @@ func (w *waker) released(i int, key, msg string) {
 	}
 	delete(q.tally, msg)
 	q.handedAt = time.Time{}
+	if msg != readersGone {
+		// A writer released: the readers may go (a writer's intent may
+		// still refuse them; they then wait as before).
+		w.woken.Add(q.wakeReaders())
+	}
 	if q.wakeOne() {
 		w.woken.Add(1)
 	}
@@ -435,11 +458,28 @@ func (x *waiter) wake() bool {
 	return true
 }
 
-// wakeOne wakes the longest-waiting waiter that has no wake pending, and
-// reports whether there was one.
+// readersGone is what rw_unread.lua announces on the writer key's channel
+// when the last reader left while a writer waits: it wakes a writer, never
+// the readers, whom that writer's intent refuses.
+const readersGone = "readers"
+
+// wakeReaders wakes every reader waiting on q's key (a writer key) that
+// has no wake pending, and returns how many it woke.
+func (q *waitQueue) wakeReaders() int64 {
+	n := int64(0)
+	for _, x := range q.waiters {
+		if x.reader && x.wake() {
+			n++
+		}
+	}
+	return n
+}
+
+// wakeOne wakes the longest-waiting waiter that has no wake pending, not
+// a reader (wakeReaders wakes them), and reports whether there was one.
 func (q *waitQueue) wakeOne() bool {
 	for _, x := range q.waiters {
-		if len(x.ch) == 0 {
+		if !x.reader && len(x.ch) == 0 {
 			x.ch <- struct{}{}
 			return true
 		}

@@ -228,3 +228,57 @@ func TestRingMastersWaitOnBackoff(t *testing.T) {
 	}
 	acquired(t, got)
 }
+
+// Readers waiting behind a writer are all woken by its release (they
+// share: none waits for another), not left to their backoff.
+func TestWriterReleaseWakesEveryReader(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	writer := newLocker(t, c, nil)
+	readers := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	wrw, err := writer.RWMutex("shelf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wlk, err := wrw.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rrw, err := readers.RWMutex("shelf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	acquired := make(chan *redlock.Lock, n)
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for range n {
+		wg.Go(func() {
+			if lk, err := rrw.RLock(rctx); err == nil {
+				acquired <- lk
+			}
+		})
+	}
+	subscribed(t, c, "redlock:{shelf}:w")
+	time.Sleep(50 * time.Millisecond) // every reader past its first round
+	if err := wlk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(2 * time.Second)
+	for i := range n {
+		select {
+		case lk := <-acquired:
+			defer lk.Unlock(ctx)
+		case <-timeout:
+			t.Fatalf("%d of %d readers acquired within 2s of the writer's release (their backoff is ≥ 2.5s): not woken (wakes: %d)", i, n, redlock.Wakes(readers))
+		}
+	}
+	// The readers share: the masters list all of them.
+	for i := range c.N() {
+		if m, err := c.Client(i).ZCard(ctx, "redlock:{shelf}:r").Result(); err != nil || m != n {
+			t.Errorf("master %d: %d readers registered (%v), want %d", i, m, err, n)
+		}
+	}
+}

@@ -857,3 +857,57 @@ func TestLockers(t *testing.T) {
 		t.Fatalf("table lacks the fairness line:\n%s", out.String())
 	}
 }
+
+// TestPrimitiveScenarios: semaphore and rwlock run only when named, each
+// primitive's cells run next to the mutex's (interleaved by -repeat), and
+// the report gives each primitive ÷ the mutex, in the JSON (schema-checked)
+// and in the table.
+func TestPrimitiveScenarios(t *testing.T) {
+	cfg, err := parseFlags([]string{"-embedded"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(cfg.scenarios, "semaphore") || slices.Contains(cfg.scenarios, "rwlock") {
+		t.Fatalf("default scenarios %v include an opt-in primitive scenario", cfg.scenarios)
+	}
+	cfg, err = parseFlags([]string{"-embedded", "-scenarios", "semaphore,rwlock", "-workers", "8", "-repeat", "2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range plan(cfg) {
+		got = append(got, fmt.Sprintf("%s/%s/%d", c.sc.name, c.impl.name, c.run))
+	}
+	want := []string{"semaphore/redlock/0", "semaphore/redlock-sem1/0", "semaphore/redlock-sem3/0", "semaphore/redlock-sem8/0",
+		"semaphore/redlock-sem8/1", "semaphore/redlock-sem3/1", "semaphore/redlock-sem1/1", "semaphore/redlock/1",
+		"rwlock/redlock/0", "rwlock/redlock-rw90/0", "rwlock/redlock-rw90/1", "rwlock/redlock/1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("plan = %v, want %v", got, want)
+	}
+
+	var out bytes.Buffer
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := run(t.Context(), []string{"-embedded", "-scenarios", "semaphore,rwlock", "-workers", "2",
+		"-duration", "200ms", "-q", "-json", path}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := checkJSON(t, b)
+	for _, side := range [][2]string{{"semaphore", "redlock-sem1"}, {"semaphore", "redlock-sem3"}, {"semaphore", "redlock-sem8"}, {"rwlock", "redlock-rw90"}} {
+		r, ok := findResult(rep.Results, side[0], 2, side[1])
+		if !ok || r.Ops == 0 {
+			t.Fatalf("%s %s: result %+v (found %v), want completed operations", side[0], side[1], r, ok)
+		}
+		if _, ok := findRatio(rep.Ratios, side[0], 2, side[1], "all", oursName, "all"); !ok {
+			t.Fatalf("%s: no ratio %s ÷ %s in %+v", side[0], side[1], oursName, rep.Ratios)
+		}
+	}
+	for _, line := range []string{"semaphore 2w: ÷ redlock (mutex)  redlock-sem1 ", "rwlock 2w: ÷ redlock (mutex)  redlock-rw90 "} {
+		if !strings.Contains(out.String(), line) {
+			t.Fatalf("table lacks %q:\n%s", line, out.String())
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,7 +112,7 @@ var impls = append([]implSpec{
 			return openOurs(ms, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, Fencing: true})
 		},
 	},
-}, clientImpls...) // clients.go
+}, slices.Concat(clientImpls, primitiveImpls)...) // clients.go, primitives.go
 
 // implNames are the implementations -impls selects by default and with
 // "all".

@@ -112,6 +112,20 @@ var scenarios = []scenario{
 		impls: []string{"redlock-off", "redlock", "redlock-otel", "redlock-otel-traces"},
 		optIn: true,
 	},
+	{
+		name:   "semaphore",
+		desc:   "contended, ours' mutex beside its semaphore with 1, 3 and 8 permits; ratios to the mutex (only when named)",
+		shared: true,
+		impls:  []string{"redlock", "redlock-sem1", "redlock-sem3", "redlock-sem8"},
+		optIn:  true,
+	},
+	{
+		name:   "rwlock",
+		desc:   "contended, ours' mutex beside its read-write lock with 90% of operations RLock; ratio to the mutex (only when named)",
+		shared: true,
+		impls:  []string{"redlock", "redlock-rw90"},
+		optIn:  true,
+	},
 }
 
 func scenarioNames() []string {

@@ -43,6 +43,9 @@ func computeRatios(results []Result) []Ratio {
 					continue
 				}
 				out = append(out, ratioOf(g.sc, g.workers, side(ours, "all"), side(other, "all")))
+				if slices.Contains(mutexRatioScenarios, g.sc) {
+					out = append(out, ratioOf(g.sc, g.workers, side(other, "all"), side(ours, "all")))
+				}
 				if len(ours.Phases) > 1 {
 					for _, p := range ours.Phases {
 						out = append(out, ratioOf(g.sc, g.workers, side(ours, p.Name), side(other, p.Name)))
@@ -180,6 +183,34 @@ func summaryLines(rep *Report) []string {
 	return out
 }
 
+// mutexLines returns, for the scenarios that run a primitive beside the
+// mutex, one line per worker count with each primitive ÷ the mutex, e.g.
+//
+//	semaphore 64w: ÷ redlock (mutex)  redlock-sem1 0.91×  redlock-sem3 2.10×  redlock-sem8 4.02×
+func mutexLines(rep *Report) []string {
+	var out []string
+	for _, s := range rep.Scenarios {
+		if !slices.Contains(mutexRatioScenarios, s.Name) {
+			continue
+		}
+		for _, w := range rep.Config.Workers {
+			var parts []string
+			for _, r := range rep.Results {
+				if r.Scenario != s.Name || r.Workers != w || r.Impl == oursName {
+					continue
+				}
+				if x, ok := findRatio(rep.Ratios, s.Name, w, r.Impl, "all", oursName, "all"); ok {
+					parts = append(parts, r.Impl+" "+fmtRatio(x))
+				}
+			}
+			if len(parts) > 0 {
+				out = append(out, fmt.Sprintf("%s %dw: ÷ %s (mutex)  %s", s.Name, w, oursName, strings.Join(parts, "  ")))
+			}
+		}
+	}
+	return out
+}
+
 func findResult(rs []Result, sc string, workers int, impl string) (Result, bool) {
 	for _, r := range rs {
 		if r.Scenario == sc && r.Workers == workers && r.Impl == impl {
@@ -258,7 +289,7 @@ func renderTable(w io.Writer, rep *Report) error {
 	if len(fair) > 0 {
 		fmt.Fprintf(w, "across Lockers (acquisitions per Locker, min ÷ max; longest single Lock):\n%s\n", strings.Join(fair, "\n"))
 	}
-	if lines := append(summaryLines(rep), sharedLines(rep)...); len(lines) > 0 {
+	if lines := slices.Concat(summaryLines(rep), mutexLines(rep), sharedLines(rep)); len(lines) > 0 {
 		fmt.Fprintf(w, "\nsummary per worker count (Nw): ops/s ratio (p50: acquire-latency p50 ratio, below 1 = ours faster)\n%s\n", strings.Join(lines, "\n"))
 	}
 
