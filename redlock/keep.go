@@ -221,8 +221,9 @@ func (h *Held) endForUnlock() {
 // ctx cancels fn's context too.
 //
 // If fn panics (or calls runtime.Goexit), Do stops the keeper, releases
-// the lock, and lets the panic continue. Every goroutine Do starts has
-// ended when Do returns or panics. FromContext(ctx) inside fn gives the
+// the lock, and lets the panic continue. When Do returns or panics, no
+// extension of its lock runs any more; the Locker's keeper goroutine
+// ends by itself soon after its last Held leaves it. FromContext(ctx) inside fn gives the
 // Lock, e.g. for its Fence.
 func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Context) error, opts ...LockOption) (err error) {
 	if fn == nil {
