@@ -15,7 +15,9 @@ import (
 // Deadline, Fence, Token, Resources and Extend; its Unlock stops the
 // keeper first.
 //
-// While held, one goroutine extends the lock when about a third of the
+// While held, the Locker's keeper (one goroutine for all its Helds, and
+// up to 64 workers while extensions are due: keeper.go) extends the lock
+// when about a third of the
 // validity window (TTL − drift − SafetyMargin) remains, with jitter, and
 // retries a failed extension while time remains. Done is closed, and Err
 // returns ErrLost, no later than Deadline(): a timer of its own, re-armed
@@ -27,8 +29,8 @@ import (
 // Locker's Close the keeper stops extending, and the lock is lost at its
 // deadline.
 //
-// A Held that is neither unlocked nor lost keeps its goroutine and its
-// keys: call Unlock when done.
+// A Held that is neither unlocked nor lost keeps its place in the keeper
+// and its keys: call Unlock when done.
 type Held struct {
 	lk     *Lock
 	ctx    context.Context
@@ -43,7 +45,15 @@ type Held struct {
 	firing atomic.Bool               // lost's function has started
 	lostAt atomic.Pointer[time.Time] // when it declared the lock lost (tests)
 	fired  chan struct{}             // closed when it has returned
-	moved  chan struct{}             // an Extend moved the deadline: the keeper re-plans
+
+	// The Locker's keeper (keeper.go): busy is held while it extends
+	// this lock; failed counts its extensions failed in a row (under
+	// busy); gen and left are under the keeper's mutex.
+	busy    sync.Mutex
+	failed  int
+	gen     uint64
+	left    bool
+	unwatch func() bool // stops the context.AfterFunc that leaves the keeper
 	// unlocked: an Unlock has begun (endForUnlock); from then on the
 	// timer declares no loss.
 	unlocked atomic.Bool
@@ -72,14 +82,14 @@ func (lk *Lock) Keep() *Held {
 func (lk *Lock) keepUntil(life context.Context) *Held {
 	lk.keepOnce.Do(func() {
 		ctx, cancel := context.WithCancelCause(context.WithValue(life, lockKeyCtx{}, lk))
-		h := &Held{lk: lk, ctx: ctx, cancel: cancel, fired: make(chan struct{}), moved: make(chan struct{}, 1)}
+		h := &Held{lk: lk, ctx: ctx, cancel: cancel, fired: make(chan struct{})}
 		// The timer is armed and the Held published under the Lock's
 		// mutex, so that no Extend can move the deadline in between.
 		lk.mu.Lock()
 		h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
 		lk.held = h
+		h.stop = lk.keepLocked(h)
 		lk.mu.Unlock()
-		h.stop = lk.keep(h)
 	})
 	return lk.held
 }
@@ -106,10 +116,7 @@ func (h *Held) rearmLocked() {
 	if h.lost.Stop() {
 		h.lost.Reset(time.Until(h.lk.deadline) - h.lk.leadLocked())
 	}
-	select {
-	case h.moved <- struct{}{}:
-	default:
-	}
+	h.lk.locker.keeper.schedule(h, h.lk.extendInLocked())
 }
 
 // Done is closed when the lock is lost (by its deadline), unlocked, or,
@@ -165,7 +172,7 @@ func (h *Held) Extend(ctx context.Context, opts ...LockOption) error {
 }
 
 // Unlock closes Done (Err: context.Canceled, unless the lock was lost
-// first), stops the keeper (waiting for its goroutine), then unlocks as
+// first), stops the keeper (waiting for an extension in flight), then unlocks as
 // Lock.Unlock does: Done is closed before the first release is sent. It
 // returns an error wrapping ErrLost when the lock had been lost before
 // (its keys are deleted all the same where they are still ours), and
@@ -214,8 +221,9 @@ func (h *Held) endForUnlock() {
 // ctx cancels fn's context too.
 //
 // If fn panics (or calls runtime.Goexit), Do stops the keeper, releases
-// the lock, and lets the panic continue. Every goroutine Do starts has
-// ended when Do returns or panics. FromContext(ctx) inside fn gives the
+// the lock, and lets the panic continue. When Do returns or panics, no
+// extension of its lock runs any more; the Locker's keeper goroutine
+// ends by itself soon after its last Held leaves it. FromContext(ctx) inside fn gives the
 // Lock, e.g. for its Fence.
 func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Context) error, opts ...LockOption) (err error) {
 	if fn == nil {
@@ -273,67 +281,27 @@ func (lk *Lock) leadLocked() time.Duration {
 	return min(10*time.Millisecond, lk.budget.Window()/10)
 }
 
-// keep extends h's lock until the returned stop is called or h's context
-// ends. stop joins the goroutine it started, and the lost timer's
-// function if it had started.
+// keepLocked hands h's lock to the Locker's keeper (keeper.go), which
+// extends it until the returned stop is called or h's context ends. stop
+// waits for an extension of it in flight, and for the lost timer's
+// function if it had started. lk.mu is held.
 //
 // The deadline has a timer of its own (h.lost), independent of the
-// goroutine that extends: an extension call in flight must not delay the
-// cancellation.
-func (lk *Lock) keep(h *Held) (stop func()) {
-	l := lk.locker
-	ctx := h.ctx
-	quit, done := make(chan struct{}), make(chan struct{})
-	l.pace.record(lk.info.Elapsed) // the acquisition's round, as a first sample
-	go func() {
-		defer close(done)
-		next := time.NewTimer(lk.extendIn())
-		defer next.Stop()
-		failed := 0 // extensions failed in a row
-		for {
-			select {
-			case <-quit:
-				return
-			case <-ctx.Done():
-				return
-			case <-h.moved:
-				// An Extend moved the deadline (perhaps earlier, with
-				// WithTTL): plan the next extension from it.
-				next.Reset(lk.extendIn())
-				continue
-			case <-next.C:
-			}
-			// Bounded by the deadline: an extension that ends after it is
-			// worthless. It must not inherit a cancellation meant for fn.
-			ectx, ecancel := context.WithDeadline(context.WithoutCancel(ctx), lk.Deadline())
-			began := time.Now()
-			err := lk.Extend(ectx) // on success it re-arms h.lost and signals h.moved
-			ecancel()
-			l.pace.record(time.Since(began))
-			if err == nil {
-				if failed > 0 {
-					l.log.InfoContext(ctx, "redlock: extended after a failure", l.logResource(lk.resource), "token", shortToken(lk.token), "failed", failed)
-				}
-				failed = 0
-				continue
-			}
-			failed++
-			if errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalid) || lk.isReleased() || !time.Now().Before(lk.Deadline()) {
-				// Nothing more can extend it (closed, refused by the
-				// masters' ACL, unlocked, or past its deadline): the
-				// timer ends the lock at its deadline, if it has not.
-				return
-			}
-			l.log.WarnContext(ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
-			// Retry soon, but not in a tight loop against a stalled quorum.
-			next.Reset(max(l.opts.NodeTimeout, time.Until(lk.Deadline())/4))
-		}
-	}()
+// keeper: an extension call in flight, or a keeper behind with its
+// batch, must not delay the cancellation.
+func (lk *Lock) keepLocked(h *Held) (stop func()) {
+	k := &lk.locker.keeper
+	lk.locker.pace.record(lk.info.Elapsed) // the acquisition's round, as a first sample
+	k.add(h, lk.extendInLocked())
+	// A context.AfterFunc is a goroutine only once it runs.
+	h.unwatch = context.AfterFunc(h.ctx, func() { k.leave(h) })
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			close(quit)
-			<-done
+			h.unwatch()
+			k.leave(h)
+			h.busy.Lock() // an extension in flight has ended
+			h.busy.Unlock()
 			if !h.lost.Stop() && h.firing.Load() {
 				<-h.fired
 			}
@@ -341,19 +309,17 @@ func (lk *Lock) keep(h *Held) (stop func()) {
 	}
 }
 
-// extendIn is how long to wait before extending: until about a third of
+// extendInLocked is how long to wait before extending: until about a third of
 // the validity window remains before the deadline, or three times the
 // Locker's recent p99 round time if that is more (pace.go: slow masters
 // make it extend earlier), jittered by up to a thirtieth of the window so
 // that many holders do not extend in lockstep, and never sooner than a
 // tenth of the window (or half the time left, when less than a fifth of
-// the window is left). Pacing from the window rather than the TTL matters
+// the window is left). lk.mu is held. Pacing from the window rather than the TTL matters
 // when SafetyMargin takes most of the TTL: a third of the TTL could then
 // exceed the whole window and extensions would run back to back.
-func (lk *Lock) extendIn() time.Duration {
-	lk.mu.Lock()
+func (lk *Lock) extendInLocked() time.Duration {
 	w, deadline := lk.budget.Window(), lk.deadline
-	lk.mu.Unlock()
 	jitter := time.Duration(rand.Int64N(int64(w/30) + 1))
 	left := time.Until(deadline)
 	return max(min(w/10, left/2), left-lk.locker.pace.lead(w)-jitter)

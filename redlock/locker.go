@@ -39,6 +39,7 @@ type Locker struct {
 	// short-validity warning (short.go).
 	live        liveLocks   // locks not unlocked, for Shutdown
 	pace        pace        // recent round times, for the keeper and Stats
+	keeper      keeper      // extends every Held (keeper.go)
 	shortWarned shortWarned // labels whose short validity was logged
 
 	mu             sync.Mutex

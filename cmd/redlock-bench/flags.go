@@ -49,6 +49,7 @@ type config struct {
 	printSchema bool
 	version     bool
 	metricsAddr string
+	leases      int // -leases: how many the leases scenario keeps
 }
 
 // Defaults sized for "go run ./cmd/redlock-bench" to finish in well under
@@ -114,6 +115,7 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		"host:port entries of -addrs, which then use TLS too")
 	fs.IntVar(&cfg.masters, "masters", defaultMasters, "how many masters to start when -addrs is not given")
 	fs.StringVar(&cluster, "cluster", "", "start `NxS` local Redis Clusters as the masters: N independent clusters of S shard masters each\n(e.g. 3x3; redis-server in cluster mode, no replicas), each one master reached through a go-redis ClusterClient;\nstall then stops every shard of a cluster")
+	fs.IntVar(&cfg.leases, "leases", 10000, "how many leases the leases scenario keeps with one Locker (-scenarios leases)")
 	fs.BoolVar(&cfg.embedded, "embedded", false, "use in-process miniredis masters even if redis-server is installed")
 	fs.BoolVar(&cfg.docker, "docker", false, "start the masters as Docker containers of the local image ($REDLOCK_REDIS_IMAGE; make image) with labdocker:\n"+
 		"stall is docker pause, and the partition scenario (docker network disconnect) can run")
@@ -210,6 +212,8 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		return nil, usagef("-repeat must be from 1 to 99, got %d", cfg.repeat)
 	case cfg.duration < minDuration:
 		return nil, usagef("-duration must be at least %v, got %v", minDuration, cfg.duration)
+	case cfg.leases <= 0:
+		return nil, usagef("-leases must be positive, got %d", cfg.leases)
 	case cfg.ttl <= 0 || cfg.ttl%time.Millisecond != 0:
 		return nil, usagef("-ttl must be a positive whole number of milliseconds, got %v", cfg.ttl)
 	}

@@ -74,6 +74,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer ms.shutdown()
 
+	if i := slices.Index(cfg.scenarios, "leases"); i >= 0 {
+		cfg.scenarios = slices.Delete(cfg.scenarios, i, i+1)
+		r, err := runLeases(ctx, ms, cfg.leases, cfg.ttl, cfg.duration, stderr)
+		if err != nil {
+			return fmt.Errorf("leases: %w", err)
+		}
+		if err := renderLeases(stdout, r, fmt.Sprintf("%d %s masters", ms.info.N, ms.info.Kind)); err != nil {
+			return err
+		}
+		if len(cfg.scenarios) == 0 {
+			return nil
+		}
+	}
 	rep := newReport(cfg, ms, began)
 	cells := plan(cfg)
 	prog := newProgress(stderr, cfg.quiet, len(cells))

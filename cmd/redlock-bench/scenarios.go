@@ -126,6 +126,12 @@ var scenarios = []scenario{
 		impls:  []string{"redlock", "redlock-rw90"},
 		optIn:  true,
 	},
+	{
+		name:  "leases",
+		desc:  "one Locker keeping -leases leases with Hold (TTL -ttl) for -duration: heap per lease, goroutines, client CPU, extensions/s, leases lost (only when named; its own table)",
+		impls: []string{},
+		optIn: true,
+	},
 }
 
 func scenarioNames() []string {
