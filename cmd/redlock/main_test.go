@@ -803,6 +803,14 @@ func TestPrimitives(t *testing.T) {
 		t.Errorf("inspect docs text: exit %d:\n%s", code, text)
 	}
 	noWholeToken(t, tokens, out, text)
+	// release -force refuses them clearly, and deletes nothing.
+	code, _, errOut = cli(t, "release", "-force", "-reason", "test", "-masters", masters, "jobs")
+	if code != exitRefused || !strings.Contains(errOut, "names a semaphore or read-write lock, not a mutex") {
+		t.Errorf("release jobs: exit %d:\n%s", code, errOut)
+	}
+	if n, err := c.Client(0).Exists(t.Context(), semStem+":s:1", semStem+":s:2", semStem+":s:3").Result(); err != nil || n != 2 {
+		t.Errorf("after release: %d slots, %v", n, err)
+	}
 	// A mutex's inspect shows nothing of them.
 	if _, out, _ := cli(t, "inspect", "-json", "-masters", masters, "other"); decode[inspectResult](t, out).Primitives != nil {
 		t.Errorf("inspect other: %s", out)
