@@ -216,6 +216,11 @@ func cmdInspect(ctx context.Context, s *session, resource string, asJSON bool, s
 
 func printInspect(w io.Writer, res inspectResult) {
 	fmt.Fprintf(w, "resource %s   key %s   fence counter %s\n\n", printable(res.Resource), printable(res.Key), printable(res.FenceKey))
+	if q := res.Quorum; res.Primitives != nil && len(q.Holders) == 0 {
+		fmt.Fprintf(w, "mutex: the key is on none of the %d masters that answered (of %d)\n", q.Answered, q.Masters)
+		printPrim(w, res.Primitives)
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MASTER\tKEY\tHOLDER\tPTTL\tFENCE\t")
 	for _, st := range res.Nodes {
