@@ -73,6 +73,9 @@ type inspectResult struct {
 	Time     time.Time     `json:"time"`
 	Nodes    []masterState `json:"nodes"`
 	Quorum   quorumView    `json:"quorum"`
+	// Primitives: the semaphore and read-write lock of that name, when a
+	// master has any of their keys.
+	Primitives *primView `json:"primitives,omitempty"`
 }
 
 // readState asks every master for the lock key, its PTTL and the fence
@@ -197,6 +200,7 @@ func cmdInspect(ctx context.Context, s *session, resource string, asJSON bool, s
 	now := time.Now()
 	states := s.readState(ctx, "inspect", key, fenceKey)
 	res := inspectResult{Resource: resource, Key: key, FenceKey: fenceKey, Time: now.UTC(), Nodes: states, Quorum: view(states)}
+	res.Primitives = newPrimView(s.readPrim(ctx, "inspect: semaphore and read-write keys", key))
 	if asJSON {
 		writeJSON(stdout, res)
 	} else {
@@ -212,6 +216,11 @@ func cmdInspect(ctx context.Context, s *session, resource string, asJSON bool, s
 
 func printInspect(w io.Writer, res inspectResult) {
 	fmt.Fprintf(w, "resource %s   key %s   fence counter %s\n\n", printable(res.Resource), printable(res.Key), printable(res.FenceKey))
+	if q := res.Quorum; res.Primitives != nil && len(q.Holders) == 0 {
+		fmt.Fprintf(w, "mutex: the key is on none of the %d masters that answered (of %d)\n", q.Answered, q.Masters)
+		printPrim(w, res.Primitives)
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MASTER\tKEY\tHOLDER\tPTTL\tFENCE\t")
 	for _, st := range res.Nodes {
@@ -257,6 +266,9 @@ func printInspect(w io.Writer, res inspectResult) {
 			fmt.Fprintf(w, " %s on %d;", h.Holder, h.Masters)
 		}
 		fmt.Fprintln(w)
+	}
+	if res.Primitives != nil {
+		printPrim(w, res.Primitives)
 	}
 }
 

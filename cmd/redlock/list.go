@@ -45,13 +45,16 @@ type listLock struct {
 }
 
 type listResult struct {
-	Prefix    string       `json:"prefix"`
-	Match     string       `json:"match"`
-	Limit     int          `json:"limit"`
-	Masters   []listMaster `json:"masters"`
-	Majority  int          `json:"majority"`
-	Locks     []listLock   `json:"locks"`
-	Truncated bool         `json:"truncated"`
+	Prefix   string       `json:"prefix"`
+	Match    string       `json:"match"`
+	Limit    int          `json:"limit"`
+	Masters  []listMaster `json:"masters"`
+	Majority int          `json:"majority"`
+	Locks    []listLock   `json:"locks"`
+	// Primitives: semaphores and read-write locks (their keys hang off
+	// the name's lock key; see primitives.go), by name.
+	Primitives []listPrimitive `json:"primitives"`
+	Truncated  bool            `json:"truncated"`
 }
 
 type keyValue struct {
@@ -75,11 +78,12 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 	opts := s.r.keyOpts
 	match := globEscape(opts.KeyPrefix) + "*"
 	n := len(s.clients)
-	res := listResult{Prefix: opts.KeyPrefix, Match: match, Limit: limit, Majority: validity.Majority(n), Locks: []listLock{}}
+	res := listResult{Prefix: opts.KeyPrefix, Match: match, Limit: limit, Majority: validity.Majority(n), Locks: []listLock{}, Primitives: []listPrimitive{}}
 
 	// Round 1: each master's lock keys, by SCAN. SCAN's order differs from
 	// master to master, so a bounded scan finds different keys on each.
 	scanned := make([][]string, n)
+	prims := make([][]string, n) // semaphore and read-write lock keys
 	truncated := make([]bool, n)
 	errs := s.each(ctx, "list: scanning "+match, func(ctx context.Context, i int, c *redis.Client) error {
 		var cursor uint64
@@ -89,12 +93,19 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 				return nil
 			}
 			rctx, cancel := s.req(ctx)
-			batch, next, err := c.ScanType(rctx, cursor, match, scanCount, "string").Result()
+			// Every type: a read-write lock's readers are a sorted set.
+			batch, next, err := c.Scan(rctx, cursor, match, scanCount).Result()
 			cancel()
 			if err != nil {
 				return err
 			}
 			for _, k := range batch {
+				if r, _, ok := primitiveOf(opts, k); ok {
+					if strings.HasPrefix(r, resPrefix) && len(prims[i]) < limit {
+						prims[i] = append(prims[i], k)
+					}
+					continue
+				}
 				r, ok := redlock.ResourceFor(opts, k)
 				if ok && k != s.r.audit && strings.HasPrefix(r, resPrefix) && len(scanned[i]) < limit {
 					scanned[i] = append(scanned[i], k)
@@ -113,6 +124,28 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 			r, _ := redlock.ResourceFor(opts, k)
 			union[r] = k
 		}
+	}
+	primStems, primKinds := map[string]string{}, map[string]map[string]bool{}
+	for i := range n {
+		for _, k := range prims[i] {
+			r, kind, _ := primitiveOf(opts, k)
+			if primKinds[r] == nil {
+				primKinds[r] = map[string]bool{}
+				primStems[r] = opts.KeyPrefix
+				if stem, _, err := redlock.KeyFor(opts, r); err == nil {
+					primStems[r] = stem
+				}
+			}
+			primKinds[r][kind] = true
+		}
+	}
+	primNames := make([]string, 0, len(primStems))
+	for r := range primStems {
+		primNames = append(primNames, r)
+	}
+	sort.Strings(primNames)
+	if len(primNames) > limit {
+		primNames, res.Truncated = primNames[:limit], true
 	}
 	names := make([]string, 0, len(union))
 	for r := range union {
@@ -157,6 +190,10 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 			return nil
 		})
 	}
+	errs3 := make([]error, n)
+	if len(primNames) > 0 {
+		res.Primitives, errs3 = s.listPrims(ctx, primNames, primStems, primKinds)
+	}
 	answered := 0
 	type agg struct {
 		key    string
@@ -165,7 +202,7 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 	}
 	byRes := map[string]*agg{}
 	for i := range n {
-		err := cmp.Or(errs[i], errs2[i])
+		err := cmp.Or(errs[i], errs2[i], errs3[i])
 		lm := listMaster{Addr: s.r.masters[i].name, Answered: err == nil, Keys: len(found[i]), Truncated: truncated[i]}
 		if err != nil {
 			lm.Error = describe(err, s.r.timeout)
@@ -224,9 +261,9 @@ func printList(w io.Writer, res listResult, n int) {
 			fmt.Fprintf(w, "master %s: %s\n", m.Addr, m.Error)
 		}
 	}
-	if len(res.Locks) == 0 {
+	if len(res.Locks) == 0 && len(res.Primitives) == 0 {
 		fmt.Fprintf(w, "no lock keys matching %s right now\n", printable(res.Match))
-	} else {
+	} else if len(res.Locks) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "RESOURCE\tHELD\tON\tHOLDER\tMAX PTTL\t")
 		for _, l := range res.Locks {
@@ -245,6 +282,7 @@ func printList(w io.Writer, res listResult, n int) {
 		}
 		tw.Flush()
 	}
+	printListPrims(w, res.Primitives, n)
 	if res.Truncated {
 		fmt.Fprintf(w, "(truncated at -limit %d resources, or %d SCAN calls per master: there may be more)\n", res.Limit, maxScanCalls)
 	}

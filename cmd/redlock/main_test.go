@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -685,5 +686,133 @@ func TestTokens(t *testing.T) {
 		if got := matchToken(tc.given, ours); got != tc.ok {
 			t.Errorf("matchToken(%q) = %v", tc.given, got)
 		}
+	}
+}
+
+// TestPrimitives: list and inspect show a semaphore's slots and a
+// read-write lock's readers, writer and intent, as each master holds them.
+func TestPrimitives(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, redlock.Options{OwnerLabel: "host-1:4242"})
+	sem, err := l.Semaphore("jobs", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for range 2 {
+		lk, err := sem.TryAcquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, lk.Token())
+	}
+	rw, err := l.RWMutex("docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		lk, err := rw.TryRLock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, lk.Token())
+	}
+	opts := l.Options()
+	semStem, _, _ := redlock.KeyFor(&opts, "jobs")
+	rwStem, _, _ := redlock.KeyFor(&opts, "docs")
+	// TryAcquire and TryRLock return at a majority: wait for every master.
+	waitFor(t, "both slots and both readers on every master", func() bool {
+		for i := range c.N() {
+			cl := c.Client(i)
+			// The order of the slots is each acquirer's: any 2 of the 3.
+			n, err := cl.Exists(t.Context(), semStem+":s:1", semStem+":s:2", semStem+":s:3").Result()
+			if err != nil || n != 2 {
+				return false
+			}
+			if r, err := cl.ZCard(t.Context(), rwStem+":r").Result(); err != nil || r != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	// A writer's intent on one master: shown, not a majority.
+	tW := labelledToken(t, "host-w:1")
+	c.Client(0).Set(t.Context(), rwStem+":wi", tW, time.Minute)
+	tokens = append(tokens, tW)
+	masters := mastersFlag(c.Addrs())
+
+	code, out, errOut := cli(t, "list", "-json", "-masters", masters)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	res := decode[listResult](t, out)
+	if len(res.Locks) != 0 || len(res.Primitives) != 2 {
+		t.Fatalf("locks %+v, primitives %+v", res.Locks, res.Primitives)
+	}
+	d, j := res.Primitives[0], res.Primitives[1]
+	if d.Resource != "docs" || d.RWLock == nil || d.Semaphore != nil || fmt.Sprint(d.RWLock.Readers) != "[2 2 2]" ||
+		d.RWLock.Writer != nil || d.RWLock.Intent == nil || d.RWLock.Intent.On != 1 || d.RWLock.Intent.Held || d.RWLock.Intent.Holder != short(tW) {
+		t.Errorf("docs: %+v %+v", d, d.RWLock)
+	}
+	if j.Resource != "jobs" || j.Semaphore == nil || j.RWLock != nil || j.Semaphore.Permits != 3 || j.Semaphore.Held != 2 || len(j.Semaphore.Slots) != 2 {
+		t.Fatalf("jobs: %+v %+v", j, j.Semaphore)
+	}
+	seen := map[string]bool{}
+	for k, s := range j.Semaphore.Slots {
+		seen[s.Holder] = true
+		if s.Slot < 1 || s.Slot > 3 || (k > 0 && s.Slot <= j.Semaphore.Slots[k-1].Slot) || !s.Held || s.On != 3 || s.Tokens != 1 || s.Label != "host-1:4242" || len(s.Masters) != 3 || s.MaxPTTLMs <= 0 || s.MaxPTTLMs > 60000 {
+			t.Errorf("slot %+v", s)
+		}
+	}
+	if !seen[short(tokens[0])] || !seen[short(tokens[1])] {
+		t.Errorf("slot holders %v, want %s and %s", seen, short(tokens[0]), short(tokens[1]))
+	}
+	code, text, errOut := cli(t, "list", "-masters", masters)
+	if code != exitOK || !strings.Contains(text, "2 of 3 permits held") || !strings.Contains(text, "readers per master [2 2 2]") ||
+		!strings.Contains(text, fmt.Sprintf("slot %d: %s on 3/3", j.Semaphore.Slots[0].Slot, j.Semaphore.Slots[0].Holder)) || strings.Contains(text, "no lock keys") {
+		t.Errorf("list text: exit %d:\n%s", code, text)
+	}
+	noWholeToken(t, tokens, out, text, errOut)
+
+	code, out, errOut = cli(t, "inspect", "-json", "-masters", masters, "jobs")
+	ir := decode[inspectResult](t, out)
+	if code != exitOK || ir.Primitives == nil || ir.Primitives.Semaphore == nil || ir.Primitives.Semaphore.Held != 2 || ir.Primitives.RWLock != nil {
+		t.Fatalf("inspect jobs: exit %d, %+v\n%s", code, ir.Primitives, errOut)
+	}
+	for _, pm := range ir.Primitives.Nodes {
+		if !pm.Answered || pm.Permits != 3 || len(pm.Slots) != 2 || pm.Slots[0].Slot != j.Semaphore.Slots[0].Slot || pm.Slots[1].Slot != j.Semaphore.Slots[1].Slot {
+			t.Errorf("inspect jobs, master %+v", pm)
+		}
+	}
+	code, text, _ = cli(t, "inspect", "-masters", masters, "jobs")
+	if code != exitOK || !strings.Contains(text, "semaphore: 2 of 3 permits held") || !strings.Contains(text, short(tokens[0])) {
+		t.Errorf("inspect jobs text: exit %d:\n%s", code, text)
+	}
+	code, out, _ = cli(t, "inspect", "-json", "-masters", masters, "docs")
+	ir = decode[inspectResult](t, out)
+	if code != exitOK || ir.Primitives == nil || ir.Primitives.RWLock == nil || ir.Primitives.Semaphore != nil {
+		t.Fatalf("inspect docs: exit %d, %+v", code, ir.Primitives)
+	}
+	for i, pm := range ir.Primitives.Nodes {
+		if !pm.Answered || pm.Readers != 2 || pm.Writer != nil || (pm.Intent != nil) != (i == 0) {
+			t.Errorf("inspect docs, master %d: %+v", i, pm)
+		}
+	}
+	code, text, _ = cli(t, "inspect", "-masters", masters, "docs")
+	if code != exitOK || !strings.Contains(text, "read-write lock:") || !strings.Contains(text, "READERS") || !strings.Contains(text, "writer: none") {
+		t.Errorf("inspect docs text: exit %d:\n%s", code, text)
+	}
+	noWholeToken(t, tokens, out, text)
+	// release -force refuses them clearly, and deletes nothing.
+	code, _, errOut = cli(t, "release", "-force", "-reason", "test", "-masters", masters, "jobs")
+	if code != exitRefused || !strings.Contains(errOut, "names a semaphore or read-write lock, not a mutex") {
+		t.Errorf("release jobs: exit %d:\n%s", code, errOut)
+	}
+	if n, err := c.Client(0).Exists(t.Context(), semStem+":s:1", semStem+":s:2", semStem+":s:3").Result(); err != nil || n != 2 {
+		t.Errorf("after release: %d slots, %v", n, err)
+	}
+	// A mutex's inspect shows nothing of them.
+	if _, out, _ := cli(t, "inspect", "-json", "-masters", masters, "other"); decode[inspectResult](t, out).Primitives != nil {
+		t.Errorf("inspect other: %s", out)
 	}
 }

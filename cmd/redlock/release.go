@@ -135,6 +135,10 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 	case q.Held:
 		target, chosen = q.top, "majority"
 	case len(q.Holders) == 0:
+		if v := newPrimView(s.readPrim(ctx, "release: semaphore and read-write keys", key)); v != nil {
+			return refuse(exitRefused, "%q names a semaphore or read-write lock, not a mutex: release -force does not release those "+
+				"(inspect %s shows their holders; each holder's keys expire at their PTTL)", printable(resource), printable(resource))
+		}
 		return refuse(exitRefused, "%q is not held on any master that answered: nothing to release", printable(resource))
 	default:
 		var seen []string
