@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/lab/labtest"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -245,47 +246,21 @@ func TestLateMajorityIsNotALock(t *testing.T) {
 func TestMutualExclusion(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const lockers, perLocker = 8, 25
-	var holders, maxHolders, sections atomic.Int32
-	var wg sync.WaitGroup
-	errs := make(chan error, lockers)
+	var ls []*redlock.Locker
 	for range lockers {
-		l := newLocker(t, c, nil)
-		wg.Go(func() {
-			for range perLocker {
-				lk, err := l.Lock(t.Context(), "mutex")
-				if err != nil {
-					errs <- err
-					return
-				}
-				h := holders.Add(1)
-				for {
-					m := maxHolders.Load()
-					if h <= m || maxHolders.CompareAndSwap(m, h) {
-						break
-					}
-				}
-				sections.Add(1)
-				if !time.Now().Before(lk.Deadline()) {
-					errs <- errors.New("holder passed its deadline inside the critical section")
-				}
-				holders.Add(-1)
-				if err := lk.Unlock(t.Context()); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
+		ls = append(ls, newLocker(t, c, nil))
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	most, sections, errs := labtest.Sections(t.Context(), lockers, perLocker, 0, func(ctx context.Context, w int) (*redlock.Lock, error) {
+		return ls[w].Lock(ctx, "mutex")
+	})
+	for _, err := range errs {
 		t.Error(err)
 	}
-	if m := maxHolders.Load(); m != 1 {
-		t.Fatalf("at most %d holders at once, want exactly 1", m)
+	if most != 1 {
+		t.Fatalf("at most %d holders at once, want exactly 1", most)
 	}
-	if s := sections.Load(); s != lockers*perLocker {
-		t.Fatalf("%d critical sections, want %d", s, lockers*perLocker)
+	if sections != lockers*perLocker {
+		t.Fatalf("%d critical sections, want %d", sections, lockers*perLocker)
 	}
 }
 

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/lab/labtest"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -82,47 +81,16 @@ func TestSemaphoreBound(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	var in, most, sections atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 12)
-	for g := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := sems[g%3]
-			for ctx.Err() == nil {
-				lk, err := s.Acquire(ctx)
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-				n := in.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(2 * time.Millisecond) // the section
-				if time.Now().After(lk.Deadline()) {
-					errs <- fmt.Errorf("section ran past its deadline")
-				}
-				in.Add(-1)
-				sections.Add(1)
-				if err := lk.Unlock(context.Background()); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	most, sections, errs := labtest.Sections(ctx, 12, 0, 2*time.Millisecond, func(ctx context.Context, g int) (*redlock.Lock, error) {
+		return sems[g%3].Acquire(ctx)
+	})
+	for _, err := range errs {
 		t.Error(err)
 	}
-	if m := most.Load(); m != k {
-		t.Fatalf("most holders at once: %d; want exactly %d (never more, and the bound reached)", m, k)
+	if most != k {
+		t.Fatalf("most holders at once: %d; want exactly %d (never more, and the bound reached)", most, k)
 	}
-	t.Logf("%d sections", sections.Load())
+	t.Logf("%d sections", sections)
 }
 
 // With 2 of 5 masters SIGSTOPped, k = 2 still grants 2 permits and

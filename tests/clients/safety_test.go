@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,43 +98,21 @@ func TestMutualExclusion(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	eachKind(t, c, func(t *testing.T, k kind) {
 		const lockers, perLocker = 4, 20
-		var holders, most, sections atomic.Int32
-		var wg sync.WaitGroup
-		errs := make(chan error, lockers)
+		var ls []*redlock.Locker
 		for range lockers {
-			l := newLocker(t, c, k, redlock.Options{})
-			wg.Go(func() {
-				for range perLocker {
-					lk, err := l.Lock(t.Context(), "mutex:"+k.name)
-					if err != nil {
-						errs <- err
-						return
-					}
-					h := holders.Add(1)
-					for m := most.Load(); h > m && !most.CompareAndSwap(m, h); m = most.Load() {
-					}
-					sections.Add(1)
-					if !time.Now().Before(lk.Deadline()) {
-						errs <- errors.New("a holder passed its deadline inside the critical section")
-					}
-					holders.Add(-1)
-					if err := lk.Unlock(t.Context()); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
+			ls = append(ls, newLocker(t, c, k, redlock.Options{}))
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
+		most, sections, errs := labtest.Sections(t.Context(), lockers, perLocker, 0, func(ctx context.Context, w int) (*redlock.Lock, error) {
+			return ls[w].Lock(ctx, "mutex:"+k.name)
+		})
+		for _, err := range errs {
 			t.Error(err)
 		}
-		if m := most.Load(); m != 1 {
-			t.Fatalf("%d holders at once, want 1", m)
+		if most != 1 {
+			t.Fatalf("%d holders at once, want 1", most)
 		}
-		if s := sections.Load(); s != lockers*perLocker {
-			t.Fatalf("%d critical sections, want %d", s, lockers*perLocker)
+		if sections != lockers*perLocker {
+			t.Fatalf("%d critical sections, want %d", sections, lockers*perLocker)
 		}
 	})
 }
