@@ -92,6 +92,9 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	if err != nil {
 		statNotes = append(statNotes, "PING round trip during the cell not measured: "+err.Error())
 	}
+	// The CPU readings are outside the commands' window (their INFO
+	// calls are not counted) and around it.
+	cpu := startCPU(ctx, env.ms.admin)
 	cmdsBefore, cmdsErr := readCommandstats(ctx, env.ms.admin)
 
 	start := time.Now()
@@ -172,6 +175,10 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	if cmdsErr != nil && !errors.Is(cmdsErr, errNoCommandstats) {
 		statNotes = append(statNotes, "commands not counted: "+cmdsErr.Error())
 	}
+	cpuUsed, cpuErr := cpu.stop(ctx, env.ms.admin)
+	if cpuErr != nil && !errors.Is(cpuErr, errNoCPUInfo) {
+		statNotes = append(statNotes, "CPU not measured: "+cpuErr.Error())
+	}
 	if err := rtt.measure(ctx, env.ms.admin); err != nil {
 		statNotes = append(statNotes, "PING round trip after the cell not measured: "+err.Error())
 	}
@@ -187,6 +194,9 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 		}
 	}
 	res.setMasterStats(rtt.medians(), cmds)
+	if cpuErr == nil {
+		res.setCPU(cpuUsed)
+	}
 	if loaded != nil {
 		res.PingRTTLoadedMs = loaded.median()
 		loaded.close()

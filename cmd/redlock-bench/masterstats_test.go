@@ -345,7 +345,16 @@ func checkMasterStats(t *testing.T, rep *Report) {
 			if r.Commands != nil || r.CommandsByName != nil || r.CommandsPerAcquisition != nil {
 				t.Errorf("%s: embedded masters counted commands: %v %v", cell, r.Commands, r.CommandsByName)
 			}
+			if r.ServerCPUUsPerAcquisition != nil || r.ServerCommandUsPerAcquisition != nil {
+				t.Errorf("%s: embedded masters reported CPU", cell)
+			}
 			continue
+		}
+		if r.AcquireMs.Count > 0 {
+			c, s, f := r.ClientCPUUsPerAcquisition, r.ServerCPUUsPerAcquisition, r.ServerCommandUsPerAcquisition
+			if c == nil || s == nil || f == nil || *c <= 0 || *s <= 0 || *f <= 0 {
+				t.Errorf("%s: CPU per acquisition client %v server %v floor %v, want all measured (notes %q)", cell, c, s, f, r.Notes)
+			}
 		}
 		if r.Commands == nil || r.CommandsPerAcquisition == nil {
 			t.Errorf("%s: commands not counted on %s masters (notes %q)", cell, rep.Masters.Kind, r.Notes)

@@ -16,7 +16,8 @@ import (
 // additions within version 2 (always written, optional in schema.json so
 // older version-2 files still validate): per result, commands,
 // commands_by_name, commands_per_acquisition, ping_rtt_ms,
-// ping_rtt_per_master_ms and ping_rtt_loaded_ms.
+// ping_rtt_per_master_ms and ping_rtt_loaded_ms; client_cpu_us_per_acquisition,
+// server_cpu_us_per_acquisition and server_command_us_per_acquisition.
 const schemaVersion = 2
 
 // schemaJSON is the JSON Schema (draft 2020-12) of Report, printed by
@@ -151,6 +152,18 @@ type Result struct {
 	// of the cell, failed attempts and releases included, per successful
 	// Lock.
 	CommandsPerAcquisition *float64 `json:"commands_per_acquisition"`
+	// CPU per successful Lock, in µs, over the same window as Commands:
+	// ClientCPUUsPerAcquisition is the bench process's user+system time
+	// (getrusage: the implementation's goroutines and the bench's own
+	// sampling); ServerCPUUsPerAcquisition the masters' process time
+	// (INFO cpu: used_cpu_user + used_cpu_sys, summed over masters);
+	// ServerCommandUsPerAcquisition the time the masters' command handlers
+	// ran (INFO commandstats usec, summed): the floor, without reading,
+	// parsing and writing. Null where not measured (embedded masters) or
+	// when no Lock succeeded.
+	ClientCPUUsPerAcquisition     *float64 `json:"client_cpu_us_per_acquisition"`
+	ServerCPUUsPerAcquisition     *float64 `json:"server_cpu_us_per_acquisition"`
+	ServerCommandUsPerAcquisition *float64 `json:"server_command_us_per_acquisition"`
 	// PingRTTMs is the median over masters (nearest rank) of each
 	// master's median PING round trip; PingRTTPerMasterMs is each
 	// master's. A master's median pools pingRounds sequential PINGs on one

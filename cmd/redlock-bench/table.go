@@ -247,7 +247,7 @@ func renderTable(w io.Writer, rep *Report) error {
 	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tcmd/acq\tredlock ÷\tfailures\t")
+	fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tcmd/acq\tredlock ÷\tfailures\tclient µs/acq\tserver µs/acq\tfloor µs/acq\t")
 	for _, r := range rep.Results {
 		ratio := ""
 		if r.Impl != oursName {
@@ -262,14 +262,17 @@ func renderTable(w io.Writer, rep *Report) error {
 				fmtMs(v.ElapsedMsP50), fmtMs(v.DriftMs), fmtMs(v.SafetyMarginMs)}
 		}
 		a := r.AcquireMs
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
-			fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), fmtOpt(r.CommandsPerAcquisition), ratio, fmtFailures(r.Failures))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
+			fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), fmtOpt(r.CommandsPerAcquisition), ratio, fmtFailures(r.Failures),
+			fmtOpt(r.ClientCPUUsPerAcquisition), fmtOpt(r.ServerCPUUsPerAcquisition), fmtOpt(r.ServerCommandUsPerAcquisition))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL;")
-	fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported)")
+	fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported;")
+	fmt.Fprintln(w, " client/server µs/acq: CPU time of this process (getrusage) / of the masters (INFO cpu, summed) over the same window ÷ successful Lock calls;")
+	fmt.Fprintln(w, " floor µs/acq: the masters' command handlers' time (INFO commandstats usec, summed) ÷ successful Lock calls: their cost without network I/O)")
 	if n := rep.Config.Repeat; n > 1 {
 		fmt.Fprintf(w, "-repeat %d: every row is the run of median ops/s of %d interleaved runs; ops/s of each run, in run order:\n", n, n)
 		for _, r := range rep.Results {
