@@ -16,7 +16,8 @@ import (
 // BenchmarkPrimitives measures sections per second on one contended
 // resource, with every worker waiting (Lock, Acquire, RLock) and leaving
 // at once, for a fixed 2 s per cell on five local masters: the mutex, the
-// semaphore with k = 1, 3 and 8, and the read-write lock with 90 % reads.
+// semaphore with k = 1, 3 and 8, and the read-write lock with 90 % reads
+// and with reads only.
 // Workers are spread over 4 Lockers. Run it once per cell:
 // go test -run '^$' -bench Primitives -benchtime 1x ./redlock/
 func BenchmarkPrimitives(b *testing.B) {
@@ -51,6 +52,15 @@ func BenchmarkPrimitives(b *testing.B) {
 		}
 		return rw.RLock(ctx)
 	}
+	// Reads only: the ceiling of the read-write lock's throughput on this
+	// machine, with no writer to wait for (docs/bench.md).
+	reads := func(ctx context.Context, l *redlock.Locker) (*redlock.Lock, error) {
+		rw, err := l.RWMutex("bench-rw-reads")
+		if err != nil {
+			return nil, err
+		}
+		return rw.RLock(ctx)
+	}
 	cells := []struct {
 		name    string
 		workers int
@@ -58,7 +68,7 @@ func BenchmarkPrimitives(b *testing.B) {
 	}{
 		{"mutex", 8, mutex}, {"sem-k1", 8, sem(1)}, {"sem-k3", 8, sem(3)}, {"sem-k8", 8, sem(8)},
 		{"mutex", 64, mutex}, {"sem-k1", 64, sem(1)}, {"sem-k3", 64, sem(3)}, {"sem-k8", 64, sem(8)},
-		{"rw90", 64, rw90},
+		{"rw90", 64, rw90}, {"rw-reads", 64, reads},
 	}
 	for _, cell := range cells {
 		b.Run(fmt.Sprintf("%s/%d", cell.name, cell.workers), func(b *testing.B) {

@@ -195,6 +195,7 @@ type cmd struct {
 	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
 	token  string
 	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey)
+	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none
 	script *script // for cmdLoad
 	round  *quorum.Round
 	node   int
@@ -245,6 +246,13 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		}
 	case cmdAcquireFenced, cmdAcquireMulti, cmdWrite, cmdWriteWait:
 		switch r.typ {
+		case ':':
+			// rw_write.lua's refusal: Value 1, another writer holds the
+			// key; 2, a reader is live.
+			if r.n == -1 || r.n == -2 {
+				no.Value = uint64(-r.n)
+				return no
+			}
 		case '$':
 			v, err := strconv.ParseUint(r.text, 10, 64)
 			if err != nil {
@@ -277,9 +285,14 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			return ok
 		}
 	case cmdSemAcquire, cmdRead:
-		// Value: the position of the slot taken (cmdRead: 1).
+		// Value: the position of the slot taken (cmdRead: 1). A refused
+		// read (−1 − pass) carries the reader's pass on this master.
 		switch r.typ {
 		case ':':
+			if r.n < 0 && c.kind == cmdRead {
+				no.Value = uint64(-(r.n + 1))
+				return no
+			}
 			ok.Value = uint64(r.n)
 			return ok
 		case '_':

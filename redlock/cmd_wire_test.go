@@ -37,9 +37,9 @@ func TestCommandWire(t *testing.T) {
 		{cmd{kind: cmdSemAcquire, key: "{s}", keys: []string{"{s}:s:2", "{s}:s:1"}, token: "t", n: 30000},
 			ev(semAcquireScript, "3", "{s}:meta", "{s}:s:2", "{s}:s:1", "t", "30000")},
 		{cmd{kind: cmdSemHolders, key: "{s}", keys: []string{"{s}:s:1", "{s}:s:2"}}, ev(semHoldersScript, "2", "{s}:s:1", "{s}:s:2")},
-		{cmd{kind: cmdWrite, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "4", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "t", "30000", "0")},
-		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "4", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "t", "30000", "1")},
-		{cmd{kind: cmdRead, key: "{c}:r", token: "t", n: 30000}, ev(rwReadScript, "3", "{c}:w", "{c}:wi", "{c}:r", "t", "30000", "a")},
+		{cmd{kind: cmdWrite, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "5", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "0")},
+		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "5", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "1")},
+		{cmd{kind: cmdRead, key: "{c}:r", token: "t", n: 30000, pass: 7}, ev(rwReadScript, "4", "{c}:w", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "a", "7")},
 		{cmd{kind: cmdReadExtend, key: "{c}:r", token: "t", n: 30000}, ev(rwReadScript, "3", "{c}:w", "{c}:wi", "{c}:r", "t", "30000", "e")},
 		{cmd{kind: cmdUnread, key: "{c}:r", token: "t"}, ev(rwUnreadScript, "3", "{c}:r", "{c}:w", "{c}:wi", "t")},
 	}

@@ -23,3 +23,7 @@ func LostAt(h *Held) time.Time {
 	}
 	return time.Time{}
 }
+
+// Waiting is how many callers of l wait for a release (registered after
+// a round that found the lock held).
+func Waiting(l *Locker) int64 { return l.wake.waiting.Load() }

@@ -321,7 +321,7 @@ func (l *Locker) tryLock(ctx context.Context, op string, t target, opts []LockOp
 		return nil, err
 	}
 	ctx, span := l.tel.start(ctx, op, t.resource)
-	lk, err := l.acquire(ctx, t, ttl, budget)
+	lk, err := l.acquire(ctx, t, ttl, budget, nil)
 	end(span, err)
 	return lk, err
 }
@@ -391,6 +391,15 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// timer is set for that instant.
 	var expires time.Time
 	expiring := false
+	// passes: a reader's pass on each master, kept from round to round
+	// (docs/design.md §19): it lets the reader by a waiting writer's
+	// intent once the write it waited for has been granted.
+	// For a writer, why each master refused its last round (rw_write.lua:
+	// 1 another writer, 2 a live reader).
+	var passes []uint64
+	if t.mode != 0 {
+		passes = make([]uint64, len(l.streams))
+	}
 	switch {
 	case t.mode != modeRead && l.wake.busy(t):
 		// Behind this Locker's waiters, which its release wakes in
@@ -408,7 +417,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		if round {
 			attempt++
 			began := time.Now()
-			lk, err = l.acquire(ctx, t, ttl, budget)
+			lk, err = l.acquire(ctx, t, ttl, budget, passes)
 			// A master refusing the Locker's commands (its ACL) is
 			// ErrInvalid too: retrying cannot fix it.
 			if err == nil || !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalid) {
@@ -429,6 +438,14 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			// anywhere) retries on the short backoff, since nobody may
 			// be left to release.
 			held = heldByMajority(err, l.need)
+			if t.mode == modeWriteWait {
+				// Held only by another writer: a round refused for live
+				// readers waits for them to leave, which rw_unread.lua
+				// announces; a missed announcement costs the short
+				// backoff, not a queued waiter's long one, and there is
+				// no holder's expiry to date.
+				held = writerHeld(passes, l.need)
+			}
 			rejoin := true
 			if woke && queued && !retried {
 				// Woken on the first master's announcement, the round
@@ -457,7 +474,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 						held = false
 					}
 				}
-				if held && !t.multi() {
+				if held && !t.multi() && t.mode != modeRead {
 					// One read, on a failed round only: when the
 					// holder's keys expire (a holder that dies
 					// releases nothing).
@@ -667,6 +684,19 @@ func heldElsewhere(err error) bool {
 	return errors.As(err, &e) && e.Count(quorum.Refused) > 0
 }
 
+// writerHeld reports whether a writer's round was refused by another
+// writer's key on a majority of masters (why, per master: acquire's
+// passes).
+func writerHeld(why []uint64, need int) bool {
+	n := 0
+	for _, v := range why {
+		if v == 1 {
+			n++
+		}
+	}
+	return n >= need
+}
+
 // heldByMajority reports whether a failed round found the lock held by
 // other owners on a majority of masters.
 func heldByMajority(err error, need int) bool {
@@ -765,7 +795,12 @@ func (l *Locker) backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budget validity.Budget) (*Lock, error) {
+// acquire makes one acquisition round. passes, for an RWMutex's Lock or
+// RLock (nil otherwise), holds for a reader its pass on each master
+// (rw_read.lua): sent with the round, and replaced by the pass of every
+// master that refuses it; for a writer, why each master refused it (0 it
+// did not).
+func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budget validity.Budget, passes []uint64) (*Lock, error) {
 	resource := t.resource
 	if l.live.isClosed() || !l.enter() { // Shutdown or Close
 		return nil, closedError("acquire", resource)
@@ -795,12 +830,22 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	res := l.round(ctx, start, false, func(c *cmd) bool {
 		t.set(c)
 		c.kind, c.token, c.n, c.fenced = kind, token, ms, l.opts.Fencing
+		if passes != nil {
+			c.pass = passes[c.node]
+		}
 		return true
 	})
 	// The masters where our SET may be: asked, and not refused.
 	mayHold := make([]bool, len(res.Replies))
 	for i, r := range res.Replies {
 		mayHold[i] = r.Outcome != quorum.Unavailable && r.Outcome != quorum.Refused
+		switch {
+		case passes == nil:
+		case r.Outcome == quorum.Refused:
+			passes[i] = r.Value
+		case t.mode != modeRead:
+			passes[i] = 0
+		}
 	}
 	l.tel.round(ctx, l, "acquire", res)
 	info := Acquisition{

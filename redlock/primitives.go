@@ -43,7 +43,7 @@ func (c *cmd) lua2() *script {
 
 // args2 lays out the semaphore's and the read-write lock's commands. An
 // RWMutex's keys share a stem (its lock key) and differ in their last
-// letters ("<stem>:w", ":wi", ":r"), so each is an arg with a suffix, not
+// letters ("<stem>:w", ":wi", ":wg", ":r"), so each is an arg with a suffix, not
 // a string built per master.
 func (c *cmd) args2(dst []arg) []arg {
 	switch c.kind {
@@ -67,17 +67,17 @@ func (c *cmd) args2(dst []arg) []arg {
 		if c.kind == cmdWriteWait {
 			flag = "1"
 		}
-		return append(c.evalsha(dst, 4), str(c.key), fence(c.key), arg{s: c.key, suffix: "i"}, arg{s: stem, suffix: "r"},
-			str(c.token), num(c.n), str(flag))
+		return append(c.evalsha(dst, 5), str(c.key), fence(c.key), arg{s: c.key, suffix: "i"}, arg{s: stem, suffix: "r"},
+			arg{s: c.key, suffix: "g"}, str(c.token), num(c.n), str(flag))
 	case cmdRead, cmdReadExtend:
 		// key is "<stem>:r".
 		stem := c.key[:len(c.key)-1]
-		op := "a"
 		if c.kind == cmdReadExtend {
-			op = "e"
+			return append(c.evalsha(dst, 3), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.key),
+				str(c.token), num(c.n), str("e"))
 		}
-		return append(c.evalsha(dst, 3), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.key),
-			str(c.token), num(c.n), str(op))
+		return append(c.evalsha(dst, 4), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.key),
+			arg{s: stem, suffix: "wg"}, str(c.token), num(c.n), str("a"), num(c.pass))
 	case cmdUnread:
 		stem := c.key[:len(c.key)-1]
 		return append(c.evalsha(dst, 3), str(c.key), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.token))

@@ -160,6 +160,78 @@ func TestRWMutexWriterPreferred(t *testing.T) {
 	}
 }
 
+// A reader refused while a writer held goes in when that writer unlocks,
+// before the next writer, which waits with its intent recorded (phase
+// fairness: its pass lets it by the intent); a new reader is still
+// refused while that writer waits.
+func TestRWMutexWaitingReaderGoesBeforeNextWriter(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	opts := func(d time.Duration) *redlock.Options {
+		return &redlock.Options{TTL: 30 * time.Second, Retry: redlock.RetryPolicy{MinDelay: d, MaxDelay: d}}
+	}
+	first, _ := newLocker(t, c, opts(time.Minute)).RWMutex("cache")
+	w1, err := first.TryLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reader polls often, so that it needs no wake; the next writer
+	// polls once a minute and hears no release, so that it cannot take
+	// the lock when the first writer unlocks.
+	lr := newLocker(t, c, opts(50*time.Millisecond))
+	readers, _ := lr.RWMutex("cache")
+	lw := newLocker(t, c, opts(time.Minute))
+	redlock.DropWakes(lw)
+	next, _ := lw.RWMutex("cache")
+
+	type result struct {
+		lk  *redlock.Lock
+		err error
+	}
+	rctx, rcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer rcancel()
+	gotR := make(chan result, 1)
+	go func() { lk, err := readers.RLock(rctx); gotR <- result{lk, err} }()
+	waitFor(t, "the reader refused while the first writer holds", func() bool { return redlock.Waiting(lr) == 1 })
+
+	wctx, wcancel := context.WithCancel(t.Context())
+	defer wcancel()
+	gotW := make(chan result, 1)
+	go func() { lk, err := next.Lock(wctx); gotW <- result{lk, err} }()
+	waitFor(t, "the next writer's intent on every master", func() bool {
+		for i := range c.N() {
+			if n, _ := c.Client(i).Exists(t.Context(), "redlock:{cache}:wi").Result(); n != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := w1.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-gotR
+	if r.err != nil {
+		t.Fatalf("the reader that waited for the first writer: %v; want the lock before the next writer", r.err)
+	}
+	if _, err := readers.TryRLock(t.Context()); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("a new reader while the next writer waits: %v; want ErrNotAcquired", err)
+	}
+	if _, err := next.TryLock(t.Context()); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("a writer while the reader holds: %v; want ErrNotAcquired", err)
+	}
+	select {
+	case w := <-gotW:
+		t.Fatalf("the next writer got the lock while the reader held: %v, %v", w.lk, w.err)
+	default:
+	}
+	if err := r.lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wcancel()
+	if w := <-gotW; w.err == nil {
+		_ = w.lk.Unlock(t.Context())
+	}
+}
+
 // A reader that never unlocks expires on the masters, by their clocks: a
 // writer waiting in Lock gets the lock after the reader's deadline.
 func TestRWMutexReadersExpireServerSide(t *testing.T) {

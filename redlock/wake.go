@@ -357,9 +357,9 @@ func (w *waker) released(i int, key, msg string) {
 		// Only this Locker hears it (its own channel): no tally needed.
 		q.handedAt = time.Now()
 		if q.has(head) {
-			// A writer is named: the readers may go in before it
-			// records its intent (rw_write.lua drops every intent when a
-			// writer takes the key), as after a release naming nobody.
+			// A writer is named: the readers waiting for it go in before
+			// the next writer, whose intent their passes let them by
+			// (rw_read.lua), as after a release naming nobody.
 			w.woken.Add(q.wakeReaders())
 			if q.named(head, msg, w.l.need) {
 				w.woken.Add(1)
@@ -381,7 +381,7 @@ func (w *waker) released(i int, key, msg string) {
 	}
 	delete(q.tally, msg)
 	q.handedAt = time.Time{}
-	if msg != readersGone {
+	if !strings.HasPrefix(msg, readersGone) {
 		// A writer released: the readers may go (a writer's intent may
 		// still refuse them; they then wait as before).
 		w.woken.Add(q.wakeReaders())
@@ -458,10 +458,12 @@ func (x *waiter) wake() bool {
 	return true
 }
 
-// readersGone is what rw_unread.lua announces on the writer key's channel
-// when the last reader left while a writer waits: it wakes a writer, never
-// the readers, whom that writer's intent refuses.
-const readersGone = "readers"
+// readersGone begins what rw_unread.lua announces on the writer key's
+// channel when the last reader left while a writer waits (then the digest
+// of the intent's token, so that the announcements of one drain are
+// counted together): it wakes a writer, never the readers, whom that
+// writer's intent refuses.
+const readersGone = "readers:"
 
 // wakeReaders wakes every reader waiting on q's key (a writer key) that
 // has no wake pending, and returns how many it woke.

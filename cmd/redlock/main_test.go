@@ -739,6 +739,9 @@ func TestPrimitives(t *testing.T) {
 	tW := labelledToken(t, "host-w:1")
 	c.Client(0).Set(t.Context(), rwStem+":wi", tW, time.Minute)
 	tokens = append(tokens, tW)
+	// The count of write grants (a writer came and went): the lock's key,
+	// not a lock of its own.
+	c.Client(1).Set(t.Context(), rwStem+":wg", "3", time.Minute)
 	masters := mastersFlag(c.Addrs())
 
 	code, out, errOut := cli(t, "list", "-json", "-masters", masters)

@@ -4,26 +4,29 @@
 -- "1") first records its intent, which stops new readers for a TTL: writers
 -- are preferred.
 -- KEYS[1] writer key; KEYS[2] its fence counter; KEYS[3] the intent key;
--- KEYS[4] the readers (a sorted set: token -> expiry in this master's ms).
+-- KEYS[4] the readers (a sorted set: token -> expiry in this master's ms);
+-- KEYS[5] the count of write grants here, which readers' passes name
+-- (rw_read.lua).
 -- ARGV[1] token; ARGV[2] TTL in milliseconds; ARGV[3] "1" to record intent.
--- Returns the fence counter as a decimal string ("0" if none), or nil when
--- another writer holds the key or a reader is live.
+-- Returns the fence counter as a decimal string ("0" if none), or when
+-- refused -1 (another writer holds the key) or -2 (a reader is live).
 if ARGV[3] == '1' then
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return false
+  return -1
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 if redis.call('ZCARD', KEYS[4]) > 0 then
-  return false
+  return -2
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 -- Every intent goes: the writer key now keeps readers out, and writers
--- still waiting record theirs again on their next round, which lets the
--- readers that waited behind this writer in first (no phase of writers
--- starves them).
+-- still waiting record theirs again on their next round. The readers that
+-- were refused before this grant hold a pass that lets them by those
+-- intents once this writer has gone (no phase of writers starves them).
 redis.call('DEL', KEYS[3])
+redis.call('SET', KEYS[5], tonumber(redis.call('GET', KEYS[5]) or '0') + 1, 'PX', ARGV[2])
 return redis.call('HGET', KEYS[2], 'fence') or '0'
