@@ -35,15 +35,18 @@ func (l *Locker) RWMutex(name string) (*RWMutex, error) {
 }
 
 // primitiveKey checks name as a resource name and returns its lock key,
-// the stem of a semaphore's or read-write lock's keys. Those keys must
-// share a hash slot in one script: with RedsyncKeys (no hash tag) and a
-// Redis Cluster master they would not, and the name is refused.
+// the stem of a semaphore's or read-write lock's keys. A Locker with
+// RedsyncKeys is refused: redsync has neither primitive, so there is no
+// layout of its to keep, and under its naming (the name is the key) the
+// keys hung off a stem could be a mutex's (a mutex named "x:w" would be
+// the read-write lock x's writer key) and, on a Redis Cluster master,
+// would not share the hash slot their scripts need.
 func (l *Locker) primitiveKey(name string) (string, error) {
+	if l.opts.RedsyncKeys {
+		return "", invalid("a semaphore or read-write lock has no redsync key layout: with RedsyncKeys its keys could be a mutex's (a mutex named \"x:w\" is the key of x's writer); open a Locker without RedsyncKeys for them")
+	}
 	if err := l.opts.checkName(name); err != nil {
 		return "", err
-	}
-	if l.opts.RedsyncKeys && l.hasClusterMaster() {
-		return "", invalid("a semaphore or read-write lock needs its keys in one hash slot: RedsyncKeys with a Redis Cluster master cannot give them one")
 	}
 	return l.opts.keyFor(name), nil
 }

@@ -27,9 +27,12 @@ const (
 
 // primitiveOf returns the resource and kind whose key key is, and false
 // when key is none of a semaphore's or read-write lock's keys under opts.
-// With RedsyncKeys a mutex named "x:w" has the key of x's writer: such a
-// key is read as the read-write lock's.
+// A Locker with RedsyncKeys makes neither (redlock.Locker.Semaphore and
+// RWMutex refuse it), so under that naming every key is a mutex's.
 func primitiveOf(opts *redlock.Options, key string) (resource, kind string, ok bool) {
+	if opts.RedsyncKeys {
+		return "", "", false
+	}
 	var stem, suffix string
 	for _, suf := range []string{":meta", ":wi", ":w", ":r", ":s:"} {
 		i := strings.LastIndex(key, suf)
