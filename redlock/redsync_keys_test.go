@@ -140,7 +140,8 @@ func TestRedsyncKeysBadInput(t *testing.T) {
 			l.Close()
 		}
 		t.Fatalf("New with a braced prefix, default naming: %v, want ErrInvalid", err)
-	} // Neither primitive exists under redsync's naming: a mutex named "x:w"
+	}
+	// Neither primitive exists under redsync's naming: a mutex named "x:w"
 	// would be the key of x's writer. Refused before anything is sent.
 	if s, err := l.Semaphore("x", 2); !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "RedsyncKeys") {
 		t.Fatalf("Semaphore with RedsyncKeys: %v, %v; want ErrInvalid naming RedsyncKeys", s, err)
