@@ -25,7 +25,9 @@ type RWMutex struct {
 
 // RWMutex returns the read-write lock called name. The name follows the
 // rules of a resource name; it does not share keys with a mutex, a
-// semaphore or a TryLockAll set of the same name. It sends nothing.
+// semaphore or a TryLockAll set of the same name. A Locker with
+// Options.RedsyncKeys refuses it (ErrInvalid: under that naming a mutex
+// named "x:w" would have the key of x's writer). It sends nothing.
 func (l *Locker) RWMutex(name string) (*RWMutex, error) {
 	stem, err := l.primitiveKey(name)
 	if err != nil {

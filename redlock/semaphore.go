@@ -51,8 +51,10 @@ type Semaphore struct {
 
 // Semaphore returns the semaphore called name with permits permits (1 to
 // MaxPermits). The name follows the rules of a resource name; it does not
-// share keys with a mutex or a read-write lock of the same name. It sends
-// nothing: a permits mismatch is found by the first acquisition.
+// share keys with a mutex or a read-write lock of the same name. A Locker
+// with Options.RedsyncKeys refuses it (ErrInvalid: under that naming its
+// keys could be a mutex's). It sends nothing: a permits mismatch is found
+// by the first acquisition.
 func (l *Locker) Semaphore(name string, permits int) (*Semaphore, error) {
 	if permits <= 0 || permits > MaxPermits {
 		return nil, invalid(fmt.Sprintf("semaphore permits %d: want 1 to %d", permits, MaxPermits))
