@@ -42,6 +42,10 @@ const (
 	cmdRead       // rw_read.lua: register a reader (key: the readers' set)
 	cmdReadExtend // rw_read.lua: move a live reader's expiry
 	cmdUnread     // rw_unread.lua: remove a reader
+	// The keeper's batched extension (keeper.go): compare-and-PEXPIRE
+	// of many single-key locks, each decided on its own; the keys,
+	// tokens and TTLs are ext's.
+	cmdExtendBatch // extend_batch.lua
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -67,6 +71,8 @@ func (c *cmd) lua() *script {
 		return releaseMultiScript
 	case cmdAdopt:
 		return adoptScript
+	case cmdExtendBatch:
+		return extendBatchScript
 	}
 	return c.lua2()
 }
@@ -161,6 +167,16 @@ func (c *cmd) args(dst []arg) []arg {
 			dst = append(dst, num(c.n))
 		}
 		return dst
+	case cmdExtendBatch:
+		b := c.ext
+		dst = c.evalsha(dst, len(b.keys))
+		for _, key := range b.keys {
+			dst = append(dst, str(key))
+		}
+		for i, tok := range b.tokens {
+			dst = append(dst, str(tok), num(b.ttls[i]))
+		}
+		return dst
 	case cmdLoad:
 		return append(dst, str("SCRIPT"), str("LOAD"), str(c.script.src))
 	}
@@ -198,6 +214,7 @@ type cmd struct {
 	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none
 	script *script // for cmdLoad
 	round  *quorum.Round
+	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes
 	node   int
 	resent bool // sent again after a NOSCRIPT reply
 }
@@ -207,6 +224,11 @@ type cmd struct {
 // needs nothing more: whatever it did on the master is cleaned up by the
 // release that follows it on the same stream.
 func (c *cmd) done(rep quorum.Reply, now time.Time) {
+	if c.ext != nil {
+		// Before the round: the batch may decide, and the round's
+		// waiter stop, on this reply.
+		c.ext.answered(c.node, rep.Outcome == quorum.OK)
+	}
 	if c.round != nil {
 		rep.Latency = max(now.Sub(c.round.Start()), 1)
 		c.round.Deliver(c.node, rep)
@@ -332,6 +354,11 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			return adoptReply(r.text)
 		case '_':
 			return no
+		}
+	case cmdExtendBatch:
+		if r.typ == '$' && len(r.text) == len(c.ext.keys) {
+			c.ext.record(c.node, r.text)
+			return ok
 		}
 	case cmdLoad:
 		return ok

@@ -53,7 +53,7 @@ type Held struct {
 	failed  int
 	gen     uint64
 	left    bool
-	unwatch func() bool // stops the context.AfterFunc that leaves the keeper
+	unwatch func() bool // stops the context.AfterFunc that leaves the keeper (Do only)
 	// unlocked: an Unlock has begun (endForUnlock); from then on the
 	// timer declares no loss.
 	unlocked atomic.Bool
@@ -88,7 +88,7 @@ func (lk *Lock) keepUntil(life context.Context) *Held {
 		lk.mu.Lock()
 		h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
 		lk.held = h
-		h.stop = lk.keepLocked(h)
+		h.stop = lk.keepLocked(h, life.Done() != nil)
 		lk.mu.Unlock()
 	})
 	return lk.held
@@ -104,6 +104,7 @@ func (h *Held) declareLost() {
 	now := time.Now()
 	h.lostAt.Store(&now)
 	h.cancel(ErrLost)
+	h.lk.locker.keeper.leave(h)
 	h.lk.locker.tel.lostLease(h.ctx, h.lk.resource, "deadline")
 	h.lk.locker.tel.holdEnded(h.ctx, h.lk, ErrLost)
 	h.lk.locker.log.ErrorContext(h.ctx, "redlock: lost: no extension succeeded before the deadline; stop touching the resource", h.lk.locker.logResource(h.lk.resource), "token", shortToken(h.lk.token), "reason", "deadline")
@@ -205,6 +206,7 @@ func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
 func (h *Held) endForUnlock() {
 	h.unlocked.Store(true)
 	h.cancel(nil)
+	h.lk.locker.keeper.leave(h)
 }
 
 // Do acquires resource (retrying per Options.Retry until ctx ends), runs fn
@@ -289,16 +291,24 @@ func (lk *Lock) leadLocked() time.Duration {
 // The deadline has a timer of its own (h.lost), independent of the
 // keeper: an extension call in flight, or a keeper behind with its
 // batch, must not delay the cancellation.
-func (lk *Lock) keepLocked(h *Held) (stop func()) {
+func (lk *Lock) keepLocked(h *Held, cancellable bool) (stop func()) {
 	k := &lk.locker.keeper
 	lk.locker.pace.record(lk.info.Elapsed) // the acquisition's round, as a first sample
 	k.add(h, lk.extendInLocked())
-	// A context.AfterFunc is a goroutine only once it runs.
-	h.unwatch = context.AfterFunc(h.ctx, func() { k.leave(h) })
+	// The Held's context ends by a loss or an unlock, which leave the
+	// keeper themselves, or, for Do, when Do's ctx ends: only then is a
+	// context.AfterFunc needed to leave (a goroutine only once it runs;
+	// about 500 bytes a Held, its registration and Done channel, which
+	// Hold and Keep do without).
+	if cancellable {
+		h.unwatch = context.AfterFunc(h.ctx, func() { k.leave(h) })
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			h.unwatch()
+			if h.unwatch != nil {
+				h.unwatch()
+			}
 			k.leave(h)
 			h.busy.Lock() // an extension in flight has ended
 			h.busy.Unlock()

@@ -4,8 +4,11 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/quorumlab/redlock/internal/quorum"
 )
 
 // keepWorkers bounds how many extensions one Locker's keeper has in
@@ -14,6 +17,16 @@ import (
 // together and go out pipelined, while the number of goroutines stays
 // the same whether the Locker keeps ten leases or a hundred thousand.
 const keepWorkers = 64
+
+// keepBatch bounds how many locks one batched extension carries (one
+// script call per master), so that no call holds a master for long, and
+// a call that times out on a loaded machine fails few locks at once.
+const keepBatch = 64
+
+// keepAhead is how much earlier than planned the keeper may extend a lock
+// so that it joins a batch with others falling due about then: at most
+// this, and at most a quarter of the wait that was planned.
+const keepAhead = 10 * time.Millisecond
 
 // keeper extends every Held of one Locker (docs/design.md §8, "Keeping
 // many leases"): a min-heap of the times each Held's next extension falls
@@ -33,15 +46,18 @@ type keeper struct {
 	wakeup  chan struct{} // the earliest due time moved earlier, or live fell to 0
 	ready   []*Held       // due, not yet taken by a worker; ready[head:] is pending
 	head    int
+	batch   []*Held // the same for locks extended in batches; batch[bhead:] is pending
+	bhead   int
 	workers int // worker goroutines running
 }
 
 // dueItem is one planned extension; it is stale once its Held has left or
 // has been planned again (gen moved on).
 type dueItem struct {
-	at  time.Time
-	h   *Held
-	gen uint64
+	at    time.Time
+	ahead time.Duration // it may go this much before at, in a batch
+	h     *Held
+	gen   uint64
 }
 
 type dueHeap []dueItem
@@ -76,7 +92,7 @@ func (k *keeper) schedule(h *Held, in time.Duration) {
 		return
 	}
 	h.gen++
-	heap.Push(&k.due, dueItem{at: at, h: h, gen: h.gen})
+	heap.Push(&k.due, dueItem{at: at, ahead: min(keepAhead, in/4), h: h, gen: h.gen})
 	if !k.running {
 		k.running = true
 		if k.wakeup == nil {
@@ -134,13 +150,17 @@ func (k *keeper) run() {
 				heap.Pop(&k.due)
 				continue
 			}
-			if it.at.After(now) {
+			if it.at.Add(-it.ahead).After(now) {
 				break
 			}
 			heap.Pop(&k.due)
-			k.ready = append(k.ready, it.h)
+			if it.h.lk.batchable() {
+				k.batch = append(k.batch, it.h)
+			} else {
+				k.ready = append(k.ready, it.h)
+			}
 		}
-		for k.workers < keepWorkers && k.workers < len(k.ready)-k.head {
+		for k.workers < keepWorkers && k.workers < len(k.ready)-k.head+(len(k.batch)-k.bhead+keepBatch-1)/keepBatch {
 			k.workers++
 			go k.work()
 		}
@@ -157,10 +177,41 @@ func (k *keeper) run() {
 	}
 }
 
-// work runs due extensions until none is left.
+// single hands hs to the workers, to be extended one by one
+// (extendOnce): the locks a batch did not extend.
+func (k *keeper) single(hs []*Held) {
+	if len(hs) == 0 {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, h := range hs {
+		if !h.left {
+			k.ready = append(k.ready, h)
+		}
+	}
+	for k.workers < keepWorkers && k.workers < len(k.ready)-k.head+(len(k.batch)-k.bhead+keepBatch-1)/keepBatch {
+		k.workers++
+		go k.work()
+	}
+}
+
+// work runs due extensions until none is left: up to keepBatch of the
+// batched kind at once, the others one by one.
 func (k *keeper) work() {
 	for {
 		k.mu.Lock()
+		if n := min(len(k.batch)-k.bhead, keepBatch); n > 0 {
+			hs := slices.Clone(k.batch[k.bhead : k.bhead+n])
+			clear(k.batch[k.bhead : k.bhead+n])
+			k.bhead += n
+			if k.bhead == len(k.batch) {
+				k.batch, k.bhead = k.batch[:0], 0
+			}
+			k.mu.Unlock()
+			extendBatch(hs)
+			continue
+		}
 		if k.head == len(k.ready) {
 			k.ready, k.head = k.ready[:0], 0
 			k.workers--
@@ -218,7 +269,258 @@ func (h *Held) extendOnce() {
 		k.leave(h)
 		return
 	}
-	l.log.WarnContext(ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
+	h.retryLocked(err, lk.Deadline())
+}
+
+// retry plans the keeper's next attempt after a failed extension whose
+// failure time may still mend, and says so. h.busy is held; deadline is
+// the lock's.
+func (h *Held) retryLocked(err error, deadline time.Time) {
+	lk := h.lk
+	l := lk.locker
+	l.log.WarnContext(h.ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 	// Retry soon, but not in a tight loop against a stalled quorum.
-	k.schedule(h, max(l.opts.NodeTimeout, time.Until(lk.Deadline())/4))
+	l.keeper.schedule(h, max(l.opts.NodeTimeout, time.Until(deadline)/4))
+}
+
+// batchable reports whether the keeper extends lk in a batch: a lock on
+// one key that Extend would extend with extend.lua, on a Locker without a
+// Redis Cluster master (whose keys of one call must share a slot).
+func (lk *Lock) batchable() bool {
+	return !lk.multi() && lk.mode != modeRead && !lk.locker.hasClusterMaster()
+}
+
+// extendBatch is the keeper's extension of several Helds at once
+// (docs/design.md §8, "Batched extensions"): one extend_batch.lua call
+// per master carries every lock, and each lock is decided on its own
+// exactly as Extend decides it. Each lock's mutex is held from before the
+// batch's start to its decision, as Extend holds it; validity counts from
+// the batch's start, taken before anything is sent; a lock succeeds only
+// when a majority extended its key, validity is left and its current
+// deadline has not passed. A lock the batch does not extend (or cannot
+// carry: unlocked, lapsed, Locker closed) goes down the single path,
+// extendOnce, which retries it or ends it as before.
+func extendBatch(hs []*Held) {
+	var single, in []*Held
+	l := hs[0].lk.locker
+	for _, h := range hs {
+		k := &h.lk.locker.keeper
+		if !h.busy.TryLock() {
+			// Another worker extends it, or Unlock stops it: the
+			// single path waits for that, then does what is left.
+			single = append(single, h)
+			continue
+		}
+		k.mu.Lock()
+		left := h.left
+		k.mu.Unlock()
+		switch {
+		case left:
+			h.busy.Unlock()
+			continue
+		case h.ctx.Err() != nil:
+			k.leave(h)
+			h.busy.Unlock()
+			continue
+		}
+		h.lk.mu.Lock()
+		in = append(in, h)
+	}
+	unlock := func(h *Held) {
+		h.lk.mu.Unlock()
+		h.busy.Unlock()
+	}
+	// After every lock is unlocked: the workers take them one by one, in
+	// parallel, as they take the locks that are never batched.
+	defer func() { l.keeper.single(single) }()
+	if len(in) == 0 {
+		return
+	}
+	if !l.enter() {
+		for _, h := range in {
+			unlock(h)
+		}
+		single = in // each gets ErrClosed and leaves
+		return
+	}
+	defer l.ops.Done()
+	start := time.Now()
+	b := &extBatch{need: l.need}
+	var last time.Time
+	n := 0
+	for _, h := range in {
+		lk := h.lk
+		if lk.released || !start.Before(lk.deadline) {
+			unlock(h)
+			single = append(single, h)
+			continue
+		}
+		in[n] = h
+		n++
+		b.keys = append(b.keys, lk.key)
+		b.tokens = append(b.tokens, lk.token)
+		b.ttls = append(b.ttls, uint64(lk.ttl.Milliseconds()))
+		last = later(last, lk.deadline)
+	}
+	in = in[:n]
+	if n == 0 {
+		return
+	}
+	// An answer after the last deadline is worthless to every lock.
+	ctx, cancel := context.WithDeadline(context.Background(), last)
+	defer cancel()
+	res := l.extendRound(ctx, start, b)
+	elapsed := time.Since(start)
+	l.pace.record(elapsed)
+	l.tel.round(ctx, l, "extend", res)
+	now := time.Now()
+	refused := refusal(l.nodeResults(res))
+	for i, h := range in {
+		lk := h.lk
+		if int(b.ok[i]) >= l.need && lk.budget.Validity(elapsed) > 0 && now.Before(lk.deadline) {
+			lk.setDeadlineLocked(lk.budget.Deadline(start)) // re-arms h.lost and plans the next
+			l.tel.extension(h.ctx, outExtended, lk.resource)
+			if h.failed > 0 {
+				l.log.InfoContext(h.ctx, "redlock: extended after a failure", l.logResource(lk.resource), "token", shortToken(lk.token), "failed", h.failed)
+			}
+			h.failed = 0
+			unlock(h)
+			continue
+		}
+		// Not extended. A refusal by the masters' ACL ends the keeping
+		// (the single path returns ErrInvalid and leaves); otherwise,
+		// as after a failed Extend, retry while time remains (in a
+		// batch again: a failed batch must not turn into one call per
+		// lock, just when the masters are slow), or leave past the
+		// deadline, where the timer ends the lock.
+		if refused != nil {
+			unlock(h)
+			single = append(single, h)
+			continue
+		}
+		h.failed++
+		deadline := lk.deadline
+		var err error
+		switch {
+		case !now.Before(deadline):
+			l.keeper.leave(h)
+		case int(b.ok[i]) < l.need:
+			err = &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "no majority extended the key in a batched extension", kind: ErrLost}
+		default:
+			err = &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: lateReason(elapsed, lk.budget), kind: ErrLost}
+		}
+		l.tel.extension(h.ctx, outExtFailed, lk.resource)
+		if err != nil {
+			h.retryLocked(err, deadline)
+		}
+		unlock(h)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// errBatchDecided ends a batched extension's wait once every lock in it
+// is decided.
+var errBatchDecided = errors.New("redlock: every lock of the batch is decided")
+
+// extendRound sends b to every master and waits until each of its locks
+// is decided (a majority extended it, or too few masters are left to),
+// NodeTimeout has passed since start, or ctx ends. Each master's answer
+// counts for a lock only if it came before the wait ended.
+func (l *Locker) extendRound(ctx context.Context, start time.Time, b *extBatch) quorum.Result {
+	n := len(l.streams)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	b.begin(n, cancel)
+	r, _ := quorum.NewRound(n, l.need, true, start)
+	cmds := make([]cmd, n)
+	for i, s := range l.streams {
+		c := &cmds[i]
+		c.round, c.node, c.ext = r, i, b
+		c.kind, c.key = cmdExtendBatch, b.keys[0]
+		switch s.submit(c, start) {
+		case refused:
+			r.Skip(i, quorum.Unavailable, s.skipError())
+			b.answered(i, false)
+		case parked:
+			r.Skip(i, quorum.Unavailable, errDeferred)
+			b.answered(i, false)
+		}
+	}
+	res := r.Wait(ctx, l.opts.NodeTimeout)
+	b.stop()
+	if errors.Is(context.Cause(ctx), errBatchDecided) {
+		res.Err = nil
+	}
+	l.pace.observe(res)
+	return res
+}
+
+// extBatch is one batched extension: its locks' keys, tokens and TTLs,
+// shared read-only by the commands to every master, and per lock how many
+// masters extended it.
+type extBatch struct {
+	keys, tokens []string
+	ttls         []uint64
+	need         int
+
+	mu      sync.Mutex
+	decide  context.CancelCauseFunc
+	stopped bool     // the wait ended: later answers count for nothing
+	flags   []string // per master, its answer ('1' extended, '0' not, per key) once read
+	seen    []bool   // per master: answered (or skipped)
+	open    int      // masters not answered
+	ok      []uint8  // per lock: masters that extended it
+}
+
+func (b *extBatch) begin(n int, decide context.CancelCauseFunc) {
+	b.flags, b.seen, b.open = make([]string, n), make([]bool, n), n
+	b.ok = make([]uint8, len(b.keys))
+	b.decide = decide
+}
+
+// record keeps master node's answer, before answered counts it.
+func (b *extBatch) record(node int, text string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.stopped {
+		b.flags[node] = text
+	}
+}
+
+// answered counts master node's answer (ok: a well-formed one, recorded),
+// and ends the wait once every lock is decided.
+func (b *extBatch) answered(node int, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped || b.seen[node] {
+		return
+	}
+	b.seen[node] = true
+	b.open--
+	if ok {
+		for i := range len(b.flags[node]) {
+			if b.flags[node][i] == '1' {
+				b.ok[i]++
+			}
+		}
+	}
+	for _, c := range b.ok {
+		if int(c) < b.need && int(c)+b.open >= b.need {
+			return // still open
+		}
+	}
+	b.decide(errBatchDecided)
+}
+
+// stop ends the counting: b.ok is final.
+func (b *extBatch) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
 }

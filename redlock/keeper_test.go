@@ -1,9 +1,11 @@
 package redlock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -101,4 +103,144 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 		}
 	}
 	t.Logf("%d leases lost on the stall; the latest declaration was %v relative to its deadline", n, worst)
+}
+
+// holdTogether acquires n locks on prefix-0 … prefix-(n−1) and then keeps
+// them all at once (Keep is local), so that their extensions fall due
+// close together.
+func holdTogether(t *testing.T, l *redlock.Locker, prefix string, n int) []*redlock.Held {
+	t.Helper()
+	lks := make([]*redlock.Lock, n)
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += len(errs) {
+				lk, err := l.Lock(t.Context(), fmt.Sprintf("%s-%d", prefix, i))
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				lks[i] = lk
+			}
+		}()
+	}
+	wg.Wait()
+	hs := make([]*redlock.Held, 0, n)
+	for _, lk := range lks {
+		if lk != nil {
+			hs = append(hs, lk.Keep())
+		}
+	}
+	t.Cleanup(func() {
+		for _, h := range hs {
+			h.Unlock(context.Background())
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
+// extendedOnce polls (up to limit) until every Held's deadline has moved
+// past the one it had at first, and fails the test otherwise.
+func extendedOnce(t *testing.T, hs []*redlock.Held, limit time.Duration) {
+	t.Helper()
+	first := make([]time.Time, len(hs))
+	for i, h := range hs {
+		first[i] = h.Deadline()
+	}
+	for end := time.Now().Add(limit); ; {
+		left := 0
+		for i, h := range hs {
+			if h.Err() == nil && !h.Deadline().After(first[i]) {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d leases not extended within %v", left, len(hs), limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Extensions that fall due together go out as one script call per master
+// carrying many keys (keeper.go, extend_batch.lua): 400 leases kept at
+// once are each extended (PEXPIRE on every master) with far fewer script
+// calls than leases. One call per lease, as before batching, fails it.
+func TestKeeperBatchesExtensionsThatFallDueTogether(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const n = 400
+	l := newLocker(t, c, &redlock.Options{TTL: 3 * time.Second})
+	hs := holdTogether(t, l, "batch", n)
+	evals, pexpires := make([]int, c.N()), calls(t, c, "pexpire")
+	for i := range c.N() {
+		evals[i] = evalCalls(t, c, i)
+	}
+	extendedOnce(t, hs, 6*time.Second)
+	after := calls(t, c, "pexpire")
+	for i := range c.N() {
+		e, p := evalCalls(t, c, i)-evals[i], after[i]-pexpires[i]
+		t.Logf("master %d: %d script calls extended %d keys", i, e, p)
+		if p < n {
+			t.Errorf("master %d: %d keys extended, want every one of the %d", i, p, n)
+		}
+		if e > n/5 {
+			t.Errorf("master %d: %d script calls for %d leases falling due together: not batched", i, e, n)
+		}
+	}
+	for i, h := range hs {
+		if err := h.Err(); err != nil {
+			t.Errorf("lease %d: %v", i, err)
+		}
+	}
+}
+
+// A lease whose key was deleted on a majority fails only its own
+// extension in a batch: it is declared lost by its Deadline(), while the
+// others, extended in the same batches, keep.
+func TestKeeperBatchLosesOnlyTheLeaseGoneFromAMajority(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const n = 100
+	const ttl = 2 * time.Second
+	l := newLocker(t, c, &redlock.Options{TTL: ttl})
+	hs := holdTogether(t, l, "gone", n)
+	victim := hs[n/2]
+	key, _, err := redlock.KeyFor(nil, victim.Resource())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := c.Client(i).Del(t.Context(), key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := victim.Deadline() // no extension can move it now
+	select {
+	case <-victim.Done():
+	case <-time.After(3 * ttl):
+		t.Fatal("the lease deleted on 3 of 5 masters was not declared lost")
+	}
+	if err := victim.Err(); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("Err = %v, want ErrLost", err)
+	}
+	// The loss timer fires 10ms before the deadline; under -race on 2
+	// loaded cores it may run late: the 100ms margin the other keeper
+	// tests allow.
+	if at := redlock.LostAt(victim); at.IsZero() || at.Sub(deadline) > 100*time.Millisecond {
+		t.Errorf("lost at %v, %v after its deadline", at, at.Sub(deadline))
+	}
+	others := append(slices.Clone(hs[:n/2]), hs[n/2+1:]...)
+	extendedOnce(t, others, 3*ttl)
+	for _, h := range others {
+		if err := h.Err(); err != nil {
+			t.Errorf("%s: %v, though its key is on every master", h.Resource(), err)
+		}
+	}
 }

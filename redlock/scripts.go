@@ -36,6 +36,8 @@ var (
 	writebackMultiBody string
 	//go:embed scripts/extend_multi.lua
 	extendMultiSrc string
+	//go:embed scripts/extend_batch.lua
+	extendBatchSrc string
 	//go:embed scripts/release_multi.lua
 	releaseMultiSrc string
 	//go:embed scripts/adopt.lua
@@ -88,6 +90,7 @@ var (
 	writebackMultiScript = newScript("writeback_multi.lua", writebackMultiSrc)
 	extendMultiScript    = newScript("extend_multi.lua", extendMultiSrc)
 	releaseMultiScript   = newScript("release_multi.lua", releaseMultiSrc)
+	extendBatchScript    = newScript("extend_batch.lua", extendBatchSrc)
 	adoptScript          = newScript("adopt.lua", adoptSrc)
 	semAcquireScript     = newScript("sem_acquire.lua", semAcquireSrc)
 	semHoldersScript     = newScript("sem_holders.lua", semHoldersSrc)
@@ -96,7 +99,7 @@ var (
 	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
-		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript}
+		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript}
 )
 
 // ReleaseScript returns the compare-and-delete a Locker releases with

@@ -418,7 +418,7 @@ func (s *stream) resendLocked(c *cmd) bool {
 	if c.resent || c.lua() == nil {
 		return false
 	}
-	if !c.isRelease() && c.kind != cmdExtend && c.kind != cmdExtendMulti && s.releaseAheadLocked(c.token) {
+	if !c.isRelease() && c.kind != cmdExtend && c.kind != cmdExtendMulti && c.kind != cmdExtendBatch && s.releaseAheadLocked(c.token) {
 		return false
 	}
 	c.resent = true

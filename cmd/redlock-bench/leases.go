@@ -27,7 +27,8 @@ type leasesResult struct {
 	Goroutines      int           // runtime.NumGoroutine while kept (the whole process)
 	GoroutinesEmpty int           // before any lease
 	CPUCores        float64       // client CPU (getrusage, user+system) over the window, per second of wall time
-	ExtensionsPerS  float64       // commands written to master 0 over the window, per second (one per extension)
+	CallsPerS       float64       // commands written to master 0 over the window, per second (one per extension, or per batch of them)
+	ExtensionsPerS  float64       // keys master 0 PEXPIREd over the window, per second (INFO commandstats; 0 if unknown)
 	Lost            int           // leases whose Held reported a loss
 	Release         time.Duration // to unlock every lease
 }
@@ -91,6 +92,7 @@ func runLeases(ctx context.Context, ms *masters, n int, ttl, d time.Duration, st
 	res.HeapPerLease = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
 	res.Goroutines = runtime.NumGoroutine()
 
+	p0 := pexpires(ctx, o)
 	w0, c0, t0 := o.l.Stats()[0].Written, cpuTime(), time.Now()
 	select {
 	case <-time.After(d):
@@ -100,13 +102,33 @@ func runLeases(ctx context.Context, ms *masters, n int, ttl, d time.Duration, st
 	w1, c1, wall := o.l.Stats()[0].Written, cpuTime(), time.Since(t0)
 	res.Goroutines = max(res.Goroutines, runtime.NumGoroutine())
 	res.CPUCores = (c1 - c0).Seconds() / wall.Seconds()
-	res.ExtensionsPerS = float64(w1-w0) / wall.Seconds()
+	res.CallsPerS = float64(w1-w0) / wall.Seconds()
+	if p1 := pexpires(ctx, o); p0 >= 0 && p1 >= p0 {
+		res.ExtensionsPerS = float64(p1-p0) / wall.Seconds()
+	}
 	for _, h := range hs {
 		if h.Err() != nil {
 			res.Lost++
 		}
 	}
 	return res, nil
+}
+
+// pexpires is how many PEXPIRE master 0 has executed, scripts' included
+// (INFO commandstats), or −1 when it cannot tell.
+func pexpires(ctx context.Context, o *ours) int64 {
+	if len(o.clients) == 0 {
+		return -1
+	}
+	info, err := o.clients[0].Info(ctx, "commandstats").Result()
+	if err != nil {
+		return -1
+	}
+	counts, err := parseCommandstats(info)
+	if err != nil {
+		return -1
+	}
+	return counts["pexpire"]
 }
 
 // cpuTime is the process's user and system CPU time so far.
@@ -125,10 +147,11 @@ func renderLeases(w io.Writer, r leasesResult, masters string) error {
   heap per lease    %.0f B (live heap after GC, minus before any lease)
   goroutines        %d kept (%d before any lease; whole process)
   client CPU        %.3f cores (getrusage user+system over the window)
-  extensions/s      %.0f (commands written to master 0)
+  extensions/s      %.0f (keys master 0 PEXPIREd, INFO commandstats)
+  calls/s           %.0f (commands written to master 0)
   leases lost       %d
   released in       %v
 `, r.Leases, r.TTL, masters, r.Acquire.Round(time.Millisecond), r.HeapPerLease, r.Goroutines, r.GoroutinesEmpty,
-		r.CPUCores, r.ExtensionsPerS, r.Lost, r.Release.Round(time.Millisecond))
+		r.CPUCores, r.ExtensionsPerS, r.CallsPerS, r.Lost, r.Release.Round(time.Millisecond))
 	return err
 }
