@@ -25,24 +25,11 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 150 * time.Millisecond})
 	base := runtime.NumGoroutine()
 	hs := make([]*redlock.Held, n)
-	var wg sync.WaitGroup
-	errs := make([]error, 16)
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += len(errs) {
-				h, err := l.Hold(t.Context(), fmt.Sprintf("many-%d", i))
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				hs[i] = h
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := inParallel(n, func(i int) (err error) {
+		hs[i], err = l.Hold(t.Context(), fmt.Sprintf("many-%d", i))
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -111,23 +98,10 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 func holdTogether(t *testing.T, l *redlock.Locker, prefix string, n int) []*redlock.Held {
 	t.Helper()
 	lks := make([]*redlock.Lock, n)
-	var wg sync.WaitGroup
-	errs := make([]error, 16)
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += len(errs) {
-				lk, err := l.Lock(t.Context(), fmt.Sprintf("%s-%d", prefix, i))
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				lks[i] = lk
-			}
-		}()
-	}
-	wg.Wait()
+	err := inParallel(n, func(i int) (err error) {
+		lks[i], err = l.Lock(t.Context(), fmt.Sprintf("%s-%d", prefix, i))
+		return err
+	})
 	hs := make([]*redlock.Held, 0, n)
 	for _, lk := range lks {
 		if lk != nil {
@@ -139,10 +113,28 @@ func holdTogether(t *testing.T, l *redlock.Locker, prefix string, n int) []*redl
 			h.Unlock(context.Background())
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	return hs
+}
+
+// inParallel runs f(0) … f(n−1) on 16 goroutines, each taking every 16th
+// i and stopping at its first error; it returns the errors joined.
+func inParallel(n int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for w := range errs {
+		wg.Go(func() {
+			for i := w; i < n; i += len(errs) {
+				if errs[w] = f(i); errs[w] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // extendedOnce polls (up to limit) until every Held's deadline has moved
