@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,33 +75,24 @@ func parseCommandUsec(info string) (int64, error) {
 
 // readMasterCPU reads every master's CPU time and command time at once.
 func readMasterCPU(ctx context.Context, admin []*redis.Client) ([]masterCPU, error) {
-	ctx, cancel := context.WithTimeout(ctx, statsBound)
-	defer cancel()
 	out := make([]masterCPU, len(admin))
-	errs := make([]error, len(admin))
-	var wg sync.WaitGroup
-	for i, c := range admin {
-		wg.Go(func() {
-			s, err := c.Info(ctx, "cpu").Result()
-			if rerr := redis.Error(nil); errors.As(err, &rerr) {
-				err = fmt.Errorf("%w (%v)", errNoCPUInfo, err)
-			}
-			if err == nil {
-				out[i].seconds, err = parseInfoCPU(s)
-			}
-			if err == nil {
-				s, err = c.Info(ctx, "commandstats").Result()
-			}
-			if err == nil {
-				out[i].cmdUsec, err = parseCommandUsec(s)
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("master %d: %w", i, err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := eachMaster(ctx, admin, func(ctx context.Context, i int, c *redis.Client) error {
+		s, err := c.Info(ctx, "cpu").Result()
+		if rerr := redis.Error(nil); errors.As(err, &rerr) {
+			err = fmt.Errorf("%w (%v)", errNoCPUInfo, err)
+		}
+		if err == nil {
+			out[i].seconds, err = parseInfoCPU(s)
+		}
+		if err == nil {
+			s, err = c.Info(ctx, "commandstats").Result()
+		}
+		if err == nil {
+			out[i].cmdUsec, err = parseCommandUsec(s)
+		}
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil

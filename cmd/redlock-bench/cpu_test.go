@@ -2,12 +2,10 @@ package main
 
 import (
 	"errors"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlab/redlock/lab"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,13 +50,8 @@ func TestSetCPU(t *testing.T) {
 // The meter on real masters: work sent by another client shows as
 // server CPU and command time; miniredis reports it is not supported.
 func TestCPUMeterLab(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed")
-	}
 	ctx := t.Context()
-	cl := lab.ForTest(t, 2, nil)
-	admin := newClients(plainOptions(cl.Addrs()))
-	defer closeClients(admin)
+	_, admin := labClients(t, 2)
 	m := startCPU(ctx, admin)
 	for _, c := range admin {
 		for range 2000 {

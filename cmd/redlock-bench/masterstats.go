@@ -78,33 +78,41 @@ const statsBound = 5 * time.Second
 // returns errNoCommandstats (wrapped) when a master answers with an error
 // reply: the section is not supported there.
 func readCommandstats(ctx context.Context, admin []*redis.Client) ([]commandCounts, error) {
+	out := make([]commandCounts, len(admin))
+	err := eachMaster(ctx, admin, func(ctx context.Context, i int, c *redis.Client) error {
+		s, err := c.Info(ctx, "commandstats").Result()
+		var rerr redis.Error
+		switch {
+		case errors.As(err, &rerr):
+			return fmt.Errorf("%w (%v)", errNoCommandstats, err)
+		case err != nil:
+			return fmt.Errorf("INFO commandstats: %w", err)
+		}
+		out[i], err = parseCommandstats(s)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachMaster runs read on every master at once, within statsBound, and
+// returns the errors joined, each naming its master.
+func eachMaster(ctx context.Context, admin []*redis.Client, read func(ctx context.Context, i int, c *redis.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, statsBound)
 	defer cancel()
-	out := make([]commandCounts, len(admin))
 	errs := make([]error, len(admin))
 	var wg sync.WaitGroup
 	for i, c := range admin {
 		wg.Go(func() {
-			s, err := c.Info(ctx, "commandstats").Result()
-			var rerr redis.Error
-			switch {
-			case errors.As(err, &rerr):
-				errs[i] = fmt.Errorf("master %d: %w (%v)", i, errNoCommandstats, err)
-			case err != nil:
-				errs[i] = fmt.Errorf("master %d: INFO commandstats: %w", i, err)
-			default:
-				out[i], errs[i] = parseCommandstats(s)
-				if errs[i] != nil {
-					errs[i] = fmt.Errorf("master %d: %w", i, errs[i])
-				}
+			if err := read(ctx, i, c); err != nil {
+				errs[i] = fmt.Errorf("master %d: %w", i, err)
 			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return errors.Join(errs...)
 }
 
 // commandWindow is what the masters executed between two readings, summed

@@ -119,13 +119,8 @@ func TestSetMasterStats(t *testing.T) {
 // is empty (the bench's own INFO is left out), and a window shows exactly
 // what another client sent, commands run by a script included.
 func TestMasterStatsLab(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed")
-	}
 	ctx := t.Context()
-	cl := lab.ForTest(t, 2, nil)
-	admin := newClients(plainOptions(cl.Addrs()))
-	defer closeClients(admin)
+	cl, admin := labClients(t, 2)
 	other := newClients(plainOptions(cl.Addrs()))
 	defer closeClients(other)
 	for _, c := range other { // dialled (HELLO, CLIENT SETINFO) before the window
@@ -371,4 +366,18 @@ func checkMasterStats(t *testing.T, rep *Report) {
 			t.Errorf("%s: %d SETs for %d acquisitions, want at least 3 each", cell, r.CommandsByName["set"], r.AcquireMs.Count)
 		}
 	}
+}
+
+// labClients starts n local redis-server masters for t (skipping t when
+// redis-server is not installed) and returns them with a go-redis client
+// each, closed when t ends.
+func labClients(t *testing.T, n int) (*lab.Masters, []*redis.Client) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed")
+	}
+	cl := lab.ForTest(t, n, nil)
+	clients := newClients(plainOptions(cl.Addrs()))
+	t.Cleanup(func() { closeClients(clients) })
+	return cl, clients
 }
