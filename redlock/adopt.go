@@ -122,7 +122,7 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 		return nil, fail(res, fmt.Sprintf("no validity left: the keys' time left %v, less drift %v, NodeTimeout %v, SafetyMargin %v and the round's %v, is not positive",
 			left, b.Drift(), l.opts.NodeTimeout, l.opts.SafetyMargin, elapsed), nil)
 	}
-	lk = &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: start.Add(window), info: info}
+	lk = &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: start.Add(window), acq: l.pack(info)}
 	if !l.live.add(lk) { // Shutdown began during the round (nothing was taken)
 		return nil, closedError("adopt", resource)
 	}

@@ -33,9 +33,13 @@ import (
 // and its keys: call Unlock when done.
 type Held struct {
 	lk     *Lock
-	ctx    context.Context
+	ctx    context.Context // its parent is (*heldValues)(h)
 	cancel context.CancelCauseFunc
-	stop   func()
+	// life gives the context its values, and for Do its cancellation
+	// (cancellable): see heldValues.
+	life        context.Context
+	cancellable bool
+	stopOnce    sync.Once // stop
 
 	// lost declares the lock lost a lead before its deadline. It is
 	// re-armed, under the Lock's mutex, by every successful Extend (the
@@ -44,7 +48,7 @@ type Held struct {
 	lost   *time.Timer
 	firing atomic.Bool               // lost's function has started
 	lostAt atomic.Pointer[time.Time] // when it declared the lock lost (tests)
-	fired  chan struct{}             // closed when it has returned
+	fireMu sync.Mutex                // held by lost's function while it runs
 
 	// The Locker's keeper (keeper.go): busy is held while it extends
 	// this lock; failed counts its extensions failed in a row (under
@@ -68,36 +72,81 @@ func (l *Locker) Hold(ctx context.Context, resource string, opts ...LockOption) 
 	if err != nil {
 		return nil, err
 	}
-	return lk.keepUntil(context.WithoutCancel(ctx)), nil
+	return lk.keep(ctx, false), nil
 }
 
 // Keep starts extending lk in the background until Unlock or loss (see
 // Held), and returns it as a Held. Calling it again returns the same Held.
 func (lk *Lock) Keep() *Held {
-	return lk.keepUntil(context.Background())
+	return lk.keep(context.Background(), false)
 }
 
-// keepUntil is Keep, with life as the parent of the Held's context: its
-// values, and its cancellation (Do's ctx) ending the Held's context too.
-func (lk *Lock) keepUntil(life context.Context) *Held {
-	lk.keepOnce.Do(func() {
-		ctx, cancel := context.WithCancelCause(context.WithValue(life, lockKeyCtx{}, lk))
-		h := &Held{lk: lk, ctx: ctx, cancel: cancel, fired: make(chan struct{})}
-		// The timer is armed and the Held published under the Lock's
-		// mutex, so that no Extend can move the deadline in between.
-		lk.mu.Lock()
-		h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
-		lk.held = h
-		h.stop = lk.keepLocked(h, life.Done() != nil)
-		lk.mu.Unlock()
-	})
-	return lk.held
+// keep is Keep, with life giving the Held's context its values and, when
+// cancellable (Do's ctx), its cancellation too: the Held's context ends
+// when life does. Otherwise life's cancellation is ignored (Hold's ctx
+// bounds only the acquisition).
+func (lk *Lock) keep(life context.Context, cancellable bool) *Held {
+	// The timer is armed and the Held published under the Lock's mutex,
+	// so that no Extend can move the deadline in between.
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.held != nil {
+		return lk.held
+	}
+	h := &Held{lk: lk, life: life, cancellable: cancellable}
+	h.ctx, h.cancel = context.WithCancelCause((*heldValues)(h))
+	h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
+	lk.held = h
+	lk.keepLocked(h)
+	return h
 }
+
+// heldValues is the parent of a Held's context, in place of a
+// context.WithValue on life (one allocation fewer per kept lease): it
+// answers FromContext's key with the Lock and every other key as life
+// does. For a cancellable life (Do's ctx) it is done when life is, so
+// that the Held's context is cancelled with it, with its cause, as a
+// child of a context.WithValue would be. Otherwise it is never done (as
+// context.WithoutCancel would be): it is only ever the parent of the
+// Held's own cancel context, which answers the context package's own
+// lookups itself, so life's cancellation cannot reach the Held's context.
+type heldValues Held
+
+func (v *heldValues) Deadline() (time.Time, bool) {
+	if v.cancellable {
+		return v.life.Deadline()
+	}
+	return time.Time{}, false
+}
+
+func (v *heldValues) Done() <-chan struct{} {
+	if v.cancellable {
+		return v.life.Done()
+	}
+	return nil
+}
+
+func (v *heldValues) Err() error {
+	if v.cancellable {
+		return v.life.Err()
+	}
+	return nil
+}
+
+func (v *heldValues) Value(key any) any {
+	if key == (lockKeyCtx{}) {
+		return v.lk
+	}
+	return v.life.Value(key)
+}
+
+func (v *heldValues) String() string { return "redlock.Held" }
 
 // declareLost is the lost timer's function.
 func (h *Held) declareLost() {
+	h.fireMu.Lock()
+	defer h.fireMu.Unlock()
 	h.firing.Store(true)
-	defer close(h.fired)
 	if h.unlocked.Load() {
 		return // unlocked first: not a loss
 	}
@@ -240,7 +289,7 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	if err != nil {
 		return err
 	}
-	h := lk.keepUntil(ctx)
+	h := lk.keep(ctx, true)
 	returned := false
 	defer func() {
 		if !returned { // fn panicked or called runtime.Goexit
@@ -284,39 +333,45 @@ func (lk *Lock) leadLocked() time.Duration {
 }
 
 // keepLocked hands h's lock to the Locker's keeper (keeper.go), which
-// extends it until the returned stop is called or h's context ends. stop
-// waits for an extension of it in flight, and for the lost timer's
-// function if it had started. lk.mu is held.
+// extends it until h.stop is called or h's context ends. lk.mu is held.
 //
 // The deadline has a timer of its own (h.lost), independent of the
 // keeper: an extension call in flight, or a keeper behind with its
 // batch, must not delay the cancellation.
-func (lk *Lock) keepLocked(h *Held, cancellable bool) (stop func()) {
+func (lk *Lock) keepLocked(h *Held) {
 	k := &lk.locker.keeper
-	lk.locker.pace.record(lk.info.Elapsed) // the acquisition's round, as a first sample
+	lk.locker.pace.record(lk.acq.Elapsed) // the acquisition's round, as a first sample
 	k.add(h, lk.extendInLocked())
 	// The Held's context ends by a loss or an unlock, which leave the
 	// keeper themselves, or, for Do, when Do's ctx ends: only then is a
 	// context.AfterFunc needed to leave (a goroutine only once it runs;
 	// about 500 bytes a Held, its registration and Done channel, which
 	// Hold and Keep do without).
-	if cancellable {
+	if h.cancellable {
 		h.unwatch = context.AfterFunc(h.ctx, func() { k.leave(h) })
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			if h.unwatch != nil {
-				h.unwatch()
-			}
-			k.leave(h)
-			h.busy.Lock() // an extension in flight has ended
-			h.busy.Unlock()
-			if !h.lost.Stop() && h.firing.Load() {
-				<-h.fired
-			}
-		})
-	}
+}
+
+// stop takes h out of the keeper: it waits for an extension of it in
+// flight, and for the lost timer's function if it had started. Calls
+// after the first wait for the first to end.
+func (h *Held) stop() {
+	h.stopOnce.Do(func() {
+		k := &h.lk.locker.keeper
+		if h.unwatch != nil {
+			h.unwatch()
+		}
+		k.leave(h)
+		h.busy.Lock() // an extension in flight has ended
+		h.busy.Unlock()
+		if !h.lost.Stop() {
+			// The timer fired: its function has returned, or has yet
+			// to take fireMu (it then finds h unlocked and does
+			// nothing).
+			h.fireMu.Lock()
+			h.fireMu.Unlock()
+		}
+	})
 }
 
 // extendInLocked is how long to wait before extending: until about a third of

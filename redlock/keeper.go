@@ -40,6 +40,7 @@ const keepAhead = 10 * time.Millisecond
 // signal.
 type keeper struct {
 	mu      sync.Mutex
+	base    time.Time // due times count from it (monotonic); set once
 	due     dueHeap
 	live    int           // Helds kept (added and not left)
 	running bool          // the goroutine runs
@@ -54,7 +55,7 @@ type keeper struct {
 // dueItem is one planned extension; it is stale once its Held has left or
 // has been planned again (gen moved on).
 type dueItem struct {
-	at    time.Time
+	at    time.Duration // since the keeper's base
 	ahead time.Duration // it may go this much before at, in a batch
 	h     *Held
 	gen   uint64
@@ -63,7 +64,7 @@ type dueItem struct {
 type dueHeap []dueItem
 
 func (d dueHeap) Len() int           { return len(d) }
-func (d dueHeap) Less(i, j int) bool { return d[i].at.Before(d[j].at) }
+func (d dueHeap) Less(i, j int) bool { return d[i].at < d[j].at }
 func (d dueHeap) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
 func (d *dueHeap) Push(x any)        { *d = append(*d, x.(dueItem)) }
 func (d *dueHeap) Pop() any {
@@ -85,12 +86,16 @@ func (k *keeper) add(h *Held, in time.Duration) {
 // schedule plans h's next extension in `in`, replacing any plan it had;
 // nothing once h has left.
 func (k *keeper) schedule(h *Held, in time.Duration) {
-	at := time.Now().Add(in)
+	now := time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if h.left {
 		return
 	}
+	if k.base.IsZero() {
+		k.base = now
+	}
+	at := now.Sub(k.base) + in
 	h.gen++
 	heap.Push(&k.due, dueItem{at: at, ahead: min(keepAhead, in/4), h: h, gen: h.gen})
 	if !k.running {
@@ -143,14 +148,14 @@ func (k *keeper) run() {
 			k.mu.Unlock()
 			return
 		}
-		now := time.Now()
+		now := time.Since(k.base)
 		for len(k.due) > 0 {
 			it := k.due[0]
 			if it.h.left || it.gen != it.h.gen {
 				heap.Pop(&k.due)
 				continue
 			}
-			if it.at.Add(-it.ahead).After(now) {
+			if it.at-it.ahead > now {
 				break
 			}
 			heap.Pop(&k.due)
@@ -166,7 +171,7 @@ func (k *keeper) run() {
 		}
 		wait := time.Hour
 		if len(k.due) > 0 {
-			wait = k.due[0].at.Sub(now)
+			wait = k.due[0].at - now
 		}
 		k.mu.Unlock()
 		t.Reset(wait)

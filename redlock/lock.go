@@ -37,19 +37,18 @@ type Lock struct {
 	target
 	token   string
 	fence   uint64
-	mayHold []bool // masters where the acquisition's SET may have landed
-	waited  bool   // acquired by a Lock that waited: its release hands the key on
-	info    Acquisition
+	mayHold []bool    // masters where the acquisition's SET may have landed
+	acq     acqRecord // for Acquisition
 
 	mu       sync.Mutex // serialises Extend and Unlock; guards the fields below
 	ttl      time.Duration
 	budget   validity.Budget // for ttl
 	deadline time.Time
 	released bool
-	keepOnce sync.Once
-	held     *Held // set by keepOnce, under mu
+	waited   bool  // acquired by a Lock that waited: its release hands the key on (set before mu is used)
+	held     *Held // set once by Keep, under mu
 
-	hold holdEntry // for the hold-time metrics (telemetry.go)
+	hold *holdEntry // for the hold-time metrics (telemetry.go); nil when not metering
 }
 
 func (lk *Lock) isReleased() bool {
@@ -106,7 +105,7 @@ func (lk *Lock) Valid() bool {
 }
 
 // Acquisition returns the breakdown of the round that acquired the lock.
-func (lk *Lock) Acquisition() Acquisition { return lk.info }
+func (lk *Lock) Acquisition() Acquisition { return lk.acq.unpack(lk.locker.addrs) }
 
 // Extend resets the TTL on every master that still holds this lock's
 // token (for a lock on several resources: every key of the set). It
@@ -281,4 +280,59 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 		l.log.ErrorContext(ctx, "redlock: lost", l.logResource(lk.resource), "token", shortToken(lk.token), "reason", reason, l.logErr(err, lk.resource))
 	}
 	return err
+}
+
+// compactNodes is the most masters whose outcomes an acqRecord keeps
+// compactly.
+const compactNodes = 7
+
+// acqRecord is a Lock's Acquisition, kept compactly: a kept lease holds
+// one for its whole life (docs/bench.md, "Keeping many leases"). When
+// there are at most compactNodes masters and none had an error, Nodes is
+// nil and each master's outcome and latency are kept here instead; its
+// address is the Locker's. unpack gives back the same Acquisition.
+type acqRecord struct {
+	Start                                       time.Time
+	Elapsed, TTL, Drift, SafetyMargin, Validity time.Duration
+	nodes                                       *[]NodeResult // when not compact
+	lat                                         [compactNodes]time.Duration
+	outs                                        uint32 // 4 bits per master
+	n                                           uint8  // masters, when compact
+}
+
+// pack keeps info for a Lock of l.
+func (l *Locker) pack(info Acquisition) acqRecord {
+	a := acqRecord{Start: info.Start, Elapsed: info.Elapsed, TTL: info.TTL, Drift: info.Drift, SafetyMargin: info.SafetyMargin, Validity: info.Validity}
+	if len(info.Nodes) == 0 || len(info.Nodes) > compactNodes || len(info.Nodes) != len(l.addrs) {
+		if info.Nodes != nil {
+			a.nodes = &info.Nodes
+		}
+		return a
+	}
+	for i, r := range info.Nodes {
+		if r.Err != nil || r.Addr != l.addrs[i] || r.Outcome > 15 {
+			a.lat, a.outs, a.nodes = [compactNodes]time.Duration{}, 0, &info.Nodes
+			return a
+		}
+		a.lat[i] = r.Latency
+		a.outs |= uint32(r.Outcome) << (4 * i)
+	}
+	a.n = uint8(len(info.Nodes))
+	return a
+}
+
+// unpack is the Acquisition a was packed from; addrs are the Locker's.
+func (a *acqRecord) unpack(addrs []string) Acquisition {
+	info := Acquisition{Start: a.Start, Elapsed: a.Elapsed, TTL: a.TTL, Drift: a.Drift, SafetyMargin: a.SafetyMargin, Validity: a.Validity}
+	if a.nodes != nil {
+		info.Nodes = *a.nodes
+	}
+	if a.n == 0 {
+		return info
+	}
+	info.Nodes = make([]NodeResult, a.n)
+	for i := range info.Nodes {
+		info.Nodes[i] = NodeResult{Addr: addrs[i], Outcome: Outcome(a.outs >> (4 * i) & 15), Latency: a.lat[i]}
+	}
+	return info
 }

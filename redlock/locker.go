@@ -931,7 +931,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 			return nil, err
 		}
 	}
-	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
+	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
 	if !l.live.add(lk) { // Shutdown began during the round: give it back
 		return nil, settle("acquire", res, closedReason)
 	}

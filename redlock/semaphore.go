@@ -267,7 +267,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 		return nil, e
 	}
 	lk := &Lock{locker: l, target: target{resource: s.name, key: order[win-1]}, token: token, mayHold: won,
-		ttl: ttl, budget: budget, deadline: budget.Deadline(start), info: info}
+		ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
 	l.tel.acquired(ctx, s.name, outAcquired, info, 0)
 	l.tel.hold(lk)
 	return lk, nil

@@ -539,7 +539,8 @@ func (t *telemetry) hold(lk *Lock) {
 	if !t.metering() {
 		return
 	}
-	e := &lk.hold
+	e := &holdEntry{}
+	lk.hold = e
 	s := &t.holding[t.nextShard.Add(1)%holdShards]
 	s.mu.Lock()
 	e.shard, e.at = s, time.Now()
@@ -581,8 +582,8 @@ func (t *telemetry) oldestAge() time.Duration {
 // unlockedHold ends lk's hold at Unlock (err is Unlock's): it takes lk
 // off the list of held locks and records its hold time.
 func (t *telemetry) unlockedHold(ctx context.Context, lk *Lock, err error) {
-	if t != nil {
-		t.unlist(&lk.hold)
+	if t != nil && lk.hold != nil {
+		t.unlist(lk.hold)
 		t.holdEnded(ctx, lk, err)
 	}
 }
@@ -590,8 +591,8 @@ func (t *telemetry) unlockedHold(ctx context.Context, lk *Lock, err error) {
 // holdEnded records lk's hold time, once: lost when err is ErrLost (its
 // deadline passed, or another owner took it), else released.
 func (t *telemetry) holdEnded(ctx context.Context, lk *Lock, err error) {
-	e := &lk.hold
-	if !t.metering() || e.at.IsZero() || e.ended.Swap(true) {
+	e := lk.hold
+	if e == nil || !t.metering() || e.at.IsZero() || e.ended.Swap(true) {
 		return
 	}
 	outcome := outReleased
