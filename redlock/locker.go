@@ -447,7 +447,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				// off the queue: back in, at its place.
 				attempt--
 				round, woke, behind = false, false, r
-				if !refusedEverywhere(err) {
+				if grantedSomewhere(err) {
 					l.join(ctx, t, w)
 				}
 			} else {
@@ -733,11 +733,14 @@ func queuePlace(q inQueue, why []uint64, need int) uint64 {
 // granted nor refused its round.
 const whyNoAnswer = math.MaxUint64
 
-// refusedEverywhere reports whether every master asked refused the round
-// (none may have granted it).
-func refusedEverywhere(err error) bool {
+// grantedSomewhere reports whether a master granted the failed round
+// (its grant took the waiter off the queue there). One whose reply had
+// not come when the round was decided is not counted: a round refused by
+// its place is refused on a majority, and a stray grant's removal is
+// mended by the next join (every fourth poll).
+func grantedSomewhere(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Count(quorum.Refused)+e.Count(quorum.Unavailable) == len(e.Nodes)
+	return errors.As(err, &e) && e.Count(quorum.OK) > 0
 }
 
 // leaveWhere takes w off t's queue on the masters where the acquisition

@@ -10,19 +10,14 @@
 -- KEYS[6] that queue.
 -- ARGV[1] token; ARGV[2] TTL in milliseconds; ARGV[3] "1" to record intent;
 -- with KEYS[6], ARGV[4] the writer's id in the queue and ARGV[5] "1" to
--- refuse it while other waiters are ahead of it there (the place a woken
--- waiter asks, §14.1 item 3). Only who waits depends on the queue: the
--- grant is decided by the writer key and the live readers alone, and takes
--- the writer off the queue in the same script.
+-- refuse it first, while other waiters are ahead of it there (the place a
+-- woken waiter asks, §14.1 item 3). Only who waits depends on the queue:
+-- the grant is decided by the writer key and the live readers alone, and
+-- takes the writer off the queue in the same script.
 -- Returns the fence counter as a decimal string ("0" if none), or when
 -- refused -1 (another writer holds the key), -2 (a reader is live) or
 -- -2 - rank (rank >= 1 waiters ahead of it in the queue).
-if ARGV[3] == '1' then
-  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
-end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return -1
-end
+-- Behind others, it writes nothing, as the ZRANK this replaces did not.
 -- Under pcall, as release.lua's ZPOPMIN: an ACL without ZRANK or ZREM
 -- leaves the queue out (the writer counts as its head), not the lock.
 if ARGV[5] == '1' then
@@ -30,6 +25,12 @@ if ARGV[5] == '1' then
   if type(r) == 'number' and r > 0 then
     return -2 - r
   end
+end
+if ARGV[3] == '1' then
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return -1
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
