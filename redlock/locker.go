@@ -384,7 +384,9 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	joined, woke, retried := false, false, false
 	// ask: the next round is a waiting writer's on a wake, and asks its
 	// place in the queue itself (rw_write.lua) instead of a ZRANK first.
-	ask := false
+	// everJoined: w has joined the queue at some time; a release that named
+	// it took it off only the masters that agreed on the head.
+	ask, everJoined := false, false
 	probes := 0         // polls of a queued waiter that found the key held
 	suspect := false    // its last poll found the key free, with itself at the head
 	behind := uint64(0) // its place + 1 when its last poll found the key free, with waiters ahead
@@ -414,16 +416,18 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		// the last release named.
 		w, round = l.wake.wait(t), false
 		l.join(ctx, t, w)
-		joined = true
+		joined, everJoined = true, true
 	}
 	for {
 		if round {
 			attempt++
 			began := time.Now()
 			var q inQueue
-			if joined && t.mode == modeWriteWait {
-				// Its grant takes it off the queue where it grants.
-				q = inQueue{id: w.id, ask: ask}
+			if everJoined && t.mode == modeWriteWait {
+				// Its grant takes it off the queue where it grants,
+				// also where a release that named it popped another
+				// waiter (the masters disagreed on the head).
+				q = inQueue{id: w.id, ask: ask && joined}
 			}
 			ask = false
 			lk, err = l.acquire(ctx, t, ttl, budget, passes, q)
@@ -489,7 +493,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					if queued {
 						// (Again:) a release may have taken it off the queue.
 						l.join(ctx, t, w)
-						joined = true
+						joined, everJoined = true, true
 						if !woke && l.wake.freedSince(t, began) {
 							// Released meanwhile, with nobody named: this
 							// caller was not yet waiting to be told.
@@ -615,11 +619,13 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	}
 	// A caller still in the queue leaves it (one taken off by the release
 	// that woke it has left). A writer's grant took it off the masters
-	// that granted: the others are told, and Lock does not wait for them.
+	// that granted: the others are told, and Lock does not wait for them;
+	// also when a release named it, since that release may have popped
+	// another waiter on some masters.
 	switch {
-	case joined && lk != nil && t.mode == modeWriteWait:
+	case everJoined && lk != nil && t.mode == modeWriteWait:
 		l.leaveWhere(ctx, t, w, lk.info.Nodes)
-	case joined:
+	case joined || everJoined && t.mode == modeWriteWait:
 		l.queueRound(ctx, t, w, cmdLeave)
 	}
 	if lk != nil && (w != nil || attempt > 1) {
