@@ -87,22 +87,9 @@ func queueCommands(lines []string, w string) (ranks, leaves, fromScript int) {
 func TestRWMutexWokenWriterAsksAndLeavesInItsRound(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	// A minute's backoff: the writer's round follows the drain's wake.
-	l := newLocker(t, c, &redlock.Options{TTL: 30 * time.Second, Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}})
-	rw, _ := l.RWMutex("cache")
-	r, err := rw.TryRLock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := inBackground(t, rw.Lock)
+	_, r, got := writerBehindReader(t, c, "cache")
 	const wkey = "redlock:{cache}:w"
-	waitFor(t, "the writer in the queue on every master", func() bool {
-		for i := range c.N() {
-			if n, _ := c.Client(i).ZCard(t.Context(), wkey+":waiters").Result(); n != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	queued(t, c, wkey, 1)
 	waitSubscribed(t, c, wkey)
 	stops := make([]func() []string, c.N())
 	for i, a := range c.Addrs() {
@@ -115,17 +102,10 @@ func TestRWMutexWokenWriterAsksAndLeavesInItsRound(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("writer: %v", res.err)
 	}
-	// Every master granted (no reader was left anywhere), and so took the
-	// writer off its queue; a leave sent after Lock returned would be
-	// counted here too.
-	waitFor(t, "the writer off the queue on every master", func() bool {
-		for i := range c.N() {
-			if n, _ := c.Client(i).ZCard(t.Context(), wkey+":waiters").Result(); n != 0 {
-				return false
-			}
-		}
-		return true
-	})
+	// Off the queue everywhere: taken off by the grant, or by the ZREM to
+	// a master that had not answered; a leave sent after Lock returned is
+	// counted below too.
+	queued(t, c, wkey, 0)
 	time.Sleep(50 * time.Millisecond) // a stray round's commands, had there been one
 	leftBy := 0                       // masters sent a ZREM by the client
 	for i, stop := range stops {
@@ -163,20 +143,10 @@ func TestRWMutexWriterBehindInQueueGoesNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wkey = "redlock:{cache}:w"
-	inQueue := func(n int64) func() bool {
-		return func() bool {
-			for i := range c.N() {
-				if m, _ := c.Client(i).ZCard(t.Context(), wkey+":waiters").Result(); m != n {
-					return false
-				}
-			}
-			return true
-		}
-	}
 	gotA := inBackground(t, a.Lock)
-	waitFor(t, "the first writer in the queue", inQueue(1))
+	queued(t, c, wkey, 1)
 	gotB := inBackground(t, b.Lock)
-	waitFor(t, "the second writer in the queue", inQueue(2))
+	queued(t, c, wkey, 2)
 	waitSubscribed(t, c, wkey)
 	if err := r.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
@@ -186,7 +156,7 @@ func TestRWMutexWriterBehindInQueueGoesNext(t *testing.T) {
 		t.Fatalf("the writer at the head: %v", resA.err)
 	}
 	// Both Lockers heard the drain; the second writer stays in the queue.
-	waitFor(t, "the head off the queue, the second writer still in it", inQueue(1))
+	queued(t, c, wkey, 1) // the head left; the second writer is still in it
 	select {
 	case res := <-gotB:
 		t.Fatalf("the second writer got the lock while the first held: %v, %v", res.lk, res.err)
@@ -206,5 +176,5 @@ func TestRWMutexWriterBehindInQueueGoesNext(t *testing.T) {
 	if err := resB.lk.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the queue empty", inQueue(0))
+	queued(t, c, wkey, 0)
 }
