@@ -454,58 +454,59 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				if grantedSomewhere(err) {
 					l.join(ctx, t, w)
 				}
-			} else {
-				if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
-					err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
-					break
+				// Back to waiting: a wake, or the poll (round is false).
+				continue
+			}
+			if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
+				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
+				break
+			}
+			// A round that found the lock held by a majority waits to be
+			// woken by name; one that split the votes (no majority
+			// anywhere) retries on the short backoff, since nobody may
+			// be left to release.
+			held = heldByMajority(err, l.need)
+			if t.mode == modeWriteWait {
+				// Held only by another writer: a round refused for live
+				// readers waits for them to leave, which rw_unread.lua
+				// announces; a missed announcement costs the short
+				// backoff, not a queued waiter's long one, and there is
+				// no holder's expiry to date.
+				held = writerHeld(passes, l.need)
+			}
+			rejoin := true
+			if woke && queued && !retried {
+				// Woken on the first master's announcement, the round
+				// may have found others not yet released: retry at
+				// once if a majority has released by now, or when it
+				// has (still off the queue: this release woke it).
+				retried = true
+				now, later := l.wake.wakeOnMajority(w)
+				if now {
+					continue
 				}
-				// A round that found the lock held by a majority waits to be
-				// woken by name; one that split the votes (no majority
-				// anywhere) retries on the short backoff, since nobody may
-				// be left to release.
-				held = heldByMajority(err, l.need)
-				if t.mode == modeWriteWait {
-					// Held only by another writer: a round refused for live
-					// readers waits for them to leave, which rw_unread.lua
-					// announces; a missed announcement costs the short
-					// backoff, not a queued waiter's long one, and there is
-					// no holder's expiry to date.
-					held = writerHeld(passes, l.need)
+				rejoin = !later
+			}
+			if heldElsewhere(err) && rejoin {
+				if w == nil {
+					// From now on a release of the key wakes this caller.
+					w = l.wake.wait(t)
 				}
-				rejoin := true
-				if woke && queued && !retried {
-					// Woken on the first master's announcement, the round
-					// may have found others not yet released: retry at
-					// once if a majority has released by now, or when it
-					// has (still off the queue: this release woke it).
-					retried = true
-					now, later := l.wake.wakeOnMajority(w)
-					if now {
-						continue
+				if queued {
+					// (Again:) a release may have taken it off the queue.
+					l.join(ctx, t, w)
+					joined, everJoined = true, true
+					if !woke && l.wake.freedSince(t, began) {
+						// Released meanwhile, with nobody named: this
+						// caller was not yet waiting to be told.
+						held = false
 					}
-					rejoin = !later
 				}
-				if heldElsewhere(err) && rejoin {
-					if w == nil {
-						// From now on a release of the key wakes this caller.
-						w = l.wake.wait(t)
-					}
-					if queued {
-						// (Again:) a release may have taken it off the queue.
-						l.join(ctx, t, w)
-						joined, everJoined = true, true
-						if !woke && l.wake.freedSince(t, began) {
-							// Released meanwhile, with nobody named: this
-							// caller was not yet waiting to be told.
-							held = false
-						}
-					}
-					if held && !t.multi() && t.mode != modeRead {
-						// One read, on a failed round only: when the
-						// holder's keys expire (a holder that dies
-						// releases nothing).
-						_, expires = l.probe(ctx, t)
-					}
+				if held && !t.multi() && t.mode != modeRead {
+					// One read, on a failed round only: when the
+					// holder's keys expire (a holder that dies
+					// releases nothing).
+					_, expires = l.probe(ctx, t)
 				}
 			}
 		}
