@@ -217,6 +217,11 @@ type cmd struct {
 	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes
 	node   int
 	resent bool // sent again after a NOSCRIPT reply
+	// cmdWriteWait: the writer's id in the masters' queue ("" when it is
+	// not in it), and whether a master refuses it while others are ahead
+	// of it there (rw_write.lua).
+	waiter string
+	ask    bool
 }
 
 // done hands the command's reply, which came at now, to its round, if the
@@ -270,8 +275,9 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		switch r.typ {
 		case ':':
 			// rw_write.lua's refusal: Value 1, another writer holds the
-			// key; 2, a reader is live.
-			if r.n == -1 || r.n == -2 {
+			// key; 2, a reader is live; 2 + rank, rank ≥ 1 waiters are
+			// ahead of the writer in the queue (asked with c.ask).
+			if r.n == -1 || r.n == -2 || r.n < -2 && c.ask {
 				no.Value = uint64(-r.n)
 				return no
 			}

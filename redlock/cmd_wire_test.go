@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/quorumlab/redlock/internal/quorum"
 )
 
 // TestCommandWire pins each command kind's bytes on the fast path: the
@@ -39,6 +41,8 @@ func TestCommandWire(t *testing.T) {
 		{cmd{kind: cmdSemHolders, key: "{s}", keys: []string{"{s}:s:1", "{s}:s:2"}}, ev(semHoldersScript, "2", "{s}:s:1", "{s}:s:2")},
 		{cmd{kind: cmdWrite, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "5", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "0")},
 		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "5", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "1")},
+		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000, waiter: "L.1", ask: true}, ev(rwWriteScript, "6", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "{c}:w:waiters", "t", "30000", "1", "L.1", "1")},
+		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000, waiter: "L.1"}, ev(rwWriteScript, "6", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "{c}:w:waiters", "t", "30000", "1", "L.1", "0")},
 		{cmd{kind: cmdRead, key: "{c}:r", token: "t", n: 30000, pass: 7}, ev(rwReadScript, "4", "{c}:w", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "a", "7")},
 		{cmd{kind: cmdReadExtend, key: "{c}:r", token: "t", n: 30000}, ev(rwReadScript, "3", "{c}:w", "{c}:wi", "{c}:r", "t", "30000", "e")},
 		{cmd{kind: cmdUnread, key: "{c}:r", token: "t"}, ev(rwUnreadScript, "3", "{c}:r", "{c}:w", "{c}:wi", "t")},
@@ -62,6 +66,44 @@ func TestCommandWire(t *testing.T) {
 		}
 		if fmt.Sprint(plain) != fmt.Sprint(tc.want) {
 			t.Errorf("kind %d: plain args %q, want %q", tc.c.kind, plain, tc.want)
+		}
+	}
+}
+
+// rw_write.lua's refusals: who refused, and for a round that asked its
+// place, how far back in the queue; queuePlace reads that place as rank
+// would (the majority's highest; 1 where the master did not say).
+func TestWriterRefusalAndPlace(t *testing.T) {
+	for _, tc := range []struct {
+		ask  bool
+		n    int64
+		want uint64
+	}{{false, -1, 1}, {false, -2, 2}, {true, -1, 1}, {true, -2, 2}, {true, -3, 3}, {true, -6, 6}} {
+		c := cmd{kind: cmdWriteWait, waiter: "L.1", ask: tc.ask}
+		if r := c.interpret(raw{typ: ':', n: tc.n}); r.Outcome != quorum.Refused || r.Value != tc.want {
+			t.Errorf("ask %v, reply %d: %v value %d; want refused, %d", tc.ask, tc.n, r.Outcome, r.Value, tc.want)
+		}
+	}
+	// A round that did not ask cannot be refused for its place.
+	if r := (&cmd{kind: cmdWriteWait}).interpret(raw{typ: ':', n: -3}); r.Outcome != quorum.Failed {
+		t.Errorf("reply -3 to a round that did not ask: %v; want failed", r.Outcome)
+	}
+	asked := inQueue{id: "L.1", ask: true}
+	for _, tc := range []struct {
+		q    inQueue
+		why  []uint64
+		want uint64
+	}{
+		{inQueue{id: "L.1"}, []uint64{3, 3, 3}, 0},              // did not ask
+		{asked, []uint64{3, 3, 3}, 2},                           // second everywhere
+		{asked, []uint64{0, 3, 4}, 2},                           // the highest of the best majority (as rank)
+		{asked, []uint64{0, 0, 3}, 1},                           // at the head on a majority
+		{asked, []uint64{2, 1, 3}, 1},                           // readers or a writer decided first
+		{asked, []uint64{whyNoAnswer, whyNoAnswer, 3}, 1},       // too few answered
+		{asked, []uint64{3, whyNoAnswer, 5, whyNoAnswer, 4}, 4}, // 5 masters
+	} {
+		if got := queuePlace(tc.q, tc.why, 2+len(tc.why)/4); got != tc.want {
+			t.Errorf("queuePlace(%+v, %v) = %d; want %d", tc.q, tc.why, got, tc.want)
 		}
 	}
 }

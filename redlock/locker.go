@@ -321,7 +321,7 @@ func (l *Locker) tryLock(ctx context.Context, op string, t target, opts []LockOp
 		return nil, err
 	}
 	ctx, span := l.tel.start(ctx, op, t.resource)
-	lk, err := l.acquire(ctx, t, ttl, budget, nil)
+	lk, err := l.acquire(ctx, t, ttl, budget, nil, inQueue{})
 	end(span, err)
 	return lk, err
 }
@@ -382,6 +382,11 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// joined: w has (as far as this caller knows) an entry in the masters'
 	// queue; woke: this round follows a wake; retried: once per wake.
 	joined, woke, retried := false, false, false
+	// ask: the next round is a waiting writer's on a wake, and asks its
+	// place in the queue itself (rw_write.lua) instead of a ZRANK first.
+	// everJoined: w has joined the queue at some time; a release that named
+	// it took it off only the masters that agreed on the head.
+	ask, everJoined := false, false
 	probes := 0         // polls of a queued waiter that found the key held
 	suspect := false    // its last poll found the key free, with itself at the head
 	behind := uint64(0) // its place + 1 when its last poll found the key free, with waiters ahead
@@ -411,13 +416,21 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		// the last release named.
 		w, round = l.wake.wait(t), false
 		l.join(ctx, t, w)
-		joined = true
+		joined, everJoined = true, true
 	}
 	for {
 		if round {
 			attempt++
 			began := time.Now()
-			lk, err = l.acquire(ctx, t, ttl, budget, passes)
+			var q inQueue
+			if everJoined && t.mode == modeWriteWait {
+				// Its grant takes it off the queue where it grants,
+				// also where a release that named it popped another
+				// waiter (the masters disagreed on the head).
+				q = inQueue{id: w.id, ask: ask && joined}
+			}
+			ask = false
+			lk, err = l.acquire(ctx, t, ttl, budget, passes, q)
 			// A master refusing the Locker's commands (its ACL) is
 			// ErrInvalid too: retrying cannot fix it.
 			if err == nil || !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrInvalid) {
@@ -428,6 +441,21 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					err = fmt.Errorf("redlock: lock %q: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
 				}
 				break
+			}
+			if r := queuePlace(q, passes, l.need); r > 1 {
+				// Behind other waiters on a majority: the key is the
+				// head's, as the ZRANK this round replaces would have
+				// said; a round the queue refused is not an attempt.
+				// Where the round was granted all the same (the masters
+				// disagree on the head), its grant took this waiter
+				// off the queue: back in, at its place.
+				attempt--
+				round, woke, behind = false, false, r
+				if grantedSomewhere(err) {
+					l.join(ctx, t, w)
+				}
+				// Back to waiting: a wake, or the poll (round is false).
+				continue
 			}
 			if m := l.opts.Retry.MaxAttempts; m > 0 && attempt >= m {
 				err = fmt.Errorf("redlock: gave up after %d attempts: %w", attempt, err)
@@ -467,7 +495,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				if queued {
 					// (Again:) a release may have taken it off the queue.
 					l.join(ctx, t, w)
-					joined = true
+					joined, everJoined = true, true
 					if !woke && l.wake.freedSince(t, began) {
 						// Released meanwhile, with nobody named: this
 						// caller was not yet waiting to be told.
@@ -568,6 +596,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			if joined {
 				if l.wake.popped(w) {
 					joined = false // the release that named it took it off
+				} else if t.mode == modeWriteWait {
+					// A writer's round asks its place itself: the same
+					// answer, one round of the masters fewer.
+					ask = true
 				} else if r := l.rank(ctx, t, w); r > 1 {
 					// Woken by a release that named nobody (a holder
 					// that did not pass the queue, §14.1 item 2): the
@@ -587,8 +619,14 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		l.wake.done(w)
 	}
 	// A caller still in the queue leaves it (one taken off by the release
-	// that woke it has left).
-	if joined {
+	// that woke it has left). A writer's grant took it off the masters
+	// that granted: the others are told, and Lock does not wait for them;
+	// also when a release named it, since that release may have popped
+	// another waiter on some masters.
+	switch {
+	case everJoined && lk != nil && t.mode == modeWriteWait:
+		l.leaveWhere(ctx, t, w, lk.Acquisition().Nodes)
+	case joined || everJoined && t.mode == modeWriteWait:
 		l.queueRound(ctx, t, w, cmdLeave)
 	}
 	if lk != nil && (w != nil || attempt > 1) {
@@ -661,6 +699,71 @@ func (l *Locker) rank(ctx context.Context, t target, w *waiter) uint64 {
 	}
 	slices.Sort(v)
 	return v[l.need-1]
+}
+
+// inQueue is a waiting writer's entry in the masters' queue, sent with its
+// round (rw_write.lua): id is its waiter's id ("" when it is not in the
+// queue), and a master that grants the round takes it off the queue; with
+// ask, a master where other waiters are ahead of it refuses the round.
+type inQueue struct {
+	id  string
+	ask bool
+}
+
+// queuePlace is, for a round that asked its place (q.ask), the place + 1
+// of the writer in the queue as rank reads it: the majority's highest of
+// the masters that answered, 1 where a master granted or refused for
+// another reason (it was at the head there, off the queue, or the writer
+// key decided first), and 1 when too few answered. 0 when q did not ask.
+func queuePlace(q inQueue, why []uint64, need int) uint64 {
+	if !q.ask {
+		return 0
+	}
+	var v []uint64
+	for _, x := range why {
+		switch {
+		case x == whyNoAnswer:
+		case x > 2:
+			v = append(v, x-1) // rw_write.lua: 2 + rank
+		default:
+			v = append(v, 1)
+		}
+	}
+	if len(v) < need {
+		return 1
+	}
+	slices.Sort(v)
+	return v[need-1]
+}
+
+// whyNoAnswer marks, in a writer's why per master, a master that neither
+// granted nor refused its round.
+const whyNoAnswer = math.MaxUint64
+
+// grantedSomewhere reports whether a master granted the failed round
+// (its grant took the waiter off the queue there). One whose reply had
+// not come when the round was decided is not counted: a round refused by
+// its place is refused on a majority, and a stray grant's removal is
+// mended by the next join (every fourth poll).
+func grantedSomewhere(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Count(quorum.OK) > 0
+}
+
+// leaveWhere takes w off t's queue on the masters where the acquisition
+// (nodes) did not succeed, without waiting for them: those where it did
+// took it off in the granting script.
+func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, nodes []NodeResult) {
+	if !l.enter() {
+		return
+	}
+	defer l.ops.Done()
+	// Every master that granted is skipped, a majority: the round is
+	// decided at once, and the replies come back to nobody.
+	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
+		c.kind, c.key, c.token = cmdLeave, t.key, w.id
+		return nodes[c.node].Outcome != quorum.OK
+	})
 }
 
 // queueRound sends w's join or leave to every master and waits for a
@@ -799,8 +902,8 @@ func (l *Locker) backoff(attempt int) time.Duration {
 // RLock (nil otherwise), holds for a reader its pass on each master
 // (rw_read.lua): sent with the round, and replaced by the pass of every
 // master that refuses it; for a writer, why each master refused it (0 it
-// did not).
-func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budget validity.Budget, passes []uint64) (*Lock, error) {
+// did not). q is a waiting writer's entry in the masters' queue.
+func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budget validity.Budget, passes []uint64, q inQueue) (*Lock, error) {
 	resource := t.resource
 	if l.live.isClosed() || !l.enter() { // Shutdown or Close
 		return nil, closedError("acquire", resource)
@@ -833,6 +936,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		if passes != nil {
 			c.pass = passes[c.node]
 		}
+		c.waiter, c.ask = q.id, q.ask
 		return true
 	})
 	// The masters where our SET may be: asked, and not refused.
@@ -843,6 +947,8 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		case passes == nil:
 		case r.Outcome == quorum.Refused:
 			passes[i] = r.Value
+		case t.mode != modeRead && r.Outcome != quorum.OK:
+			passes[i] = whyNoAnswer
 		case t.mode != modeRead:
 			passes[i] = 0
 		}

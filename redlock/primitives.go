@@ -67,8 +67,27 @@ func (c *cmd) args2(dst []arg) []arg {
 		if c.kind == cmdWriteWait {
 			flag = "1"
 		}
-		return append(c.evalsha(dst, 5), str(c.key), fence(c.key), arg{s: c.key, suffix: "i"}, arg{s: stem, suffix: "r"},
-			arg{s: c.key, suffix: "g"}, str(c.token), num(c.n), str(flag))
+		// A writer in the masters' queue passes the queue too, its id
+		// there, and whether to ask its place (rw_write.lua).
+		queued := c.waiter != ""
+		nk := 5
+		if queued {
+			nk = 6
+		}
+		dst = append(c.evalsha(dst, nk), str(c.key), fence(c.key), arg{s: c.key, suffix: "i"}, arg{s: stem, suffix: "r"},
+			arg{s: c.key, suffix: "g"})
+		if queued {
+			dst = append(dst, queue(c.key))
+		}
+		dst = append(dst, str(c.token), num(c.n), str(flag))
+		if !queued {
+			return dst
+		}
+		ask := "0"
+		if c.ask {
+			ask = "1"
+		}
+		return append(dst, str(c.waiter), str(ask))
 	case cmdRead, cmdReadExtend:
 		// key is "<stem>:r".
 		stem := c.key[:len(c.key)-1]

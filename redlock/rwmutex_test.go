@@ -99,18 +99,26 @@ func TestRWMutexExclusion(t *testing.T) {
 	}
 }
 
+// writerBehindReader takes a read lock of name on a new Locker of c's
+// masters whose waiters poll once a minute (so that they go on wakes),
+// and starts a writer's Lock behind it.
+func writerBehindReader(t *testing.T, c *lab.Masters, name string) (*redlock.RWMutex, *redlock.Lock, <-chan result) {
+	t.Helper()
+	l := newLocker(t, c, &redlock.Options{TTL: 30 * time.Second, Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}})
+	rw, _ := l.RWMutex(name)
+	r, err := rw.TryRLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rw, r, inBackground(t, rw.Lock)
+}
+
 // A writer waiting in Lock stops new readers, is woken when the reader
 // ahead of it unlocks (its backoff is longer than the test), and leaves no
 // intent behind.
 func TestRWMutexWriterPreferred(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: 30 * time.Second, Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}})
-	rw, _ := l.RWMutex("cache")
-	r, err := rw.TryRLock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := inBackground(t, rw.Lock)
+	rw, r, got := writerBehindReader(t, c, "cache")
 	waitFor(t, "the writer's intent on every master", func() bool {
 		for i := range c.N() {
 			if n, _ := c.Client(i).Exists(t.Context(), "redlock:{cache}:wi").Result(); n != 1 {

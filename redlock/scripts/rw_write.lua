@@ -6,10 +6,26 @@
 -- KEYS[1] writer key; KEYS[2] its fence counter; KEYS[3] the intent key;
 -- KEYS[4] the readers (a sorted set: token -> expiry in this master's ms);
 -- KEYS[5] the count of write grants here, which readers' passes name
--- (rw_read.lua).
--- ARGV[1] token; ARGV[2] TTL in milliseconds; ARGV[3] "1" to record intent.
+-- (rw_read.lua); for a writer in the masters' queue of waiters (§14.1),
+-- KEYS[6] that queue.
+-- ARGV[1] token; ARGV[2] TTL in milliseconds; ARGV[3] "1" to record intent;
+-- with KEYS[6], ARGV[4] the writer's id in the queue and ARGV[5] "1" to
+-- refuse it first, while other waiters are ahead of it there (the place a
+-- woken waiter asks, §14.1 item 3). Only who waits depends on the queue:
+-- the grant is decided by the writer key and the live readers alone, and
+-- takes the writer off the queue in the same script.
 -- Returns the fence counter as a decimal string ("0" if none), or when
--- refused -1 (another writer holds the key) or -2 (a reader is live).
+-- refused -1 (another writer holds the key), -2 (a reader is live) or
+-- -2 - rank (rank >= 1 waiters ahead of it in the queue).
+-- Behind others, it writes nothing, as the ZRANK this replaces did not.
+-- Under pcall, as release.lua's ZPOPMIN: an ACL without ZRANK or ZREM
+-- leaves the queue out (the writer counts as its head), not the lock.
+if ARGV[5] == '1' then
+  local r = redis.pcall('ZRANK', KEYS[6], ARGV[4])
+  if type(r) == 'number' and r > 0 then
+    return -2 - r
+  end
+end
 if ARGV[3] == '1' then
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
 end
@@ -23,6 +39,9 @@ if redis.call('ZCARD', KEYS[4]) > 0 then
   return -2
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if KEYS[6] then
+  redis.pcall('ZREM', KEYS[6], ARGV[4])
+end
 -- Every intent goes: the writer key now keeps readers out, and writers
 -- still waiting record theirs again on their next round. The readers that
 -- were refused before this grant hold a pass that lets them by those

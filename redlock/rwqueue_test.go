@@ -1,0 +1,180 @@
+package redlock_test
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// monitor records the commands master addr executes (MONITOR) until stop,
+// which returns them, one line each: `<time> [<db> <client>] "<name>" ...`,
+// the client "lua" for a command a script ran.
+func monitor(t *testing.T, addr string) (stop func() []string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("*1\r\n$7\r\nMONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
+		t.Fatalf("MONITOR on %s: %q, %v", addr, line, err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			lines = append(lines, strings.TrimSpace(line))
+			mu.Unlock()
+		}
+	})
+	var once sync.Once
+	stop = func() []string {
+		once.Do(func() {
+			_ = conn.Close()
+			wg.Wait()
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return lines
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// queueCommands counts, in a MONITOR record, the ZRANK and ZREM of the
+// queue of the writer key w: sent by a client (ranks, leaves) and run
+// inside a script (fromScript).
+func queueCommands(lines []string, w string) (ranks, leaves, fromScript int) {
+	q := strings.ToLower(`"` + w + `:waiters"`)
+	for _, line := range lines {
+		line = strings.ToLower(line) // as sent: a script's commands are in capitals here
+		rank, rem := strings.Contains(line, `] "zrank" `), strings.Contains(line, `] "zrem" `)
+		switch {
+		case !strings.Contains(line, q) || !rank && !rem:
+		case strings.Contains(line, " lua] "):
+			fromScript++
+		case rank:
+			ranks++
+		default:
+			leaves++
+		}
+	}
+	return ranks, leaves, fromScript
+}
+
+// A writer waiting in the masters' queue, woken when the readers drain,
+// asks its place and leaves the queue inside its granting script
+// (rw_write.lua): no ZRANK round before its round and no ZREM round after
+// it (docs/design.md §19). Before, each was a round of its own on the
+// write's chain, sent to every master. A ZREM still goes, unwaited for, to
+// a master whose reply had not come when the round was decided (at most a
+// minority: the grant needs a majority).
+func TestRWMutexWokenWriterAsksAndLeavesInItsRound(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	// A minute's backoff: the writer's round follows the drain's wake.
+	_, r, got := writerBehindReader(t, c, "cache")
+	const wkey = "redlock:{cache}:w"
+	queued(t, c, wkey, 1)
+	waitSubscribed(t, c, wkey)
+	stops := make([]func() []string, c.N())
+	for i, a := range c.Addrs() {
+		stops[i] = monitor(t, a)
+	}
+	if err := r.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res := <-got
+	if res.err != nil {
+		t.Fatalf("writer: %v", res.err)
+	}
+	// Off the queue everywhere: taken off by the grant, or by the ZREM to
+	// a master that had not answered; a leave sent after Lock returned is
+	// counted below too.
+	queued(t, c, wkey, 0)
+	time.Sleep(50 * time.Millisecond) // a stray round's commands, had there been one
+	leftBy := 0                       // masters sent a ZREM by the client
+	for i, stop := range stops {
+		ranks, leaves, script := queueCommands(stop(), wkey)
+		if ranks != 0 {
+			t.Errorf("master %d: %d ZRANK of the queue sent for the woken writer; want 0 (its place asked inside rw_write.lua)", i, ranks)
+		}
+		if leaves > 0 {
+			leftBy++
+		}
+		if v, _ := c.Client(i).Get(t.Context(), wkey).Result(); v == res.lk.Token() && script < 2 {
+			t.Errorf("master %d granted the writer with %d queue commands inside its script; want its ZRANK and ZREM", i, script)
+		}
+	}
+	if leftBy > c.N()/2 {
+		t.Errorf("%d of %d masters were sent the writer's ZREM; want a minority at most (a majority granted, and took it off in the script)", leftBy, c.N())
+	}
+	if err := res.lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two writers of two Lockers wait in the masters' queue while a reader
+// holds; the drain wakes both (one per Locker). The one behind is refused
+// by its place (rw_write.lua), not granted, and goes next: its Lock
+// returns after the head's Unlock, woken by that release's hand-on.
+func TestRWMutexWriterBehindInQueueGoesNext(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	opts := &redlock.Options{TTL: 30 * time.Second, Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}}
+	la, lb := newLocker(t, c, opts), newLocker(t, c, opts)
+	a, _ := la.RWMutex("cache")
+	b, _ := lb.RWMutex("cache")
+	r, err := a.TryRLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wkey = "redlock:{cache}:w"
+	gotA := inBackground(t, a.Lock)
+	queued(t, c, wkey, 1)
+	gotB := inBackground(t, b.Lock)
+	queued(t, c, wkey, 2)
+	waitSubscribed(t, c, wkey)
+	if err := r.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resA := <-gotA
+	if resA.err != nil {
+		t.Fatalf("the writer at the head: %v", resA.err)
+	}
+	// Both Lockers heard the drain; the second writer stays in the queue.
+	queued(t, c, wkey, 1) // the head left; the second writer is still in it
+	select {
+	case res := <-gotB:
+		t.Fatalf("the second writer got the lock while the first held: %v, %v", res.lk, res.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	unlocked := time.Now()
+	if err := resA.lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resB := <-gotB
+	if resB.err != nil {
+		t.Fatalf("the second writer: %v", resB.err)
+	}
+	if !resB.lk.Acquisition().Start.After(unlocked) {
+		t.Fatalf("the second writer's granting round started at %v, before the first's Unlock at %v", resB.lk.Acquisition().Start, unlocked)
+	}
+	if err := resB.lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	queued(t, c, wkey, 0)
+}
