@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -42,5 +44,27 @@ func TestCLIConventions(t *testing.T) {
 	_, usage, _ := cli(t, "-h")
 	if m := regexp.MustCompile(`(^|\s)--[a-z]`).FindString(usage); m != "" {
 		t.Errorf("the usage spells a flag with two dashes (%q)", m)
+	}
+}
+
+// -cpuprofile writes a profile pprof can read (it starts with gzip's magic
+// bytes), and a path that cannot be created is an error, not a panic.
+func TestCPUProfileFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	if code, _, errOut := cli(t, "-embedded", "-scenarios", "uncontended", "-impls", "redlock", "-workers", "1",
+		"-duration", "100ms", "-q", "-cpuprofile", path); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("%s is not a gzipped profile (%d bytes)", path, len(b))
+	}
+	bad := filepath.Join(t.TempDir(), "missing", "cpu.prof")
+	if code, _, errOut := cli(t, "-embedded", "-scenarios", "uncontended", "-impls", "redlock", "-workers", "1",
+		"-duration", "100ms", "-q", "-cpuprofile", bad); code != 1 || !strings.Contains(errOut, "-cpuprofile") {
+		t.Fatalf("unwritable path: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -49,7 +49,8 @@ type config struct {
 	printSchema bool
 	version     bool
 	metricsAddr string
-	leases      int // -leases: how many the leases scenario keeps
+	cpuProfile  string // -cpuprofile: this process's CPU profile over the cells
+	leases      int    // -leases: how many the leases scenario keeps
 }
 
 // Defaults sized for "go run ./cmd/redlock-bench" to finish in well under
@@ -138,6 +139,7 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress line on stderr (it is off anyway when stderr is not a terminal)")
 	fs.BoolVar(&cfg.printSchema, "schema", false, "print the JSON Schema of -json output and exit")
 	fs.BoolVar(&cfg.version, "version", false, "print the version (module version and VCS revision) and exit")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile over the measured cells (the clients' side only, not the masters') to `FILE` (go tool pprof)")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve the redlock-otel cells' metrics in Prometheus format at http://`host:port`/metrics while the bench runs (-scenarios telemetry)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageHead, defaultMasters, defaultMasters, describeImpls(), describeScenarios())

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"time"
@@ -89,6 +90,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	rep := newReport(cfg, ms, began)
 	cells := plan(cfg)
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	prog := newProgress(stderr, cfg.quiet, len(cells))
 	runID := newRunID()
 	var runErr error
