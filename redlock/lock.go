@@ -321,6 +321,18 @@ func (l *Locker) pack(info Acquisition) acqRecord {
 	return a
 }
 
+// outcome is master i's outcome in the acquisition, read without
+// unpacking it (quorum.Pending when it was not kept).
+func (a *acqRecord) outcome(i int) quorum.Outcome {
+	switch {
+	case a.n != 0:
+		return quorum.Outcome(a.outs >> (4 * i) & 15)
+	case a.nodes != nil && i < len(*a.nodes):
+		return (*a.nodes)[i].Outcome
+	}
+	return quorum.Pending
+}
+
 // unpack is the Acquisition a was packed from; addrs are the Locker's.
 func (a *acqRecord) unpack(addrs []string) Acquisition {
 	info := Acquisition{Start: a.Start, Elapsed: a.Elapsed, TTL: a.TTL, Drift: a.Drift, SafetyMargin: a.SafetyMargin, Validity: a.Validity}

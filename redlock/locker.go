@@ -625,7 +625,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// another waiter on some masters.
 	switch {
 	case everJoined && lk != nil && t.mode == modeWriteWait:
-		l.leaveWhere(ctx, t, w, lk.Acquisition().Nodes)
+		l.leaveWhere(ctx, t, w, func(i int) bool { return lk.acq.outcome(i) == quorum.OK })
 	case joined || everJoined && t.mode == modeWriteWait:
 		l.queueRound(ctx, t, w, cmdLeave)
 	}
@@ -694,11 +694,18 @@ func (l *Locker) rank(ctx context.Context, t target, w *waiter) uint64 {
 			v = append(v, r.Value)
 		}
 	}
-	if len(v) < l.need {
+	return majorityPlace(v, l.need)
+}
+
+// majorityPlace is, of the places + 1 that masters gave (v, sorted in
+// place), the majority's highest: the need-th lowest; 1 (as if at the
+// head) when fewer than need masters gave one.
+func majorityPlace(v []uint64, need int) uint64 {
+	if len(v) < need {
 		return 1
 	}
 	slices.Sort(v)
-	return v[l.need-1]
+	return v[need-1]
 }
 
 // inQueue is a waiting writer's entry in the masters' queue, sent with its
@@ -729,11 +736,7 @@ func queuePlace(q inQueue, why []uint64, need int) uint64 {
 			v = append(v, 1)
 		}
 	}
-	if len(v) < need {
-		return 1
-	}
-	slices.Sort(v)
-	return v[need-1]
+	return majorityPlace(v, need)
 }
 
 // whyNoAnswer marks, in a writer's why per master, a master that neither
@@ -751,9 +754,9 @@ func grantedSomewhere(err error) bool {
 }
 
 // leaveWhere takes w off t's queue on the masters where the acquisition
-// (nodes) did not succeed, without waiting for them: those where it did
-// took it off in the granting script.
-func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, nodes []NodeResult) {
+// did not succeed (granted, by master index), without waiting for them:
+// those where it did took it off in the granting script.
+func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, granted func(i int) bool) {
 	if !l.enter() {
 		return
 	}
@@ -762,7 +765,7 @@ func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, nodes []No
 	// decided at once, and the replies come back to nobody.
 	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
 		c.kind, c.key, c.token = cmdLeave, t.key, w.id
-		return nodes[c.node].Outcome != quorum.OK
+		return !granted(c.node)
 	})
 }
 
