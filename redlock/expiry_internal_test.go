@@ -45,3 +45,34 @@ func TestExpiresAt(t *testing.T) {
 		})
 	}
 }
+
+// TestAcqRecordOutcome: a Lock's compact record tells each master's
+// outcome as Acquisition() unpacks it, compact or not.
+func TestAcqRecordOutcome(t *testing.T) {
+	addrs := []string{"a:1", "b:2", "c:3"}
+	l := &Locker{addrs: addrs}
+	outs := []quorum.Outcome{quorum.OK, quorum.Refused, quorum.OK}
+	for _, withErr := range []bool{false, true} {
+		info := Acquisition{Nodes: make([]NodeResult, len(addrs))}
+		for i, a := range addrs {
+			info.Nodes[i] = NodeResult{Addr: a, Outcome: outs[i]}
+		}
+		if withErr { // not kept compactly
+			info.Nodes[1].Err = errSkipped
+		}
+		a := l.pack(info)
+		if compact := a.n != 0; compact == withErr {
+			t.Fatalf("withErr %v: compact %v", withErr, compact)
+		}
+		got := a.unpack(addrs)
+		for i := range addrs {
+			if o := a.outcome(i); o != outs[i] || o != got.Nodes[i].Outcome {
+				t.Errorf("withErr %v: master %d: outcome %v, want %v (unpacked %v)", withErr, i, o, outs[i], got.Nodes[i].Outcome)
+			}
+		}
+	}
+	var none acqRecord
+	if o := none.outcome(0); o == quorum.OK {
+		t.Errorf("outcome of an empty record: %v", o)
+	}
+}
