@@ -1,6 +1,9 @@
 package redlock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetBetweenRounds lets tests inject a fault between the two rounds of a
 // fenced acquisition.
@@ -27,3 +30,7 @@ func LostAt(h *Held) time.Time {
 // Waiting is how many callers of l wait for a release (registered after
 // a round that found the lock held).
 func Waiting(l *Locker) int64 { return l.wake.waiting.Load() }
+
+// KeeperExtend is one of the keeper's extensions of lk (it waits for the
+// masters up to keepWait, not NodeTimeout), made by the test.
+func KeeperExtend(lk *Lock) error { return lk.extend(context.Background(), true, nil) }

@@ -256,7 +256,7 @@ func (h *Held) extendOnce() {
 	// worthless. It must not inherit a cancellation meant for fn.
 	ectx, ecancel := context.WithDeadline(context.WithoutCancel(ctx), lk.Deadline())
 	began := time.Now()
-	err := lk.Extend(ectx) // on success it re-arms h.lost and plans the next
+	err := lk.extend(ectx, true, nil) // on success it re-arms h.lost and plans the next
 	ecancel()
 	l.pace.record(time.Since(began))
 	if err == nil {
@@ -286,6 +286,32 @@ func (h *Held) retryLocked(err error, deadline time.Time) {
 	l.log.WarnContext(h.ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 	// Retry soon, but not in a tight loop against a stalled quorum.
 	l.keeper.schedule(h, max(l.opts.NodeTimeout, time.Until(deadline)/4))
+}
+
+// keepWait is how long one of the keeper's extensions waits for the
+// masters to answer (docs/design.md §8): a quarter of the time the lock
+// has left, and at least NodeTimeout. An acquisition gives up on a master
+// at NodeTimeout so that its caller can retry at once; a kept lock has no
+// caller to retry, and a wait cut at NodeTimeout on masters that all
+// answer a little slower (a loaded host) fails every extension until the
+// lock is lost. The wait ends earlier once a majority has answered, so a
+// stalled minority costs nothing more; the validity of an extension still
+// counts from its start, and a majority that answers after its deadline
+// (or with no validity left) still extends nothing.
+func (l *Locker) keepWait(deadline time.Time) time.Duration {
+	return max(l.opts.NodeTimeout, time.Until(deadline)/4)
+}
+
+// keepContext is ctx for a keeper's extension that began at start, ended
+// once the Locker closes, though not before NodeTimeout from start (as
+// long as any round waits): Close waits for operations in flight, and must
+// not wait for keepWait.
+func (l *Locker) keepContext(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.quit, func() {
+		time.AfterFunc(time.Until(start.Add(l.opts.NodeTimeout)), cancel)
+	})
+	return ctx, func() { stop(); cancel() }
 }
 
 // batchable reports whether the keeper extends lk in a batch: a lock on
@@ -351,7 +377,7 @@ func extendBatch(hs []*Held) {
 	defer l.ops.Done()
 	start := time.Now()
 	b := &extBatch{need: l.need}
-	var last time.Time
+	var first, last time.Time
 	n := 0
 	for _, h := range in {
 		lk := h.lk
@@ -366,6 +392,9 @@ func extendBatch(hs []*Held) {
 		b.tokens = append(b.tokens, lk.token)
 		b.ttls = append(b.ttls, uint64(lk.ttl.Milliseconds()))
 		last = later(last, lk.deadline)
+		if first.IsZero() || lk.deadline.Before(first) {
+			first = lk.deadline
+		}
 	}
 	in = in[:n]
 	if n == 0 {
@@ -374,7 +403,9 @@ func extendBatch(hs []*Held) {
 	// An answer after the last deadline is worthless to every lock.
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
-	res := l.extendRound(ctx, start, b)
+	ctx, stop := l.keepContext(ctx, start)
+	defer stop()
+	res := l.extendRound(ctx, start, l.keepWait(first), b)
 	elapsed := time.Since(start)
 	l.pace.record(elapsed)
 	l.tel.round(ctx, l, "extend", res)
@@ -435,9 +466,9 @@ var errBatchDecided = errors.New("redlock: every lock of the batch is decided")
 
 // extendRound sends b to every master and waits until each of its locks
 // is decided (a majority extended it, or too few masters are left to),
-// NodeTimeout has passed since start, or ctx ends. Each master's answer
+// wait has passed since start (keepWait), or ctx ends. Each master's answer
 // counts for a lock only if it came before the wait ended.
-func (l *Locker) extendRound(ctx context.Context, start time.Time, b *extBatch) quorum.Result {
+func (l *Locker) extendRound(ctx context.Context, start time.Time, wait time.Duration, b *extBatch) quorum.Result {
 	n := len(l.streams)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -457,7 +488,7 @@ func (l *Locker) extendRound(ctx context.Context, start time.Time, b *extBatch) 
 			b.answered(i, false)
 		}
 	}
-	res := r.Wait(ctx, l.opts.NodeTimeout)
+	res := r.Wait(ctx, wait)
 	b.stop()
 	if errors.Is(context.Cause(ctx), errBatchDecided) {
 		res.Err = nil

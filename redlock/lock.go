@@ -124,6 +124,12 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 	if ctx == nil {
 		return nilContext("Extend")
 	}
+	return lk.extend(ctx, false, opts)
+}
+
+// extend is Extend; kept marks the keeper's own extensions, which wait for
+// the masters up to keepWait instead of NodeTimeout.
+func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err error) {
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
 	outcome := outExtFailed
@@ -157,7 +163,14 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 		kind = cmdReadExtend
 	}
 	ms := uint64(ttl.Milliseconds())
-	res := l.round(ctx, start, false, func(c *cmd) bool {
+	wait := l.opts.NodeTimeout
+	if kept {
+		var stop context.CancelFunc
+		wait = l.keepWait(lk.deadline)
+		ctx, stop = l.keepContext(ctx, start)
+		defer stop()
+	}
+	res := l.roundFor(ctx, start, false, wait, func(c *cmd) bool {
 		lk.set(c)
 		c.kind, c.token, c.n = kind, lk.token, ms
 		return true

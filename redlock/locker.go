@@ -44,6 +44,8 @@ type Locker struct {
 
 	mu             sync.Mutex
 	closing        bool
+	quit           context.Context // done when Close begins (the keeper's long waits end then)
+	endQuit        context.CancelFunc
 	closeOwnedOnce sync.Once
 	ops            sync.WaitGroup // operations in progress; Close waits for them
 	ids            identities     // which server each master reaches (transport.go)
@@ -158,6 +160,7 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 		log:     log,
 		pace:    pace{masters: make([]roundTimes, len(masters))},
 	}
+	l.quit, l.endQuit = context.WithCancel(context.Background())
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
@@ -173,6 +176,7 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 		for _, s := range l.streams {
 			s.close()
 		}
+		l.endQuit()
 		return nil, fmt.Errorf("redlock: creating metrics: %w", err)
 	}
 	l.tel = tel
@@ -259,6 +263,7 @@ func (l *Locker) Stats() []MasterStats {
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	l.closing = true
+	l.endQuit()
 	l.mu.Unlock()
 	l.ops.Wait()
 	l.wake.close()
@@ -1083,6 +1088,12 @@ func closedError(op, resource string) error {
 // to be one server (run_id, on first contact) fail it with ErrInvalid
 // rather than after it.
 func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill func(c *cmd) bool) quorum.Result {
+	return l.roundFor(ctx, start, waitAll, l.opts.NodeTimeout, fill)
+}
+
+// roundFor is round waiting up to wait from start instead of NodeTimeout
+// (the keeper's extensions: keepWait).
+func (l *Locker) roundFor(ctx context.Context, start time.Time, waitAll bool, wait time.Duration, fill func(c *cmd) bool) quorum.Result {
 	n := len(l.streams)
 	waitAll = waitAll || int(l.tried.Load()) < n
 	r, _ := quorum.NewRound(n, l.need, waitAll, start)
@@ -1101,7 +1112,7 @@ func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill 
 			r.Skip(i, quorum.Unavailable, errDeferred)
 		}
 	}
-	res := r.Wait(ctx, l.opts.NodeTimeout)
+	res := r.Wait(ctx, wait)
 	l.pace.observe(res)
 	return res
 }

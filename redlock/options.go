@@ -36,7 +36,8 @@ type Options struct {
 	// NodeTimeout bounds each call to one master. The Locker stops waiting
 	// for a master at this deadline even if the client ignores contexts
 	// (go-redis v9 does by default), and marks it unavailable until it
-	// answers again. It must be shorter than TTL. Default: TTL/200 kept
+	// answers again. The keeper's extensions (Hold, Keep, Do) wait longer:
+	// a quarter of the lock's time left, and at least NodeTimeout. It must be shorter than TTL. Default: TTL/200 kept
 	// within [10ms, 50ms] (50ms for the 10s default, the top of the Redlock
 	// spec's 5–50ms range for a 10s TTL), and at most TTL/4. The floor is
 	// there because a cold client's first call also dials and handshakes

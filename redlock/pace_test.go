@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"testing"
@@ -124,5 +125,97 @@ func TestStatsReportRoundTimes(t *testing.T) {
 	// At least (9 × 60 ms + 2 ms) / 0.99 ≈ 548 ms.
 	if got := l.SustainableTTL(); got < 548*time.Millisecond {
 		t.Fatalf("SustainableTTL with a 60 ms master: %v, want ≥ 548ms", got)
+	}
+}
+
+// The keeper's extensions wait for the masters longer than NodeTimeout: a
+// quarter of the time the lock has left (docs/design.md §8). With 25 ms of
+// latency each way on every master, each round takes 50 ms or more, past a
+// NodeTimeout of 20 ms but well inside the window: a lock taken before the
+// latency came is kept through several windows, its deadline moving on.
+// (Extensions cut at NodeTimeout fail there every time, and the lock is
+// lost at its first deadline.) A plain Extend still gives up at
+// NodeTimeout.
+func TestKeeperWaitsPastNodeTimeoutForSlowMasters(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	const ttl = 2 * time.Second
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 20 * time.Millisecond})
+	h, err := l.Hold(t.Context(), "keep-slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.TryLock(t.Context(), "extend-slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.N() {
+		if err := c.Latency(i, 25*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for i := range c.N() {
+			c.Latency(i, 0)
+		}
+	})
+	first := h.Deadline()
+	until := first.Add(2 * ttl)
+	for time.Now().Before(until) {
+		if err := h.Err(); err != nil {
+			t.Fatalf("lost while every master answered in about 50 ms (NodeTimeout 20 ms, TTL %v): %v (%v)", ttl, err, context.Cause(h.Context()))
+		}
+		time.Sleep(5 * time.Millisecond) // sampling pace
+	}
+	if d := h.Deadline(); !d.After(first.Add(ttl)) {
+		t.Fatalf("deadline %v, not moved on by the extensions from %v", d, first)
+	}
+	err = lk.Extend(t.Context())
+	if !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("a plain Extend through 50 ms rounds with NodeTimeout 20 ms: %v, want ErrLost", err)
+	}
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Close does not wait for a keeper's extension past NodeTimeout: with 3 of
+// 5 masters stalled, an extension would wait a quarter of the lock's time
+// left (here about 2 s), but Close, called while it waits, returns well
+// before that, and the extension fails.
+func TestCloseCutsTheKeepersLongWait(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l, err := redlock.New(c.Clients(), &redlock.Options{TTL: 8 * time.Second, NodeTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.TryLock(t.Context(), "close-cuts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := c.Pause(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(c.ResumeAll)
+	began := time.Now()
+	got := make(chan error, 1)
+	go func() { got <- redlock.KeeperExtend(lk) }()
+	time.Sleep(100 * time.Millisecond) // the extension is waiting (its wait: about 2 s)
+	closed := make(chan time.Duration, 1)
+	go func() {
+		l.Close()
+		closed <- time.Since(began)
+	}()
+	select {
+	case err := <-got:
+		if !errors.Is(err, redlock.ErrLost) {
+			t.Fatalf("the extension cut by Close: %v, want ErrLost", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the extension still waits 5 s after it began")
+	}
+	if d := <-closed; d >= time.Second {
+		t.Fatalf("Close returned %v after the extension began: it waited for the extension's long wait", d)
 	}
 }
