@@ -2,11 +2,14 @@ package redlock_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // pttlRead is one master's PTTL of a key (ms; −2 when absent), with the
@@ -105,6 +108,75 @@ func TestWaiterAcquiresWhenDeadHoldersKeysExpire(t *testing.T) {
 			}
 			if held < 3 {
 				t.Errorf("the waiter's token is on %d masters, want a majority (3): %q", held, vals)
+			}
+		})
+	}
+}
+
+// expireBeforeRead is a master on the client path on which the holder's
+// key expires between a waiter's round and its read of the PTTL: the
+// first PTTL of key it is sent deletes key first (without announcing, as
+// an expiry does not).
+type expireBeforeRead struct {
+	redlock.Master
+	c    *redis.Client
+	key  string
+	once sync.Once
+}
+
+func (m *expireBeforeRead) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, error) {
+	for _, cmd := range cmds {
+		if len(cmd) == 2 && strings.EqualFold(cmd[0], "PTTL") && cmd[1] == m.key {
+			m.once.Do(func() { m.c.Del(ctx, m.key) })
+		}
+	}
+	return m.Master.Do(ctx, cmds)
+}
+
+// The dead holder's keys expire after the waiter's round found them held
+// and before its read of their PTTLs (a window that a loaded machine
+// widens): the read, which finds them gone from a majority, dates their
+// expiry in the past, and the waiter makes its round at once, not at its
+// backoff (an hour here). Both in the masters' queue and not.
+func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts redlock.Options
+		key  string
+	}{
+		{"queued", redlock.Options{}, "redlock:{gone-before-read}"},
+		{"not queued", redlock.Options{RedsyncKeys: true}, "gone-before-read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lab.ForTest(t, 5, nil)
+			hopts := tc.opts
+			holder := newLocker(t, c, &hopts)
+			if _, err := holder.TryLock(t.Context(), "gone-before-read"); err != nil {
+				t.Fatal(err)
+			}
+			holder.Close() // crashed: nothing released, nothing announced
+			ms := make([]redlock.Master, c.N())
+			for i := range ms {
+				ms[i] = &expireBeforeRead{Master: redlock.GoRedis(c.Client(i)), c: c.Client(i), key: tc.key}
+			}
+			wopts := tc.opts
+			wopts.NodeTimeout = 200 * time.Millisecond
+			wopts.Retry = redlock.RetryPolicy{MinDelay: time.Hour, MaxDelay: time.Hour}
+			waiter, err := redlock.NewMasters(ms, &wopts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { waiter.Close() })
+			// Not a bound on speed: anything but a wake at the read
+			// waits an hour.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			lk, err := waiter.Lock(ctx, "gone-before-read")
+			if err != nil {
+				t.Fatalf("the waiter was not woken when its read found the keys expired: %v", err)
+			}
+			if err := lk.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -661,10 +661,13 @@ func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 
 // probe reports whether t's key may be free: not found held (PTTL) on a
 // majority of masters. A probe that fails (a master not answering, or not
-// allowing PTTL) says free, and the round that follows finds out. When the
-// key is held on a majority, expires is when it will have expired on a
-// majority, if the holder does not extend it (zero when that cannot be
-// told): wake on expiry, docs/design.md §14.2.
+// allowing PTTL) says free, and the round that follows finds out. expires
+// is when the key will have expired on a majority, if the holder does not
+// extend it (zero when that cannot be told): wake on expiry, docs/design.md
+// §14.2. It is dated also when the key is free: in the past when a
+// majority no longer holds it (its keys expired after the round that
+// found it held and before this read), so that waiter wakes at once
+// instead of on its backoff.
 func (l *Locker) probe(ctx context.Context, t target) (free bool, expires time.Time) {
 	if !l.enter() {
 		return true, time.Time{} // the round that follows reports ErrClosed
@@ -675,10 +678,8 @@ func (l *Locker) probe(ctx context.Context, t target) (free bool, expires time.T
 		c.kind, c.key = cmdProbe, t.key
 		return true
 	})
-	if res.Count(quorum.Refused) < l.need {
-		return true, time.Time{}
-	}
-	return false, expiresAt(res, start, l.need, time.Millisecond+l.opts.DriftConstant)
+	free = res.Count(quorum.Refused) < l.need
+	return free, expiresAt(res, start, l.need, time.Millisecond+l.opts.DriftConstant)
 }
 
 // rank is w's place in t's queue + 1 on a majority of masters (the
