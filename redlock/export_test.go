@@ -16,6 +16,10 @@ func Backoff(l *Locker, attempt int) time.Duration { return l.backoff(attempt) }
 // lost on the way: waiters are left to their backoff.
 func DropWakes(l *Locker) { l.wake.drop.Store(true) }
 
+// WakeChannel is the channel on which a release of key names one of l's
+// waiters; l subscribes to it together with key's own channel.
+func WakeChannel(l *Locker, key string) string { return l.wake.channel(key) }
+
 // Wakes is how many waiters l has woken on a release.
 func Wakes(l *Locker) int64 { return l.wake.woken.Load() }
 

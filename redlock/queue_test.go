@@ -256,6 +256,11 @@ func TestDeadWaiterInQueueIsDropped(t *testing.T) {
 			}
 			got := lockThenUnlock(ctx, waiter, "dead-waiter")
 			queued(t, c, key, 2)
+			// The waiter's Locker hears the release: it subscribes to the
+			// key's channel and its own in one SUBSCRIBE, after it joined
+			// (a release published before is lost, and leaves the waiter
+			// on its polls with no wake).
+			waitSubscribed(t, c, redlock.WakeChannel(waiter, key))
 			if err := lk.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
