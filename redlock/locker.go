@@ -511,7 +511,19 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					// One read, on a failed round only: when the
 					// holder's keys expire (a holder that dies
 					// releases nothing).
-					_, expires = l.probe(ctx, t)
+					var free bool
+					free, expires = l.probe(ctx, t)
+					if free && !expires.IsZero() {
+						// Gone from a majority between the round
+						// and this read: expired (nobody will
+						// announce it), or released to a waiter
+						// a release named, whose round is on its
+						// way. Look again once such a round has
+						// had its NodeTimeout, not at once: a
+						// poll now would mostly find that handoff
+						// in flight.
+						expires = later(expires, time.Now().Add(l.opts.NodeTimeout))
+					}
 				}
 			}
 		}
