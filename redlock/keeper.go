@@ -165,10 +165,7 @@ func (k *keeper) run() {
 				k.ready = append(k.ready, it.h)
 			}
 		}
-		for k.workers < keepWorkers && k.workers < len(k.ready)-k.head+(len(k.batch)-k.bhead+keepBatch-1)/keepBatch {
-			k.workers++
-			go k.work()
-		}
+		k.startWorkersLocked()
 		wait := time.Hour
 		if len(k.due) > 0 {
 			wait = k.due[0].at - now
@@ -179,6 +176,16 @@ func (k *keeper) run() {
 		case <-t.C:
 		case <-k.wakeup:
 		}
+	}
+}
+
+// startWorkersLocked starts workers for what is pending, one per lock
+// extended alone and one per batch of up to keepBatch, up to keepWorkers in
+// all. k.mu is held.
+func (k *keeper) startWorkersLocked() {
+	for k.workers < keepWorkers && k.workers < len(k.ready)-k.head+(len(k.batch)-k.bhead+keepBatch-1)/keepBatch {
+		k.workers++
+		go k.work()
 	}
 }
 
@@ -195,10 +202,7 @@ func (k *keeper) single(hs []*Held) {
 			k.ready = append(k.ready, h)
 		}
 	}
-	for k.workers < keepWorkers && k.workers < len(k.ready)-k.head+(len(k.batch)-k.bhead+keepBatch-1)/keepBatch {
-		k.workers++
-		go k.work()
-	}
+	k.startWorkersLocked()
 }
 
 // work runs due extensions until none is left: up to keepBatch of the
