@@ -677,9 +677,9 @@ func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 // is when the key will have expired on a majority, if the holder does not
 // extend it (zero when that cannot be told): wake on expiry, docs/design.md
 // §14.2. It is dated also when the key is free: in the past when a
-// majority no longer holds it (its keys expired after the round that
-// found it held and before this read), so that waiter wakes at once
-// instead of on its backoff.
+// majority no longer holds it (its keys expired, or were released, after
+// the round that found it held and before this read); lock then looks
+// again NodeTimeout later instead of on its backoff.
 func (l *Locker) probe(ctx context.Context, t target) (free bool, expires time.Time) {
 	if !l.enter() {
 		return true, time.Time{} // the round that follows reports ErrClosed
