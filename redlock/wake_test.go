@@ -275,8 +275,13 @@ func TestWriterReleaseWakesEveryReader(t *testing.T) {
 			t.Fatalf("%d of %d readers acquired within 2s of the writer's release (their backoff is ≥ 2.5s): not woken (wakes: %d)", i, n, redlock.Wakes(readers))
 		}
 	}
-	// The readers share: the masters list all of them. (RLock returns at a
-	// majority; the last masters' registrations may still be on their way.)
+	// The readers share: a majority of masters list all of them at once.
+	// (RLock returns at a majority, and the last masters' registrations may
+	// still be on their way: wait for them. A master need not list them
+	// all: readers woken by the first master's announcement may reach a
+	// master before the writer's release does there, be refused by it,
+	// and hold by the others; docs/design.md §19.)
+	full := 0
 	for i := range c.N() {
 		var m int64
 		var err error
@@ -285,8 +290,16 @@ func TestWriterReleaseWakesEveryReader(t *testing.T) {
 				break
 			}
 		}
-		if err != nil || m != n {
-			t.Errorf("master %d: %d readers registered (%v), want %d", i, m, err, n)
+		switch {
+		case err != nil || m > n:
+			t.Errorf("master %d: %d readers registered (%v), want at most %d", i, m, err, n)
+		case m == n:
+			full++
+		default:
+			t.Logf("master %d: %d of %d readers registered", i, m, n)
 		}
+	}
+	if need := c.N()/2 + 1; full < need {
+		t.Errorf("%d masters list all %d readers, want a majority (%d)", full, n, need)
 	}
 }
