@@ -149,8 +149,9 @@ func (m *expireBeforeRead) Do(ctx context.Context, cmds [][]string) ([]redlock.R
 // The dead holder's keys expire after the waiter's round found them held
 // and before its read of their PTTLs (a window that a loaded machine
 // widens): the read, which finds them gone from a majority, dates their
-// expiry in the past, and the waiter makes its round at once, not at its
-// backoff (an hour here). Both in the masters' queue and not.
+// expiry in the past, and the waiter looks again NodeTimeout later (the
+// read cannot tell an expiry from a release that named another waiter),
+// not at its backoff (an hour here). Both in the masters' queue and not.
 func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
 	for _, tc := range []struct {
 		name string
