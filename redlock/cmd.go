@@ -46,6 +46,10 @@ const (
 	// of many single-key locks, each decided on its own; the keys,
 	// tokens and TTLs are ext's.
 	cmdExtendBatch // extend_batch.lua
+	// A waiter that a release may hand the key to (docs/design.md §14.3):
+	// its join leaves its token and TTL beside the queue. token is the
+	// waiter's id, n its score, waiter the record.
+	cmdJoinGrant // join_grant.lua
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -73,6 +77,8 @@ func (c *cmd) lua() *script {
 		return adoptScript
 	case cmdExtendBatch:
 		return extendBatchScript
+	case cmdJoinGrant:
+		return joinGrantScript
 	}
 	return c.lua2()
 }
@@ -113,10 +119,15 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdRelease:
 		nk := c.releaseKeys()
 		dst = append(c.evalsha(dst, nk), str(c.key))
-		if nk == 2 {
+		if nk >= 2 {
 			dst = append(dst, queue(c.key))
 		}
+		if nk == 3 {
+			dst = append(dst, arg{s: c.key, suffix: grantsSuffix})
+		}
 		return append(dst, str(c.token))
+	case cmdJoinGrant:
+		return append(c.evalsha(dst, 2), queue(c.key), arg{s: c.key, suffix: grantsSuffix}, num(c.n), str(c.token), str(c.waiter))
 	case cmdJoin:
 		return append(dst, str("ZADD"), queue(c.key), str("NX"), num(c.n), str(c.token))
 	case cmdLeave:
@@ -193,9 +204,14 @@ func queueKey(lock string) string { return lock + queueSuffix }
 
 const queueSuffix = ":waiters"
 
-// releaseKeys is how many keys a cmdRelease passes: the lock key, and its
-// queue when the release hands the key on (n == 1).
-func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 1)) }
+// grantsSuffix names the record, beside a lock key's queue, of the tokens
+// and TTLs a release may hand the key to (join_grant.lua).
+const grantsSuffix = ":grants"
+
+// releaseKeys is how many keys a cmdRelease passes: the lock key, its
+// queue when the release hands the key on (n ≥ 1), and the queue's
+// grants record when it may hand the key itself (n == 2).
+func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 2)) }
 
 // isRelease reports whether c is a release: the one kind of command that is
 // parked for a master that is not answering, and sent when it answers.
@@ -308,7 +324,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			}
 			return no
 		}
-	case cmdJoin, cmdLeave:
+	case cmdJoin, cmdLeave, cmdJoinGrant:
 		if r.typ == ':' {
 			return ok
 		}

@@ -387,6 +387,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// joined: w has (as far as this caller knows) an entry in the masters'
 	// queue; woke: this round follows a wake; retried: once per wake.
 	joined, woke, retried := false, false, false
+	handed := false // acquired by the masters' grants, without a round
 	// ask: the next round is a waiting writer's on a wake, and asks its
 	// place in the queue itself (rw_write.lua) instead of a ZRANK first.
 	// everJoined: w has joined the queue at some time; a release that named
@@ -420,6 +421,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		// Behind the masters' queue: a round now would race the waiter
 		// the last release named.
 		w, round = l.wake.wait(t), false
+		l.mayHand(t, w, ttl)
 		l.join(ctx, t, w)
 		joined, everJoined = true, true
 	}
@@ -496,6 +498,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				if w == nil {
 					// From now on a release of the key wakes this caller.
 					w = l.wake.wait(t)
+					l.mayHand(t, w, ttl)
 				}
 				if queued {
 					// (Again:) a release may have taken it off the queue.
@@ -608,6 +611,10 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			continue
 		case <-woken:
 			timer.Stop()
+			if lk = l.fromGrants(ctx, t, w, ttl, budget); lk != nil {
+				err, joined, handed = nil, false, true
+				break
+			}
 			round, woke, retried = true, true, false
 			expires, expiring = time.Time{}, false // released: whoever holds it next has its own TTL
 			if joined {
@@ -641,6 +648,15 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// also when a release named it, since that release may have popped
 	// another waiter on some masters.
 	switch {
+	case handed:
+	case w != nil && w.grant != nil && everJoined:
+		// A master may have handed it the key: give it back (and on).
+		all := make([]bool, len(l.streams))
+		for i := range all {
+			all[i] = true
+		}
+		l.releaseRound(ctx, t, w.grant.token, all, true)
+		l.queueRound(ctx, t, w, cmdLeave)
 	case everJoined && lk != nil && t.mode == modeWriteWait:
 		l.leaveWhere(ctx, t, w, func(i int) bool { return lk.acq.outcome(i) == quorum.OK })
 	case joined || everJoined && t.mode == modeWriteWait:
@@ -668,7 +684,65 @@ func (l *Locker) queued(t target) bool {
 // join puts w in t's queue on every master (ZADD NX: a caller already
 // there keeps its place).
 func (l *Locker) join(ctx context.Context, t target, w *waiter) {
-	l.queueRound(ctx, t, w, cmdJoin)
+	if w.grant == nil {
+		l.queueRound(ctx, t, w, cmdJoin)
+		return
+	}
+	if !l.enter() {
+		return
+	}
+	defer l.ops.Done()
+	start := time.Now()
+	rec := l.wake.joinGrant(w, start)
+	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
+		c.kind, c.key, c.token, c.n, c.waiter = cmdJoinGrant, t.key, w.id, w.score, rec
+		return true
+	})
+}
+
+// mayHand makes w a waiter that a release may hand t's key to
+// (docs/design.md §14.3): one resource, a plain mutex, without fencing.
+func (l *Locker) mayHand(t target, w *waiter, ttl time.Duration) {
+	if !l.queued(t) || t.mode != 0 || l.opts.Fencing {
+		return
+	}
+	token, err := newToken(l.opts.OwnerLabel)
+	if err != nil {
+		return
+	}
+	l.wake.setGrant(w, &grantState{token: token, ttl: uint64(ttl.Milliseconds()), seq: make([]uint64, len(l.streams))})
+}
+
+// fromGrants is the lock a majority of masters handed w, or nil.
+func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.Duration, budget validity.Budget) *Lock {
+	if w == nil {
+		return nil
+	}
+	start, by, ok := l.wake.grantedSince(w)
+	if !ok {
+		return nil
+	}
+	elapsed := time.Since(start)
+	info := Acquisition{Start: start, Elapsed: elapsed, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
+		Validity: budget.Validity(elapsed), Nodes: make([]NodeResult, len(by))}
+	mayHold := make([]bool, len(by))
+	for i, g := range by {
+		mayHold[i] = true
+		info.Nodes[i] = NodeResult{Addr: l.addrs[i], Outcome: quorum.Pending}
+		if g {
+			info.Nodes[i].Outcome = quorum.OK
+		}
+	}
+	if info.Validity <= 0 {
+		return nil
+	}
+	lk := &Lock{locker: l, target: t, token: w.grant.token, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
+	if !l.live.add(lk) {
+		return nil
+	}
+	l.tel.acquired(ctx, t.resource, outAcquired, info, 0)
+	l.tel.hold(lk)
+	return lk
 }
 
 // probe reports whether t's key may be free: not found held (PTTL) on a
@@ -1178,6 +1252,9 @@ func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHo
 	var pop uint64
 	if handOn {
 		pop = 1
+		if t.mode == 0 && !t.multi() && !l.opts.Fencing {
+			pop = 2 // and hand the key itself to a waiter that asked (§14.3)
+		}
 	}
 	res := l.round(context.WithoutCancel(ctx), time.Now(), true, func(c *cmd) bool {
 		t.set(c)
@@ -1187,7 +1264,7 @@ func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHo
 	if handOn {
 		n := 0
 		for _, r := range res.Replies {
-			if r.Outcome == quorum.OK && r.Value == 2 {
+			if r.Outcome == quorum.OK && r.Value >= 2 {
 				n++
 			}
 		}

@@ -22,6 +22,8 @@ var (
 	extendSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/join_grant.lua
+	joinGrantSrc string
 	//go:embed scripts/acquire_fenced.lua
 	acquireFencedSrc string
 	//go:embed scripts/writeback.lua
@@ -84,6 +86,7 @@ func newScript(name, src string) *script {
 var (
 	extendScript         = newScript("extend.lua", extendSrc)
 	releaseScript        = newScript("release.lua", releaseSrc)
+	joinGrantScript      = newScript("join_grant.lua", joinGrantSrc)
 	acquireFencedScript  = newScript("acquire_fenced.lua", acquireFencedSrc)
 	writebackScript      = newScript("writeback.lua", writebackSrc)
 	acquireMultiScript   = newScript("acquire_multi.lua", acquireMultiSrc)
@@ -99,7 +102,7 @@ var (
 	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
-		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript}
+		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, joinGrantScript}
 )
 
 // ReleaseScript returns the compare-and-delete a Locker releases with

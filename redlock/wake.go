@@ -128,6 +128,9 @@ type waiter struct {
 	named  int
 	popped bool
 	again  bool // wake it again on the majority's announcement
+	// grant: a waiter a release may hand the key to (nil otherwise);
+	// guarded by the waker's mutex.
+	grant *grantState
 	// reader: an RLock waiting for a writer to go. It waits on the
 	// writer's key, and every release of that key wakes every reader
 	// (readers share, so none is first in line), besides the one writer
@@ -354,6 +357,18 @@ func (w *waker) released(i int, key, msg string) {
 		q.tally = map[string]int{}
 	}
 	if dig, head, named := strings.Cut(msg, " "); named {
+		if id, num, handed := strings.Cut(head, " "); handed {
+			// The master handed the key to one of this Locker's waiters.
+			q.handedAt = time.Now()
+			if x := q.find(id); x != nil && x.grant != nil {
+				seq, _ := strconv.ParseUint(num, 10, 64)
+				if x.grant.got(i, seq, w.l.need) {
+					x.wake()
+					w.woken.Add(1)
+				}
+			}
+			return
+		}
 		// Only this Locker hears it (its own channel): no tally needed.
 		q.handedAt = time.Now()
 		if q.has(head) {
@@ -432,6 +447,87 @@ func (w *waker) wakeOnMajority(wt *waiter) (now, later bool) {
 	}
 	wt.again = true
 	return false, true
+}
+
+// find is the waiter id of q, or nil.
+func (q *waitQueue) find(id string) *waiter {
+	for _, x := range q.waiters {
+		if x.id == id {
+			return x
+		}
+	}
+	return nil
+}
+
+// grantState is what a waiter that a release may hand the key to knows
+// of the grants (docs/design.md §14.3).
+type grantState struct {
+	token string
+	ttl   uint64      // ms
+	sends []time.Time // sends[k-1]: when its join k was sent
+	from  uint64      // grants that followed a join numbered below from do not count
+	seq   []uint64    // by master: the join its last counted grant followed (0: none)
+}
+
+// got counts master i's grant, which followed join seq, and reports
+// whether it makes a majority.
+func (g *grantState) got(i int, seq uint64, need int) bool {
+	if seq < g.from || seq > uint64(len(g.sends)) || g.seq[i] != 0 {
+		return false
+	}
+	g.seq[i] = seq
+	return g.count() == need
+}
+
+func (g *grantState) count() int {
+	n := 0
+	for _, s := range g.seq {
+		if s != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// grantedSince is, when a majority of masters have handed wt the key,
+// the earliest send of the joins their grants followed: each master set
+// the key after it had that join, so the key lives there at least TTL
+// from that instant.
+func (w *waker) grantedSince(wt *waiter) (time.Time, []bool, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := wt.grant
+	if g == nil || g.count() < w.l.need {
+		return time.Time{}, nil, false
+	}
+	var start time.Time
+	by := make([]bool, len(g.seq))
+	for i, s := range g.seq {
+		if s == 0 {
+			continue
+		}
+		by[i] = true
+		if t := g.sends[s-1]; start.IsZero() || t.Before(start) {
+			start = t
+		}
+	}
+	return start, by, true
+}
+
+// setGrant makes wt a waiter a release may hand the key to.
+func (w *waker) setGrant(wt *waiter, g *grantState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt.grant = g
+}
+
+// joinGrant numbers wt's next join, sent at now, and returns its record.
+func (w *waker) joinGrant(wt *waiter, now time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := wt.grant
+	g.sends = append(g.sends, now)
+	return strconv.Itoa(len(g.sends)) + " " + strconv.FormatUint(g.ttl, 10) + " " + g.token
 }
 
 // has reports whether the waiter id is in q.

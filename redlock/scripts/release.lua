@@ -21,8 +21,23 @@ if v == ARGV[1] then
     local head = redis.pcall('ZPOPMIN', KEYS[2])
     if type(head) == 'table' and head[1] then
       -- A waiter's id is "<Locker id>.<n>": only its Locker hears.
-      msg, r = msg .. ' ' .. head[1], 2
-      ch = KEYS[1] .. ':w:' .. string.match(head[1], '^[^.]*')
+      local lch = KEYS[1] .. ':w:' .. string.match(head[1], '^[^.]*')
+      local rec = KEYS[3] and redis.pcall('HGET', KEYS[3], head[1])
+      if type(rec) == 'string' then
+        redis.pcall('HDEL', KEYS[3], head[1])
+        local seq, ttl, tok = string.match(rec, '^(%d+) (%d+) (.+)$')
+        if tok then
+          redis.call('SET', KEYS[1], tok, 'PX', ttl)
+          local n = redis.pcall('PUBLISH', lch, msg .. ' ' .. head[1] .. ' ' .. seq)
+          if type(n) == 'number' and n > 0 then
+            return 3
+          end
+          redis.call('DEL', KEYS[1])
+        end
+      else
+        msg, r = msg .. ' ' .. head[1], 2
+        ch = lch
+      end
     end
   end
   redis.pcall('PUBLISH', ch, msg)
