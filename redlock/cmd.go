@@ -50,6 +50,7 @@ const (
 	// its join leaves its token and TTL beside the queue. token is the
 	// waiter's id, n its score, waiter the record.
 	cmdJoinGrant // join_grant.lua
+	cmdProbeMine // probe_mine.lua: cmdProbe that also says whether the key holds token (the waiter's grant token)
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -79,6 +80,8 @@ func (c *cmd) lua() *script {
 		return extendBatchScript
 	case cmdJoinGrant:
 		return joinGrantScript
+	case cmdProbeMine:
+		return probeMineScript
 	}
 	return c.lua2()
 }
@@ -125,7 +128,13 @@ func (c *cmd) args(dst []arg) []arg {
 		if nk == 3 {
 			dst = append(dst, arg{s: c.key, suffix: grantsSuffix})
 		}
-		return append(dst, str(c.token))
+		dst = append(dst, str(c.token))
+		if c.waiter != "" && nk >= 2 {
+			dst = append(dst, str(c.waiter)) // the releasing waiter's own entry goes first
+		}
+		return dst
+	case cmdProbeMine:
+		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
 	case cmdJoinGrant:
 		return append(c.evalsha(dst, 2), queue(c.key), arg{s: c.key, suffix: grantsSuffix}, num(c.n), str(c.token), str(c.waiter))
 	case cmdJoin:
@@ -208,6 +217,10 @@ const queueSuffix = ":waiters"
 // and TTLs a release may hand the key to (join_grant.lua).
 const grantsSuffix = ":grants"
 
+// probeMine is a cmdProbeMine reply's Value where the key holds the
+// waiter's own grant token.
+const probeMine = 1
+
 // releaseKeys is how many keys a cmdRelease passes: the lock key, its
 // queue when the release hands the key on (n ≥ 1), and the queue's
 // grants record when it may hand the key itself (n == 2).
@@ -235,7 +248,8 @@ type cmd struct {
 	resent bool // sent again after a NOSCRIPT reply
 	// cmdWriteWait: the writer's id in the masters' queue ("" when it is
 	// not in it), and whether a master refuses it while others are ahead
-	// of it there (rw_write.lua).
+	// of it there (rw_write.lua). cmdRelease: the releasing waiter's own
+	// id in the queue, to take off. cmdJoinGrant: the waiter's record.
 	waiter string
 	ask    bool
 }
@@ -347,12 +361,17 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			ok.Value = uint64(r.n)
 			return ok
 		}
-	case cmdProbe:
-		// OK: the key is absent here (−2); Refused: it is held, Value its
-		// PTTL in ms (math.MaxUint64 for a key without one, −1).
+	case cmdProbe, cmdProbeMine:
+		// OK: the key is absent here (−2), or (cmdProbeMine, Value
+		// probeMine) holds the waiter's own grant token (−3); Refused: it
+		// is held, Value its PTTL in ms (math.MaxUint64 for a key without
+		// one, −1).
 		if r.typ == ':' {
 			switch {
 			case r.n == -2:
+				return ok
+			case r.n == -3 && c.kind == cmdProbeMine:
+				ok.Value = probeMine
 				return ok
 			case r.n >= 0:
 				no.Value = uint64(r.n)

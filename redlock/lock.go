@@ -36,6 +36,7 @@ type Lock struct {
 	locker *Locker
 	target
 	token   string
+	queueID string // the id in the masters' queue of the waiter the masters handed it to ("" otherwise)
 	fence   uint64
 	mayHold []bool    // masters where the acquisition's SET may have landed
 	acq     acqRecord // for Acquisition
@@ -261,7 +262,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	l.tel.unlocked(ctx, lk.resource)
 	defer func() { l.tel.unlockedHold(ctx, lk, err) }()
 	expired := !time.Now().Before(lk.deadline)
-	res := l.release(ctx, lk.target, lk.token, lk.mayHold, lk.waited)
+	res := l.release(ctx, lk.target, lk.token, lk.mayHold, lk.waited, lk.queueID)
 	if ref := refusal(l.nodeResults(res)); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say
 		// so rather than return nil.

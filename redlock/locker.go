@@ -388,6 +388,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// queue; woke: this round follows a wake; retried: once per wake.
 	joined, woke, retried := false, false, false
 	handed := false // acquired by the masters' grants, without a round
+	giving := false // handed the key by a minority: give it back when the timer fires
 	// ask: the next round is a waiting writer's on a wake, and asks its
 	// place in the queue itself (rw_write.lua) instead of a ZRANK first.
 	// everJoined: w has joined the queue at some time; a release that named
@@ -515,7 +516,14 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					// holder's keys expire (a holder that dies
 					// releases nothing).
 					var free bool
-					free, expires = l.probe(ctx, t)
+					free, expires = l.probe(ctx, t, w)
+					if lk = l.fromGrants(ctx, t, w, ttl, budget); lk != nil {
+						err, handed = nil, true
+						break
+					}
+					// Handed the key by a minority whose messages were
+					// lost: wait a little for the others, as on a wake.
+					giving = l.wake.grants(w) > 0
 					if free && !expires.IsZero() {
 						// Gone from a majority between the round
 						// and this read: expired (nobody will
@@ -548,6 +556,11 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			}
 			expires = time.Time{}
 		}
+		if giving {
+			// Jittered, so that two waiters each handed a minority do
+			// not give back in step and trade their grants.
+			d, expiring = l.opts.NodeTimeout+rand.N(l.opts.NodeTimeout+1), false
+		}
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -565,6 +578,21 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				err = fmt.Errorf("redlock: lock %q: waiting to retry: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
 			}
 		case <-timer.C:
+			if giving {
+				giving = false
+				if lk = l.fromGrants(ctx, t, w, ttl, budget); lk != nil {
+					err, handed = nil, true
+					break
+				}
+				// No majority came: give back, so that the masters that
+				// handed it the key hand it on, and join again, at the
+				// same place. The grants that followed its earlier
+				// joins no longer count.
+				l.giveBack(ctx, t, w)
+				l.join(ctx, t, w)
+				joined, everJoined, round = true, true, false
+				continue
+			}
 			// The backoff covers a lost release message. Only the first
 			// waiter in line needs to poll: the others are woken in turn.
 			round = w == nil || l.wake.first(w)
@@ -584,7 +612,18 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				// Woken at the holder's expiry (§14.2), the head takes
 				// the key at once: nobody released it, so nobody was
 				// named.
-				switch free, at := l.probe(ctx, t); {
+				free, at := l.probe(ctx, t, w)
+				if lk = l.fromGrants(ctx, t, w, ttl, budget); lk != nil {
+					err, handed = nil, true
+					break
+				}
+				if l.wake.grants(w) > 0 {
+					// Handed the key by a minority, whose messages were
+					// lost: as on a wake.
+					giving, round = true, false
+					continue
+				}
+				switch {
 				case !free:
 					suspect, round, behind, expires = false, false, 0, at
 					if probes++; probes%4 == 0 {
@@ -612,8 +651,17 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		case <-woken:
 			timer.Stop()
 			if lk = l.fromGrants(ctx, t, w, ttl, budget); lk != nil {
-				err, joined, handed = nil, false, true
+				err, handed = nil, true
 				break
+			}
+			if l.wake.grants(w) > 0 {
+				// Handed the key by some masters, not yet a majority:
+				// the others' grants are on their way, or went to
+				// another waiter (the masters disagreed on the head). A
+				// round now would be refused where its own grant is:
+				// wait a little, then give back what it has.
+				giving, round = true, false
+				continue
 			}
 			round, woke, retried = true, true, false
 			expires, expiring = time.Time{}, false // released: whoever holds it next has its own TTL
@@ -649,14 +697,11 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	// another waiter on some masters.
 	switch {
 	case handed:
+		// Its Unlock takes it off the queue where it still is.
 	case w != nil && w.grant != nil && everJoined:
-		// A master may have handed it the key: give it back (and on).
-		all := make([]bool, len(l.streams))
-		for i := range all {
-			all[i] = true
-		}
-		l.releaseRound(ctx, t, w.grant.token, all, true)
-		l.queueRound(ctx, t, w, cmdLeave)
+		// A master may have handed it the key: give that back (and on),
+		// and leave, in one round.
+		l.giveBack(ctx, t, w)
 	case everJoined && lk != nil && t.mode == modeWriteWait:
 		l.leaveWhere(ctx, t, w, func(i int) bool { return lk.acq.outcome(i) == quorum.OK })
 	case joined || everJoined && t.mode == modeWriteWait:
@@ -700,10 +745,26 @@ func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 	})
 }
 
+// giveBack releases w's grant token on every master, handing the key on
+// where a release had handed it to w, and takes w off the queue, in one
+// round. The grants that followed w's joins so far no longer count: a
+// master may hand it the key again only after a later join.
+func (l *Locker) giveBack(ctx context.Context, t target, w *waiter) {
+	if !l.enter() {
+		return // Close: the handed keys expire with their TTL
+	}
+	defer l.ops.Done()
+	l.wake.resetGrants(w)
+	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
+		c.kind, c.key, c.token, c.n, c.waiter = cmdRelease, t.key, w.grant.token, 2, w.id
+		return true
+	})
+}
+
 // mayHand makes w a waiter that a release may hand t's key to
 // (docs/design.md §14.3): one resource, a plain mutex, without fencing.
 func (l *Locker) mayHand(t target, w *waiter, ttl time.Duration) {
-	if !l.queued(t) || t.mode != 0 || l.opts.Fencing {
+	if !l.queued(t) || t.mode != 0 || l.opts.Fencing || !l.wake.hearsAll() {
 		return
 	}
 	token, err := newToken(l.opts.OwnerLabel)
@@ -736,7 +797,7 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 	if info.Validity <= 0 {
 		return nil
 	}
-	lk := &Lock{locker: l, target: t, token: w.grant.token, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
+	lk := &Lock{locker: l, target: t, token: w.grant.token, queueID: w.id, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
 	if !l.live.add(lk) {
 		return nil
 	}
@@ -754,7 +815,10 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 // majority no longer holds it (its keys expired, or were released, after
 // the round that found it held and before this read); lock then looks
 // again NodeTimeout later instead of on its backoff.
-func (l *Locker) probe(ctx context.Context, t target) (free bool, expires time.Time) {
+// For a waiter that a release may hand the key to (w.grant), it also reads
+// whether the key holds its grant token, and counts those masters as its
+// grants (docs/design.md §14.3).
+func (l *Locker) probe(ctx context.Context, t target, w *waiter) (free bool, expires time.Time) {
 	if !l.enter() {
 		return true, time.Time{} // the round that follows reports ErrClosed
 	}
@@ -762,8 +826,18 @@ func (l *Locker) probe(ctx context.Context, t target) (free bool, expires time.T
 	start := time.Now()
 	res := l.round(ctx, start, false, func(c *cmd) bool {
 		c.kind, c.key = cmdProbe, t.key
+		if w != nil && w.grant != nil {
+			c.kind, c.token = cmdProbeMine, w.grant.token
+		}
 		return true
 	})
+	if w != nil && w.grant != nil {
+		for i, r := range res.Replies {
+			if r.Outcome == quorum.OK && r.Value == probeMine {
+				l.wake.mine(w, i)
+			}
+		}
+	}
 	free = res.Count(quorum.Refused) < l.need
 	return free, expiresAt(res, start, l.need, time.Millisecond+l.opts.DriftConstant)
 }
@@ -1062,7 +1136,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		if reason == "" && inv == nil && granted(res, budget, info.Elapsed) {
 			return nil
 		}
-		l.releaseRound(ctx, t, token, mayHold, false)
+		l.releaseRound(ctx, t, token, mayHold, false, "")
 		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
 		// A master that refused the command for lack of permission is
 		// named, and makes the error ErrInvalid too.
@@ -1237,11 +1311,14 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 // to think someone queued: the lock was taken by a Lock that waited
 // (waited), or a caller of this Locker has waited for the key lately.
 // Otherwise the release only announces (docs/design.md §14.1 item 2).
-func (l *Locker) release(ctx context.Context, t target, token string, mayHold []bool, waited bool) quorum.Result {
-	return l.releaseRound(ctx, t, token, mayHold, l.queued(t) && (waited || l.wake.contended(t.key)))
+// A lock the masters handed to a waiter (queueID, its id in the queue,
+// docs/design.md §14.3) also takes that waiter off the queue where it may
+// still be.
+func (l *Locker) release(ctx context.Context, t target, token string, mayHold []bool, waited bool, queueID string) quorum.Result {
+	return l.releaseRound(ctx, t, token, mayHold, queueID != "" || l.queued(t) && (waited || l.wake.contended(t.key)), queueID)
 }
 
-func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHold []bool, handOn bool) quorum.Result {
+func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHold []bool, handOn bool, queueID string) quorum.Result {
 	kind := cmdRelease
 	switch {
 	case t.multi():
@@ -1258,7 +1335,7 @@ func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHo
 	}
 	res := l.round(context.WithoutCancel(ctx), time.Now(), true, func(c *cmd) bool {
 		t.set(c)
-		c.kind, c.token, c.n = kind, token, pop
+		c.kind, c.token, c.n, c.waiter = kind, token, pop, queueID
 		return mayHold[c.node]
 	})
 	if handOn {

@@ -24,6 +24,8 @@ var (
 	releaseSrc string
 	//go:embed scripts/join_grant.lua
 	joinGrantSrc string
+	//go:embed scripts/probe_mine.lua
+	probeMineSrc string
 	//go:embed scripts/acquire_fenced.lua
 	acquireFencedSrc string
 	//go:embed scripts/writeback.lua
@@ -87,6 +89,7 @@ var (
 	extendScript         = newScript("extend.lua", extendSrc)
 	releaseScript        = newScript("release.lua", releaseSrc)
 	joinGrantScript      = newScript("join_grant.lua", joinGrantSrc)
+	probeMineScript      = newScript("probe_mine.lua", probeMineSrc)
 	acquireFencedScript  = newScript("acquire_fenced.lua", acquireFencedSrc)
 	writebackScript      = newScript("writeback.lua", writebackSrc)
 	acquireMultiScript   = newScript("acquire_multi.lua", acquireMultiSrc)
@@ -102,7 +105,7 @@ var (
 	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
-		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, joinGrantScript}
+		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, joinGrantScript, probeMineScript}
 )
 
 // ReleaseScript returns the compare-and-delete a Locker releases with

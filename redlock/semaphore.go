@@ -246,7 +246,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 		others = slices.DeleteFunc(slices.Clone(s.slots), func(k string) bool { return k == order[win-1] })
 	}
 	if len(others) > 0 && slices.Contains(rest, true) {
-		l.releaseRound(ctx, target{resource: s.name, key: others[0], keys: others}, token, rest, false)
+		l.releaseRound(ctx, target{resource: s.name, key: others[0], keys: others}, token, rest, false, "")
 	}
 	if !ok {
 		e := &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: info.Nodes, kind: ErrNotAcquired, cause: refusal(info.Nodes)}

@@ -362,9 +362,13 @@ func (w *waker) released(i int, key, msg string) {
 			q.handedAt = time.Now()
 			if x := q.find(id); x != nil && x.grant != nil {
 				seq, _ := strconv.ParseUint(num, 10, 64)
-				if x.grant.got(i, seq, w.l.need) {
-					x.wake()
-					w.woken.Add(1)
+				// Wake it on the first grant (it then waits for the
+				// others, and gives back what it has if no majority
+				// comes) and on the majority's.
+				if n := x.grant.got(i, seq); n == 1 || n == w.l.need {
+					if x.wake() {
+						w.woken.Add(1)
+					}
 				}
 			}
 			return
@@ -469,14 +473,16 @@ type grantState struct {
 	seq   []uint64    // by master: the join its last counted grant followed (0: none)
 }
 
-// got counts master i's grant, which followed join seq, and reports
-// whether it makes a majority.
-func (g *grantState) got(i int, seq uint64, need int) bool {
-	if seq < g.from || seq > uint64(len(g.sends)) || g.seq[i] != 0 {
-		return false
+// got counts master i's grant, which followed join seq, and returns how
+// many masters it now counts (0 when this grant does not count: it
+// followed a join from before the grants last stopped counting, or the
+// master's grant is counted already).
+func (g *grantState) got(i int, seq uint64) int {
+	if seq < max(g.from, 1) || seq > uint64(len(g.sends)) || g.seq[i] != 0 {
+		return 0
 	}
 	g.seq[i] = seq
-	return g.count() == need
+	return g.count()
 }
 
 func (g *grantState) count() int {
@@ -512,6 +518,47 @@ func (w *waker) grantedSince(wt *waiter) (time.Time, []bool, bool) {
 		}
 	}
 	return start, by, true
+}
+
+// grants is how many masters have handed wt the key (counted).
+func (w *waker) grants(wt *waiter) int {
+	if wt == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wt.grant == nil {
+		return 0
+	}
+	return wt.grant.count()
+}
+
+// mine counts master i, where a poll read wt's grant token in the key,
+// as a grant that followed the first join since its grants last stopped
+// counting (resetGrants): the master set the key after it had that join.
+func (w *waker) mine(wt *waiter, i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if g := wt.grant; g != nil && g.seq[i] == 0 && g.from <= uint64(len(g.sends)) {
+		g.seq[i] = max(g.from, 1)
+	}
+}
+
+// resetGrants stops counting the grants that followed wt's joins so far.
+func (w *waker) resetGrants(wt *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := wt.grant
+	g.from = uint64(len(g.sends)) + 1
+	clear(g.seq)
+}
+
+// hearsAll reports whether this Locker has a subscription on every
+// master: only then can it be told of every grant.
+func (w *waker) hearsAll() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.subs) == len(w.l.masters)
 }
 
 // setGrant makes wt a waiter a release may hand the key to.

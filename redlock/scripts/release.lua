@@ -6,37 +6,58 @@
 -- With KEYS[2], the key's queue of waiting callers (a sorted set by the
 -- time each started waiting, docs/design.md §14), the longest waiting is
 -- taken off the queue and named after a space, on a channel only that
--- caller's Locker listens to (the key's name, ':w:' and the Locker's id). Waiters that miss the message retry on their backoff. PUBLISH
--- and ZPOPMIN run with pcall: a user not allowed them still releases
--- (after the DEL, an error would report a release that happened as
--- refused); its waiters only lose the wake.
--- KEYS[1] lock key; KEYS[2] (optional) its queue; ARGV[1] token.
--- Returns 1 when deleted (2 when a waiter was taken off the queue), 0 when
--- the key is absent, -1 when it holds another owner's token.
+-- caller's Locker listens to (the key's name, ':w:' and the Locker's id).
+-- Waiters that miss the message retry on their backoff.
+-- With KEYS[3], the queue's grants record (docs/design.md §14.3): a head
+-- that left its token and TTL there (join_grant.lua) is handed the key
+-- itself, SET to its token, and told so (the digest, its id and the
+-- number of the join its record came with); when nobody hears that (its
+-- Locker is gone), the key is deleted again and the next head is tried,
+-- up to four.
+-- PUBLISH, ZPOPMIN and the record's commands run with pcall: a user not
+-- allowed them still releases (after the DEL, an error would report a
+-- release that happened as refused); its waiters only lose the wake.
+-- KEYS[1] lock key; KEYS[2] (optional) its queue; KEYS[3] (optional) the
+-- grants record; ARGV[1] token; ARGV[2] (optional) the releasing caller's
+-- own id in the queue, taken off the queue and the record first, whatever
+-- the key holds.
+-- Returns 1 when deleted (2 when a waiter was named, 3 when the key was
+-- handed to one), 0 when the key is absent, -1 when it holds another
+-- owner's token.
 local v = redis.call('GET', KEYS[1])
+if ARGV[2] and KEYS[2] then
+  redis.pcall('ZREM', KEYS[2], ARGV[2])
+  if KEYS[3] then
+    redis.pcall('HDEL', KEYS[3], ARGV[2])
+  end
+end
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
   local msg, ch, r = redis.sha1hex(ARGV[1]), KEYS[1], 1
   if KEYS[2] then
-    local head = redis.pcall('ZPOPMIN', KEYS[2])
-    if type(head) == 'table' and head[1] then
+    for _ = 1, 4 do
+      local head = redis.pcall('ZPOPMIN', KEYS[2])
+      if type(head) ~= 'table' or not head[1] then
+        break
+      end
       -- A waiter's id is "<Locker id>.<n>": only its Locker hears.
       local lch = KEYS[1] .. ':w:' .. string.match(head[1], '^[^.]*')
       local rec = KEYS[3] and redis.pcall('HGET', KEYS[3], head[1])
-      if type(rec) == 'string' then
-        redis.pcall('HDEL', KEYS[3], head[1])
-        local seq, ttl, tok = string.match(rec, '^(%d+) (%d+) (.+)$')
-        if tok then
-          redis.call('SET', KEYS[1], tok, 'PX', ttl)
+      if type(rec) ~= 'string' then
+        msg, r, ch = msg .. ' ' .. head[1], 2, lch
+        break
+      end
+      redis.pcall('HDEL', KEYS[3], head[1])
+      local seq, ttl, tok = string.match(rec, '^(%d+) (%d+) (.+)$')
+      if tok then
+        local set = redis.pcall('SET', KEYS[1], tok, 'PX', ttl)
+        if type(set) == 'table' and set.ok then
           local n = redis.pcall('PUBLISH', lch, msg .. ' ' .. head[1] .. ' ' .. seq)
           if type(n) == 'number' and n > 0 then
             return 3
           end
           redis.call('DEL', KEYS[1])
         end
-      else
-        msg, r = msg .. ' ' .. head[1], 2
-        ch = lch
       end
     end
   end
