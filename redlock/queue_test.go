@@ -148,13 +148,14 @@ var holders = []struct {
 	waited bool
 }{{"holder that waited", true}, {"holder that never waited", false}}
 
-// Several Lockers (processes) wait for one key: each release wakes one
-// waiter across all of them, the longest waiting, and that waiter's round
-// (and its one retry) are the only acquisition attempts the masters see; in turn every
-// waiter gets the lock, in the order they started waiting, and the queue
-// is gone afterwards. A holder that never waited does not pass the queue:
-// its release wakes one waiter of every Locker, each asks its place, and
-// only the head makes a round; the releases after it hand on by name.
+// Several Lockers (processes) wait for one key: each release hands the key
+// to one waiter across all of them, the longest waiting, whose Lock makes
+// no round of its own: the SET of every release that hands on is the only
+// one the masters see (docs/design.md §14.3); in turn every waiter gets
+// the lock, in the order they started waiting, and the queue is gone
+// afterwards. A holder that never waited does not pass the queue: its
+// release wakes one waiter of every Locker, each asks its place, and only
+// the head makes a round; the releases after it hand the key on.
 func TestReleaseHandsOnToOneWaiterAcrossLockers(t *testing.T) {
 	for _, h := range holders {
 		t.Run(h.name, func(t *testing.T) { testHandsOnAcrossLockers(t, h.waited) })
@@ -210,12 +211,31 @@ func testHandsOnAcrossLockers(t *testing.T, waited bool) {
 		if got := wakes(); got != want {
 			t.Errorf("after %d releases %d waiters woken across the Lockers, want %d", i+1, got, want)
 		}
-		for m, a := range setCalls(t, c) {
-			// The woken waiter's round, and its one retry when the first
-			// master's announcement woke it before others had released:
-			// no other waiter made a round (their backoff is ≥ 2.5s).
-			if d := a - before[m]; d < 1 || d > 2 {
-				t.Errorf("release %d: master %d executed %d SETs between the release and the next acquisition, want 1 or 2 (the woken waiter's round, and its retry)", i, m, d)
+		// The waiter acquires once a majority has handed it the key: the
+		// last masters' releases may still be on their way.
+		var sets []int64
+		waitFor(t, "every master's release", func() bool {
+			sets = setCalls(t, c)
+			for m, a := range sets {
+				if a == before[m] {
+					return false
+				}
+			}
+			return true
+		})
+		for m, a := range sets {
+			// The release that handed the key on SETs it to the next
+			// holder's token: that waiter made no round, nor did any
+			// other (their backoff is ≥ 2.5s). After a holder that never
+			// waited, the first release names nobody, and the head makes
+			// its round (and its one retry when the first master's
+			// announcement woke it before others had released).
+			lo, hi := int64(1), int64(1)
+			if !waited && i == 0 {
+				hi = 2
+			}
+			if d := a - before[m]; d < lo || d > hi {
+				t.Errorf("release %d: master %d executed %d SETs between the release and the next acquisition, want %d to %d", i, m, d, lo, hi)
 			}
 		}
 		for j := i + 1; j < n; j++ {

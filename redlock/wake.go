@@ -365,10 +365,13 @@ func (w *waker) released(i int, key, msg string) {
 				// Wake it on the first grant (it then waits for the
 				// others, and gives back what it has if no majority
 				// comes) and on the majority's.
-				if n := x.grant.got(i, seq); n == 1 || n == w.l.need {
+				switch x.grant.got(i, seq) {
+				case 1:
 					if x.wake() {
-						w.woken.Add(1)
+						w.woken.Add(1) // one per release, as for a waiter named
 					}
+				case w.l.need:
+					x.wake()
 				}
 			}
 			return

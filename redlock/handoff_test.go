@@ -1,0 +1,598 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Tests of the hand-off of the key itself to the head of the masters'
+// queue (docs/design.md §14.3: join_grant.lua, the `<key>:grants`
+// record, a release that SETs the head's grant token and returns 3).
+
+// handKey is the lock key of resource.
+func handKey(resource string) string { return "redlock:{" + resource + "}" }
+
+// lockerID is l's id, the prefix of its waiters' ids ("<id>.<n>"): its
+// wake channel for key is key + ":w:" + id.
+func lockerID(l *redlock.Locker, key string) string {
+	return strings.TrimPrefix(redlock.WakeChannel(l, key), key+":w:")
+}
+
+// waiterIDOf is the id of l's (one) waiter in key's queue on master i, or
+// "" when it has none there.
+func waiterIDOf(t *testing.T, c *lab.Masters, i int, l *redlock.Locker, key string) string {
+	t.Helper()
+	for _, id := range zrange(t, c, i, key) {
+		if strings.HasPrefix(id, lockerID(l, key)+".") {
+			return id
+		}
+	}
+	return ""
+}
+
+// zrange is key's queue on master i, head first.
+func zrange(t *testing.T, c *lab.Masters, i int, key string) []string {
+	t.Helper()
+	ids, err := c.Client(i).ZRange(t.Context(), key+":waiters", 0, -1).Result()
+	if err != nil {
+		t.Fatalf("ZRANGE on master %d: %v", i, err)
+	}
+	return ids
+}
+
+// grants is key's grants record on master i.
+func grants(t *testing.T, c *lab.Masters, i int, key string) map[string]string {
+	t.Helper()
+	m, err := c.Client(i).HGetAll(t.Context(), key+":grants").Result()
+	if err != nil {
+		t.Fatalf("HGETALL on master %d: %v", i, err)
+	}
+	return m
+}
+
+// getKey is key's value on master i ("" when absent).
+func getKey(t *testing.T, c *lab.Masters, i int, key string) string {
+	t.Helper()
+	v, err := c.Client(i).Get(t.Context(), key).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET on master %d: %v", i, err)
+	}
+	return v
+}
+
+// settles polls cond for up to d and reports whether it came to hold: the
+// last masters' commands of a round may still be on their way when the
+// call that made it returns. The caller then asserts the state itself,
+// so that a failure says what is on the masters.
+func settles(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
+
+// state is what each master holds for key: the key's value, its queue and
+// its grants record.
+func state(t *testing.T, c *lab.Masters, key string) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range c.N() {
+		fmt.Fprintf(&b, "\n  master %d: GET %q, waiters %q, grants %q", i, getKey(t, c, i, key), zrange(t, c, i, key), grants(t, c, i, key))
+	}
+	return b.String()
+}
+
+// clean reports whether no master holds key, a queue entry or a grants
+// record for it.
+func clean(t *testing.T, c *lab.Masters, key string) bool {
+	t.Helper()
+	for i := range c.N() {
+		if getKey(t, c, i, key) != "" || len(zrange(t, c, i, key)) != 0 || len(grants(t, c, i, key)) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+type lockResult struct {
+	lk  *redlock.Lock
+	err error
+}
+
+// lockAsync runs l.Lock(ctx, resource) and sends its result.
+func lockAsync(ctx context.Context, l *redlock.Locker, resource string) <-chan lockResult {
+	got := make(chan lockResult, 1)
+	go func() {
+		lk, err := l.Lock(ctx, resource)
+		got <- lockResult{lk, err}
+	}()
+	return got
+}
+
+// takes waits (up to 10s) for the lock of got.
+func takes(t *testing.T, got <-chan lockResult, who string) *redlock.Lock {
+	t.Helper()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("%s: Lock: %v", who, r.err)
+		}
+		return r.lk
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never acquired", who)
+	}
+	return nil
+}
+
+// A release that passes the queue hands the key itself to the head, a
+// grant waiter: the head's Lock returns with the key holding its token on
+// every master, and the only SET each master ran since the waiter joined
+// is the release script's (the waiter made no SET round of its own). The
+// release took the waiter's record out of the grants record.
+func TestReleaseHandsTheKeyToTheHead(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "handed"
+	key := handKey(resource)
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	lkA := holding(t, c, a, resource, true) // its release passes the queue
+	got := lockAsync(ctx, b, resource)
+	queued(t, c, key, 1)
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	id := waiterIDOf(t, c, 0, b, key)
+	for i := range c.N() {
+		if rec, ok := grants(t, c, i, key)[id]; !ok {
+			t.Fatalf("master %d: no grants record for the waiter %q after its join (join_grant.lua):%s", i, id, state(t, c, key))
+		} else if f := strings.Fields(rec); len(f) != 3 || f[0] != "1" || f[1] != "10000" {
+			t.Errorf("master %d: grants record %q, want \"1 10000 <token>\" (first join, default TTL)", i, rec)
+		}
+	}
+	before := setCalls(t, c)
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lkB := takes(t, got, "B")
+	defer lkB.Unlock(ctx)
+	settles(5*time.Second, func() bool {
+		for i := range c.N() {
+			if getKey(t, c, i, key) != lkB.Token() {
+				return false
+			}
+		}
+		return true
+	})
+	after := setCalls(t, c)
+	for i := range c.N() {
+		if v := getKey(t, c, i, key); v != lkB.Token() {
+			t.Errorf("master %d: GET %q, want B's token %q (the release hands the key to the head)", i, v, lkB.Token())
+		}
+		if d := after[i] - before[i]; d != 1 {
+			t.Errorf("master %d ran %d SETs from B's join to its acquisition, want 1 (the release script's; B makes no round)", i, d)
+		}
+		if g := grants(t, c, i, key); len(g) != 0 {
+			t.Errorf("master %d: grants record %q after the hand-off, want empty", i, g)
+		}
+		if q := zrange(t, c, i, key); len(q) != 0 {
+			t.Errorf("master %d: queue %q after the hand-off, want empty", i, q)
+		}
+	}
+}
+
+// A handed lock's validity counts from the join its grants followed,
+// never from the release: its Start is before the release by the time it
+// waited, and its Deadline is Start + TTL − Drift − SafetyMargin.
+func TestHandedLockCountsValidityFromItsJoin(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "handed-validity"
+	key := handKey(resource)
+	const ttl = 10 * time.Second
+	a := newLocker(t, c, &redlock.Options{TTL: ttl})
+	b := newLocker(t, c, &redlock.Options{TTL: ttl, Retry: slowRetry})
+	ctx := t.Context()
+	lkA := holding(t, c, a, resource, true)
+	got := lockAsync(ctx, b, resource)
+	queued(t, c, key, 1)
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	time.Sleep(1500 * time.Millisecond)
+	u := time.Now()
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lkB := takes(t, got, "B")
+	defer lkB.Unlock(ctx)
+	acq := lkB.Acquisition()
+	if acq.TTL != ttl {
+		t.Errorf("Acquisition().TTL %v, want %v", acq.TTL, ttl)
+	}
+	if d := u.Sub(acq.Start); d < time.Second {
+		t.Errorf("Acquisition().Start is %v before the release, want ≥ 1s (B joined ~1.5s before it): the validity must count from the join", d)
+	}
+	if want := acq.Start.Add(acq.TTL - acq.Drift - acq.SafetyMargin); !lkB.Deadline().Equal(want) {
+		t.Errorf("Deadline() %v, want Start+TTL−Drift−SafetyMargin = %v (Start %v, TTL %v, Drift %v, SafetyMargin %v)",
+			lkB.Deadline(), want, acq.Start, acq.TTL, acq.Drift, acq.SafetyMargin)
+	}
+	if d := u.Add(ttl - acq.Drift).Sub(lkB.Deadline()); d < time.Second {
+		t.Errorf("Deadline() is %v before release+TTL−Drift, want ≥ 1s", d)
+	}
+	for i := range c.N() {
+		if v := getKey(t, c, i, key); v != lkB.Token() && v != "" {
+			t.Errorf("master %d: GET %q, want B's token %q", i, v, lkB.Token())
+		}
+	}
+}
+
+// The head of the queue is a grant waiter whose Locker is gone (nobody
+// hears its channel): the release takes it off the queue and its record
+// off the grants, does not leave its token in the key, and hands the key
+// to the next waiter, B, which acquires with its grant token, without a
+// round of its own: its Start is before the release.
+func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "deaf-head"
+	key := handKey(resource)
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	lkA := holding(t, c, a, resource, true)
+	const fake = "0000000000000000.1"
+	for i := range c.N() {
+		cl := c.Client(i)
+		if err := cl.ZAdd(ctx, key+":waiters", redisZ(1, fake)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.HSet(ctx, key+":grants", fake, "1 10000 faketoken").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := lockAsync(ctx, b, resource)
+	queued(t, c, key, 2)
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	for i := range c.N() {
+		if q := zrange(t, c, i, key); q[0] != fake {
+			t.Fatalf("master %d: queue %q, want the fake waiter at its head", i, q)
+		}
+	}
+	u := time.Now()
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lkB := takes(t, got, "B")
+	settles(5*time.Second, func() bool {
+		for i := range c.N() {
+			if getKey(t, c, i, key) != lkB.Token() {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range c.N() {
+		v := getKey(t, c, i, key)
+		if v == "faketoken" {
+			t.Errorf("master %d keeps the dead waiter's token in the key", i)
+		}
+		if v != lkB.Token() {
+			t.Errorf("master %d: GET %q, want B's token %q", i, v, lkB.Token())
+		}
+		for _, id := range zrange(t, c, i, key) {
+			if id == fake {
+				t.Errorf("master %d still queues the dead waiter", i)
+			}
+		}
+		if _, ok := grants(t, c, i, key)[fake]; ok {
+			t.Errorf("master %d still has the dead waiter's grants record", i)
+		}
+	}
+	if d := u.Sub(lkB.Acquisition().Start); d <= 0 {
+		t.Errorf("B's Acquisition().Start is %v after the release: B acquired by a round of its own, not by the hand-off", -d)
+	}
+	if err := lkB.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
+		t.Errorf("after B's Unlock, want no key, queue entry or grants record on any master:%s", state(t, c, key))
+	}
+}
+
+// A handed lock whose id is still in the queue on some masters (its
+// entry reached them again after the release took it off, as a late
+// join does): its Unlock takes its own entry and record off every master,
+// and the key is not handed back to it.
+func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "handed-leaves"
+	key := handKey(resource)
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	lkA := holding(t, c, a, resource, true)
+	got := lockAsync(ctx, b, resource)
+	queued(t, c, key, 1)
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	id := waiterIDOf(t, c, 0, b, key)
+	rec := grants(t, c, 0, key)[id]
+	if id == "" || rec == "" {
+		t.Fatalf("no queue entry or grants record for B on master 0:%s", state(t, c, key))
+	}
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lkB := takes(t, got, "B")
+	if lkB.Token() != strings.Fields(rec)[2] {
+		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), strings.Fields(rec)[2])
+	}
+	settles(5*time.Second, func() bool {
+		for i := range c.N() {
+			if getKey(t, c, i, key) != lkB.Token() {
+				return false
+			}
+		}
+		return true
+	})
+	// B's join reaches masters 0 and 1 again, late: its entry and record
+	// are there once more.
+	for i := range 2 {
+		cl := c.Client(i)
+		if err := cl.ZAdd(ctx, key+":waiters", redisZ(1, id)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.HSet(ctx, key+":grants", id, rec).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lkB.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
+		t.Errorf("after the Unlock of the handed lock, want no key, queue entry or grants record on any master:%s", state(t, c, key))
+	}
+	for i := range c.N() {
+		if v := getKey(t, c, i, key); v == lkB.Token() {
+			t.Errorf("master %d: the key holds B's token after its Unlock (handed back to B's own stale entry)", i)
+		}
+		for _, x := range zrange(t, c, i, key) {
+			if x == id {
+				t.Errorf("master %d: B's id still in the queue after its Unlock", i)
+			}
+		}
+		if _, ok := grants(t, c, i, key)[id]; ok {
+			t.Errorf("master %d: B's grants record still there after its Unlock", i)
+		}
+	}
+}
+
+// A grant waiter whose Locker hears none of the grants (every
+// announcement lost) and whose context ends after the masters handed it
+// the key: Lock returns the context's error, and B gives the key back on
+// every master and leaves the queue: no key, queue entry or record.
+func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "handed-give-up"
+	key := handKey(resource)
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	redlock.DropWakes(b)
+	ctx := t.Context()
+	lkA := holding(t, c, a, resource, true)
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := lockAsync(bctx, b, resource)
+	queued(t, c, key, 1)
+	// B's Locker is subscribed (it only ignores what it hears): the
+	// masters' PUBLISH reaches it, and they leave the key handed.
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	id := waiterIDOf(t, c, 0, b, key)
+	rec := strings.Fields(grants(t, c, 0, key)[id])
+	if len(rec) != 3 {
+		t.Fatalf("master 0: no grants record \"<seq> <ttl> <token>\" for B's waiter %q:%s", id, state(t, c, key))
+	}
+	token := rec[2]
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the key handed to B on every master", func() bool {
+		for i := range c.N() {
+			if getKey(t, c, i, key) != token {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	var err error
+	select {
+	case r := <-got:
+		err = r.err
+		if r.lk != nil {
+			r.lk.Unlock(ctx)
+			t.Fatal("B's Lock acquired though its Locker heard no grant (and its poll is ≥ 2.5s away)")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's Lock did not return after its context ended")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Lock: %v, want an error wrapping context.Canceled", err)
+	}
+	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
+		t.Errorf("after the grant waiter gave up, want no key, queue entry or grants record on any master:%s", state(t, c, key))
+	}
+	for i := range c.N() {
+		if v := getKey(t, c, i, key); v == token {
+			t.Errorf("master %d keeps B's grant token in the key", i)
+		}
+	}
+}
+
+// A grant waiter that gets the lock by a round (with a token not its
+// grant token: the release it woke on only announced) leaves no record in
+// the grants, as it leaves no entry in the queue (item 5).
+func TestGrantWaiterThatWinsARoundLeavesNoRecord(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "round-winner"
+	key := handKey(resource)
+	a := newLocker(t, c, nil)
+	lk := holding(t, c, a, resource, true) // a's Lock waited, and won a round
+	defer lk.Unlock(t.Context())
+	if !settles(5*time.Second, func() bool {
+		for i := range c.N() {
+			if len(zrange(t, c, i, key)) != 0 || len(grants(t, c, i, key)) != 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Errorf("after a grant waiter acquired by a round, want no queue entry or grants record on any master:%s", state(t, c, key))
+	}
+	for i := range c.N() {
+		if v := getKey(t, c, i, key); v != lk.Token() {
+			t.Errorf("master %d: GET %q, want the round's token %q", i, v, lk.Token())
+		}
+	}
+}
+
+// Two grant waiters, W (the head) and B, each handed the key by two
+// masters and neither by a majority (the fifth hands it to nobody): they
+// give their grants back and join again until one of them holds the key
+// on a majority, well within the TTL. They never hold it together, and
+// once both have had it and unlocked, nothing is left on the masters.
+func TestSplitGrantsResolve(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "split-grants"
+	key := handKey(resource)
+	const ttl = 10 * time.Second
+	a := newLocker(t, c, &redlock.Options{TTL: ttl})
+	w := newLocker(t, c, &redlock.Options{TTL: ttl})
+	b := newLocker(t, c, &redlock.Options{TTL: ttl})
+	ctx, cancelAll := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancelAll()
+	lkA := holding(t, c, a, resource, true)
+
+	var holders atomic.Int32
+	type taken struct {
+		who string
+		at  time.Time
+		err error
+	}
+	events := make(chan taken, 2)
+	var mu sync.Mutex
+	locks := map[string]*redlock.Lock{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	run := func(who string, l *redlock.Locker) {
+		wg.Go(func() {
+			lk, err := l.Lock(ctx, resource)
+			if err != nil {
+				events <- taken{who: who, err: err}
+				return
+			}
+			at := time.Now()
+			n := holders.Add(1)
+			mu.Lock()
+			locks[who] = lk
+			var both []string
+			for other, olk := range locks {
+				if other != who && olk.Valid() {
+					both = append(both, other)
+				}
+			}
+			mu.Unlock()
+			var onMaj int
+			for i := range c.N() {
+				if getKey(t, c, i, key) == lk.Token() {
+					onMaj++
+				}
+			}
+			switch {
+			case n != 1:
+				err = fmt.Errorf("%s acquired while another holds the lock (%d holders)", who, n)
+			case len(both) != 0:
+				err = fmt.Errorf("%s acquired while %q still Valid", who, both)
+			case onMaj < 3:
+				err = fmt.Errorf("%s acquired with its token on %d masters, want a majority", who, onMaj)
+			}
+			events <- taken{who: who, at: at, err: err}
+			time.Sleep(200 * time.Millisecond)
+			holders.Add(-1)
+			if uerr := lk.Unlock(ctx); uerr != nil {
+				t.Errorf("%s: Unlock: %v", who, uerr)
+			}
+		})
+	}
+	run("W", w)
+	queued(t, c, key, 1)
+	run("B", b)
+	queued(t, c, key, 2)
+	waitSubscribed(t, c, redlock.WakeChannel(w, key))
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	idW, idB := waiterIDOf(t, c, 0, w, key), waiterIDOf(t, c, 0, b, key)
+	if q := zrange(t, c, 0, key); len(q) != 2 || q[0] != idW || q[1] != idB {
+		t.Fatalf("master 0: queue %q, want [W B] = [%q %q]", q, idW, idB)
+	}
+	for i, rm := range [][]string{{idB}, {idB}, {idW}, {idW}, {idW, idB}} {
+		for _, id := range rm {
+			if err := c.Client(i).ZRem(ctx, key+":waiters", id).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	u := time.Now()
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Masters 0 and 1 hand W the key, 2 and 3 hand B, 4 nobody.
+	var split string
+	settles(2*time.Second, func() bool {
+		var vals []string
+		for i := range c.N() {
+			vals = append(vals, getKey(t, c, i, key))
+		}
+		split = fmt.Sprintf("%q", vals)
+		return vals[0] != "" && vals[0] == vals[1] && vals[2] != "" && vals[2] == vals[3] && vals[0] != vals[2]
+	})
+	t.Logf("keys after the release (W's grant token on 0,1, B's on 2,3, if not resolved yet): %s", split)
+	seen := 0
+	select {
+	case e := <-events:
+		seen++
+		if e.err != nil {
+			t.Fatal(e.err)
+		}
+		if d := e.at.Sub(u); d > 4*time.Second {
+			t.Errorf("%s acquired %v after the release, want within 4s (TTL %v): split grants must resolve well before the keys expire", e.who, d, ttl)
+		}
+		t.Logf("%s acquired first, %v after the release", e.who, e.at.Sub(u))
+	case <-time.After(4 * time.Second):
+		t.Errorf("neither W nor B acquired within 4s of the release (TTL %v): split grants did not resolve:%s", ttl, state(t, c, key))
+	}
+	// Both acquire in the end (at the latest once the keys expire and
+	// their polls come), one after the other.
+	for ; seen < 2; seen++ {
+		select {
+		case e := <-events:
+			if e.err != nil {
+				t.Fatal(e.err)
+			}
+			t.Logf("%s acquired, %v after the release", e.who, e.at.Sub(u))
+		case <-time.After(35 * time.Second):
+			t.Fatalf("a waiter never acquired:%s", state(t, c, key))
+		}
+	}
+	wg.Wait()
+	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
+		t.Errorf("after both unlocked, want no key, queue entry or grants record on any master:%s", state(t, c, key))
+	}
+}
