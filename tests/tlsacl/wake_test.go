@@ -91,6 +91,18 @@ func TestWakeWithoutQueueCommands(t *testing.T) {
 	}
 }
 
+// A user without the grants record's commands (HSET, HGET, HDEL, all under
+// pcall in the scripts): a join leaves no record, and a release names the
+// head instead of handing it the key (redlock's docs/design.md §14.3),
+// which wakes it as before.
+func TestWakeWithoutGrantCommands(t *testing.T) {
+	c := secure(t, 5, "")
+	setUser(t, c, "-hset -hget -hdel", "+hset +hget +hdel")
+	if d := waitAfterRelease(t, c, "no-grants"); d > 2*time.Second {
+		t.Fatalf("the waiter acquired %v after the release: not woken", d)
+	}
+}
+
 // A user without +pttl: the waiter's read of the holder's PTTLs (wake on
 // expiry) and its polls are denied, quietly; the release still wakes it.
 func TestWakeWithoutPTTL(t *testing.T) {
