@@ -29,9 +29,10 @@ import (
 //     ZADD, ZREM and ZPOPMIN for the waiters' queue beside the lock key
 //     (joined and left by waiters, popped by the release script), whose
 //     waiters poll with PTTL, which also dates a holder's expiry.
-//     HSET, HGET and HDEL also keep the record beside the queue (lock key
-//     + ":grants") from which a release hands the key itself to a waiting
-//     Locker's caller, with SET (redlock's docs/design.md §14.3).
+//     HSET, HGET and HDEL also keep the record beside the queue (the lock
+//     key with ":grants" appended) from which a release hands the key
+//     itself to a waiting Locker's caller, with SET (redlock's
+//     docs/design.md §14.3).
 //     ZREMRANGEBYSCORE, ZCARD, ZCOUNT, ZSCORE, PTTL and
 //     TIME for the read-write lock's readers, a sorted set that its
 //     scripts expire by the master's clock (redlock's docs/design.md §19).
