@@ -10,29 +10,28 @@
 -- Waiters that miss the message retry on their backoff.
 -- With KEYS[3], the queue's grants record (docs/design.md §14.3): a head
 -- that left its token and TTL there (join_grant.lua) is handed the key
--- itself, SET to its token, and told so (the digest, its id and the
--- number of the join its record came with); when nobody hears that (its
--- Locker is gone), the key is deleted again and the next head is tried,
--- up to four.
+-- itself: the key is SET to its token, in place of the released one, and
+-- the head told so (the digest, its id and the number of the join its
+-- record came with); when nobody hears that (its Locker is gone), the next
+-- head is tried, up to four, and then the key is deleted.
 -- PUBLISH, ZPOPMIN and the record's commands run with pcall: a user not
 -- allowed them still releases (after the DEL, an error would report a
 -- release that happened as refused); its waiters only lose the wake.
 -- KEYS[1] lock key; KEYS[2] (optional) its queue; KEYS[3] (optional) the
 -- grants record; ARGV[1] token; ARGV[2] (optional) the releasing caller's
--- own id in the queue, taken off the queue and the record first, whatever
--- the key holds.
+-- own id in the queue, taken off the queue and the record first (where it
+-- is there), whatever the key holds.
 -- Returns 1 when deleted (2 when a waiter was named, 3 when the key was
 -- handed to one), 0 when the key is absent, -1 when it holds another
 -- owner's token.
 local v = redis.call('GET', KEYS[1])
-if ARGV[2] and KEYS[2] then
+if ARGV[2] and KEYS[2] and redis.pcall('ZSCORE', KEYS[2], ARGV[2]) then
   redis.pcall('ZREM', KEYS[2], ARGV[2])
   if KEYS[3] then
     redis.pcall('HDEL', KEYS[3], ARGV[2])
   end
 end
 if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
   local msg, ch, r = redis.sha1hex(ARGV[1]), KEYS[1], 1
   if KEYS[2] then
     for _ = 1, 4 do
@@ -49,18 +48,17 @@ if v == ARGV[1] then
       end
       redis.pcall('HDEL', KEYS[3], head[1])
       local seq, ttl, tok = string.match(rec, '^(%d+) (%d+) (.+)$')
-      if tok then
-        local set = redis.pcall('SET', KEYS[1], tok, 'PX', ttl)
-        if type(set) == 'table' and set.ok then
-          local n = redis.pcall('PUBLISH', lch, msg .. ' ' .. head[1] .. ' ' .. seq)
-          if type(n) == 'number' and n > 0 then
-            return 3
-          end
-          redis.call('DEL', KEYS[1])
+      -- The SET replaces the released token (or a head's nobody heard).
+      local set = tok and redis.pcall('SET', KEYS[1], tok, 'PX', ttl)
+      if type(set) == 'table' and set.ok then
+        local n = redis.pcall('PUBLISH', lch, msg .. ' ' .. head[1] .. ' ' .. seq)
+        if type(n) == 'number' and n > 0 then
+          return 3
         end
       end
     end
   end
+  redis.call('DEL', KEYS[1])
   redis.pcall('PUBLISH', ch, msg)
   return r
 end
