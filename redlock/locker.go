@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -771,7 +773,8 @@ func (l *Locker) mayHand(t target, w *waiter, ttl time.Duration) {
 	if err != nil {
 		return
 	}
-	l.wake.setGrant(w, &grantState{token: token, ttl: uint64(ttl.Milliseconds()), seq: make([]uint64, len(l.streams))})
+	sum := sha1.Sum([]byte(token))
+	l.wake.setGrant(w, &grantState{token: token, digest: hex.EncodeToString(sum[:]), ttl: uint64(ttl.Milliseconds()), seq: make([]uint64, len(l.streams))})
 }
 
 // fromGrants is the lock a majority of masters handed w, or nil.
@@ -780,7 +783,9 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 		return nil
 	}
 	start, by, ok := l.wake.grantedSince(w)
-	if !ok {
+	if !ok || l.invalidErr() != nil {
+		// (Two masters found to be one server would count one grant
+		// twice: the Locker refuses every lock then.)
 		return nil
 	}
 	elapsed := time.Since(start)

@@ -360,7 +360,9 @@ func (w *waker) released(i int, key, msg string) {
 		if id, num, handed := strings.Cut(head, " "); handed {
 			// The master handed the key to one of this Locker's waiters.
 			q.handedAt = time.Now()
-			if x := q.find(id); x != nil && x.grant != nil {
+			// dig is the SHA-1 of the token the master set: a grant of
+			// this waiter's own token, or not counted.
+			if x := q.find(id); x != nil && x.grant != nil && dig == x.grant.digest {
 				seq, _ := strconv.ParseUint(num, 10, 64)
 				// Wake it on the first grant (it then waits for the
 				// others, and gives back what it has if no majority
@@ -469,7 +471,8 @@ func (q *waitQueue) find(id string) *waiter {
 // grantState is what a waiter that a release may hand the key to knows
 // of the grants (docs/design.md §14.3).
 type grantState struct {
-	token string
+	token  string
+	digest string // hex SHA-1 of token, as release.lua names a grant
 	ttl   uint64      // ms
 	sends []time.Time // sends[k-1]: when its join k was sent
 	from  uint64      // grants that followed a join numbered below from do not count

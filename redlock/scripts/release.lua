@@ -11,9 +11,10 @@
 -- With KEYS[3], the queue's grants record (docs/design.md §14.3): a head
 -- that left its token and TTL there (join_grant.lua) is handed the key
 -- itself: the key is SET to its token, in place of the released one, and
--- the head told so (the digest, its id and the number of the join its
--- record came with); when nobody hears that (its Locker is gone), the next
--- head is tried, up to four, and then the key is deleted.
+-- the head told so (the SHA-1 of its own token, which only the masters and
+-- the waiter know, its id and the number of the join its record came
+-- with); when nobody hears that (its Locker is gone), the next head is
+-- tried, up to four, and then the key is deleted.
 -- PUBLISH, ZPOPMIN and the record's commands run with pcall: a user not
 -- allowed them still releases (after the DEL, an error would report a
 -- release that happened as refused); its waiters only lose the wake.
@@ -51,7 +52,7 @@ if v == ARGV[1] then
       -- The SET replaces the released token (or a head's nobody heard).
       local set = tok and redis.pcall('SET', KEYS[1], tok, 'PX', ttl)
       if type(set) == 'table' and set.ok then
-        local n = redis.pcall('PUBLISH', lch, msg .. ' ' .. head[1] .. ' ' .. seq)
+        local n = redis.pcall('PUBLISH', lch, redis.sha1hex(tok) .. ' ' .. head[1] .. ' ' .. seq)
         if type(n) == 'number' and n > 0 then
           return 3
         end
