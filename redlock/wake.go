@@ -472,11 +472,11 @@ func (q *waitQueue) find(id string) *waiter {
 // of the grants (docs/design.md §14.3).
 type grantState struct {
 	token  string
-	digest string // hex SHA-1 of token, as release.lua names a grant
-	ttl   uint64      // ms
-	sends []time.Time // sends[k-1]: when its join k was sent
-	from  uint64      // grants that followed a join numbered below from do not count
-	seq   []uint64    // by master: the join its last counted grant followed (0: none)
+	digest string      // hex SHA-1 of token, as release.lua names a grant
+	ttl    uint64      // ms
+	sends  []time.Time // sends[k-1]: when its join k was sent
+	from   uint64      // grants that followed a join numbered below from do not count
+	seq    []uint64    // by master: the join its last counted grant followed (0: none)
 }
 
 // got counts master i's grant, which followed join seq, and returns how
