@@ -78,6 +78,7 @@
 //
 // The arithmetic with worked numbers, the assumptions and what breaks each,
 // the exact rules of each operation, the argument for fencing tokens, the
-// per-master streams, locks on several resources and wake on release are
-// in docs/design.md (§2 to §14) in this module's repository.
+// per-master streams, locks on several resources, wake on release and the
+// hand-off of the key to the next waiter are in docs/design.md (§2 to
+// §14) in this module's repository.
 package redlock

@@ -13,8 +13,9 @@
 -- itself: the key is SET to its token, in place of the released one, and
 -- the head told so (the SHA-1 of its own token, which only the masters and
 -- the waiter know, its id and the number of the join its record came
--- with); when nobody hears that (its Locker is gone), the next head is
--- tried, up to four, and then the key is deleted.
+-- with). A head whose Locker does not listen on this master (PUBSUB
+-- NUMSUB: its process is gone) is skipped, and the next tried, up to
+-- four; then the key is deleted.
 -- PUBLISH, ZPOPMIN and the record's commands run with pcall: a user not
 -- allowed them still releases (after the DEL, an error would report a
 -- release that happened as refused); its waiters only lose the wake.
@@ -49,11 +50,20 @@ if v == ARGV[1] then
       end
       redis.pcall('HDEL', KEYS[3], head[1])
       local seq, ttl, tok = string.match(rec, '^(%d+) (%d+) (.+)$')
-      -- The SET replaces the released token (or a head's nobody heard).
-      local set = tok and redis.pcall('SET', KEYS[1], tok, 'PX', ttl)
-      if type(set) == 'table' and set.ok then
-        local n = redis.pcall('PUBLISH', lch, redis.sha1hex(tok) .. ' ' .. head[1] .. ' ' .. seq)
-        if type(n) == 'number' and n > 0 then
+      -- Handed only to a Locker that listens here: a grant, once
+      -- published, is never taken back (on a Redis Cluster PUBLISH
+      -- reaches every node, but counts only this node's listeners).
+      local subs = redis.pcall('PUBSUB', 'NUMSUB', lch)
+      if type(subs) ~= 'table' or subs.err then
+        -- Not allowed to ask: name the head, as without a record.
+        msg, r, ch = msg .. ' ' .. head[1], 2, lch
+        break
+      end
+      if tok and subs[2] > 0 then
+        -- The SET replaces the released token.
+        local set = redis.pcall('SET', KEYS[1], tok, 'PX', ttl)
+        if type(set) == 'table' and set.ok then
+          redis.pcall('PUBLISH', lch, redis.sha1hex(tok) .. ' ' .. head[1] .. ' ' .. seq)
           return 3
         end
       end

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,15 +92,20 @@ func TestWakeWithoutQueueCommands(t *testing.T) {
 	}
 }
 
-// A user without the grants record's commands (HSET, HGET, HDEL, all under
-// pcall in the scripts): a join leaves no record, and a release names the
-// head instead of handing it the key (redlock's docs/design.md §14.3),
-// which wakes it as before.
+// A user without the grants record's commands (HSET, HGET, HDEL), or
+// without PUBSUB NUMSUB (all under pcall in the scripts): a join leaves no
+// record, or a release cannot tell whether the head listens, and the
+// release names the head instead of handing it the key (redlock's
+// docs/design.md §14.3), which wakes it as before.
 func TestWakeWithoutGrantCommands(t *testing.T) {
-	c := secure(t, 5, "")
-	setUser(t, c, "-hset -hget -hdel", "+hset +hget +hdel")
-	if d := waitAfterRelease(t, c, "no-grants"); d > 2*time.Second {
-		t.Fatalf("the waiter acquired %v after the release: not woken", d)
+	for _, rules := range []string{"hset -hget -hdel", "pubsub|numsub"} {
+		t.Run(rules, func(t *testing.T) {
+			c := secure(t, 5, "")
+			setUser(t, c, "-"+rules, "+"+strings.ReplaceAll(rules, " -", " +"))
+			if d := waitAfterRelease(t, c, "no-grants"); d > 2*time.Second {
+				t.Fatalf("the waiter acquired %v after the release: not woken", d)
+			}
+		})
 	}
 }
 
