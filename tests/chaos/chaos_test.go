@@ -98,6 +98,11 @@ func workloads(long, docker bool) []Workload {
 		InProcess: 4, Subprocess: 1, Resources: []string{"r0", "r1", "r2", "r3"},
 		HoldMax: 2 * time.Millisecond,
 	}
+	// The same faults and clients without fencing: their Lock calls that
+	// wait across Lockers are handed the key by the release (§14.3), a
+	// path fenced acquisitions never take.
+	handoff := inside
+	handoff.Name, handoff.Unfenced = "handoff: minority faults, no fencing (inside the assumptions)", true
 	restart := Workload{
 		Name:      "outside: restart empty, no delay",
 		Plan:      plan(3, RestartEmpty),
@@ -120,7 +125,7 @@ func workloads(long, docker bool) []Workload {
 		// A holder must still hold when the new containers answer.
 		restart.Plan.TTL = 3 * time.Second
 		restart.HoldMin, restart.HoldMax = 1200*time.Millisecond, 2200*time.Millisecond
-		for _, w := range []*Workload{&inside, &restart, &jump, &pause} {
+		for _, w := range []*Workload{&inside, &handoff, &restart, &jump, &pause} {
 			w.Name += " (docker)"
 		}
 	}
@@ -132,12 +137,13 @@ func workloads(long, docker bool) []Workload {
 		}
 		return []Workload{
 			lng(inside, minD, minSections, maxD),
+			lng(handoff, minD, minSections, maxD),
 			lng(restart, 60*time.Second, 0, 60*time.Second),
 			lng(jump, 60*time.Second, 0, 60*time.Second),
 			lng(pause, 60*time.Second, 0, 60*time.Second),
 		}
 	}
-	return []Workload{short(inside, 12*time.Second), short(restart, 6*time.Second), short(jump, 6*time.Second), short(pause, 8*time.Second)}
+	return []Workload{short(inside, 12*time.Second), short(handoff, 8*time.Second), short(restart, 6*time.Second), short(jump, 6*time.Second), short(pause, 8*time.Second)}
 }
 
 // TestChaos runs every scenario, asserts what each must show, and prints
@@ -168,6 +174,9 @@ func TestChaos(t *testing.T) {
 				}
 				if r.Sections < w.MinSections {
 					t.Errorf("%d critical sections, want ≥ %d", r.Sections, w.MinSections)
+				}
+				if w.Unfenced && !strings.Contains(r.Notes, "hand-offs: ") || strings.Contains(r.Notes, "hand-offs: 0 ") {
+					t.Errorf("no key was handed to a waiting Locker: the run did not test the hand-off (%s)", r.Notes)
 				}
 			case slices.Contains(w.Plan.Kinds, PauseClient):
 				// Every pause lands inside a section and lasts 2–3 TTL, so

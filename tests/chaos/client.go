@@ -27,6 +27,8 @@ type ClientConfig struct {
 	// against availability.
 	AcquireTimeout time.Duration `json:"acquire_timeout"`
 	Seed           uint64        `json:"seed"`
+	// Unfenced: no fencing, no writes to the resource (Workload.Unfenced).
+	Unfenced bool `json:"unfenced,omitempty"`
 
 	// For subprocess clients only: what to dial and for how long.
 	Masters     []string      `json:"masters,omitempty"`
@@ -122,9 +124,13 @@ func runClient(ctx context.Context, l *redlock.Locker, db redis.Scripter, cfg Cl
 		seq++
 		enter := monoNow()
 		out.entered(cfg.ID)
-		fencedWrite(db, cfg.ID, seq, res, lk.Fence(), lk.Token(), out)
+		if !cfg.Unfenced {
+			fencedWrite(db, cfg.ID, seq, res, lk.Fence(), lk.Token(), out)
+		}
 		sleepCtx(ctx, hold)
-		fencedWrite(db, cfg.ID, seq, res, lk.Fence(), lk.Token(), out)
+		if !cfg.Unfenced {
+			fencedWrite(db, cfg.ID, seq, res, lk.Fence(), lk.Token(), out)
+		}
 		exit := monoNow()
 		out.section(Section{Client: cfg.ID, Seq: seq, Resource: res, Enter: enter, Exit: exit, Fence: lk.Fence(), Late: !lk.Valid()})
 		_ = lk.Unlock(context.Background())

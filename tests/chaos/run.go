@@ -44,11 +44,16 @@ type Workload struct {
 	// critical sections are recorded, up to MaxDuration.
 	Duration, MaxDuration time.Duration
 	MinSections           int
+	// Unfenced runs the clients without Options.Fencing, and without the
+	// resource's fenced writes: then a Lock waiting across Lockers is
+	// handed the key by the release (redlock's docs/design.md §14.3),
+	// which fenced acquisitions never are.
+	Unfenced bool
 }
 
 // options returns the Locker options every workload client uses.
 func (w Workload) options() *redlock.Options {
-	return &redlock.Options{TTL: w.Plan.TTL, NodeTimeout: w.Plan.NodeTimeout, Fencing: true}
+	return &redlock.Options{TTL: w.Plan.TTL, NodeTimeout: w.Plan.NodeTimeout, Fencing: !w.Unfenced}
 }
 
 // acquireTimeout bounds each Lock call in a workload: long enough to ride
@@ -188,13 +193,40 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 	}
 	r.Verdict = Check(h.Sections(), h.Writes())
 	r.fillAcquires(h.Acquires())
+	if w.Unfenced {
+		r.Notes = fmt.Sprintf("hand-offs: %d (release scripts that handed the key to a waiting Locker, or skipped a gone one: their PUBSUB NUMSUB calls, summed over the masters since each one's last start)", handOffs(tb, c))
+	}
 	return r
+}
+
+// handOffs sums, over c's masters, the PUBSUB NUMSUB calls release.lua
+// made: one per waiter it handed the key to, or skipped because its
+// Locker no longer listened (redlock's docs/design.md §14.3). A master
+// restarted during the run counts from its restart.
+func handOffs(tb testing.TB, c *lab.Masters) int64 {
+	var n int64
+	for i := range c.N() {
+		info, err := c.Client(i).Info(tb.Context(), "commandstats").Result()
+		if err != nil {
+			tb.Errorf("chaos: master %d: INFO commandstats: %v", i, err)
+			continue
+		}
+		for line := range strings.SplitSeq(info, "\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_pubsub|numsub:calls="); ok {
+				v, _, _ := strings.Cut(rest, ",")
+				var k int64
+				fmt.Sscan(v, &k)
+				n += k
+			}
+		}
+	}
+	return n
 }
 
 func (w Workload) clientConfig(id int, seed uint64) ClientConfig {
 	return ClientConfig{
 		ID: id, Resources: w.Resources, HoldMin: w.HoldMin, HoldMax: w.HoldMax,
-		AcquireTimeout: w.acquireTimeout(), Seed: seed,
+		AcquireTimeout: w.acquireTimeout(), Seed: seed, Unfenced: w.Unfenced,
 	}
 }
 
@@ -428,7 +460,7 @@ func RunHelper(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	}
 	db := redis.NewClient(&redis.Options{Addr: cfg.ResourceDB})
 	defer db.Close()
-	l, err := redlock.New(clients, &redlock.Options{TTL: cfg.TTL, NodeTimeout: cfg.NodeTimeout, Fencing: true})
+	l, err := redlock.New(clients, &redlock.Options{TTL: cfg.TTL, NodeTimeout: cfg.NodeTimeout, Fencing: !cfg.Unfenced})
 	if err != nil {
 		return err
 	}
