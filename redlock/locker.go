@@ -2,8 +2,6 @@ package redlock
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -590,7 +588,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 				// handed it the key hand it on, and join again, at the
 				// same place. The grants that followed its earlier
 				// joins no longer count.
-				l.giveBack(ctx, t, w)
+				l.giveBack(ctx, t, w, true)
 				l.join(ctx, t, w)
 				joined, everJoined, round = true, true, false
 				continue
@@ -703,7 +701,7 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	case w != nil && w.grant != nil && everJoined:
 		// A master may have handed it the key: give that back (and on),
 		// and leave, in one round.
-		l.giveBack(ctx, t, w)
+		l.giveBack(ctx, t, w, false)
 	case everJoined && lk != nil && t.mode == modeWriteWait:
 		l.leaveWhere(ctx, t, w, func(i int) bool { return lk.acq.outcome(i) == quorum.OK })
 	case joined || everJoined && t.mode == modeWriteWait:
@@ -749,16 +747,24 @@ func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 
 // giveBack releases w's grant token on every master, handing the key on
 // where a release had handed it to w, and takes w off the queue, in one
-// round. The grants that followed w's joins so far no longer count: a
-// master may hand it the key again only after a later join.
-func (l *Locker) giveBack(ctx context.Context, t target, w *waiter) {
+// round. The grants of that token no longer count; with again (w goes on
+// waiting), w's later joins carry a new token, which a master may hand
+// the key to only after such a join.
+func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) {
 	if !l.enter() {
 		return // Close: the handed keys expire with their TTL
 	}
 	defer l.ops.Done()
-	l.wake.resetGrants(w)
+	next := ""
+	if again {
+		var err error
+		if next, err = newToken(l.opts.OwnerLabel); err != nil {
+			next = ""
+		}
+	}
+	old := l.wake.resetGrants(w, next, again)
 	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.waiter = cmdRelease, t.key, w.grant.token, 2, w.id
+		c.kind, c.key, c.token, c.n, c.waiter = cmdRelease, t.key, old, 2, w.id
 		return true
 	})
 }
@@ -773,8 +779,7 @@ func (l *Locker) mayHand(t target, w *waiter, ttl time.Duration) {
 	if err != nil {
 		return
 	}
-	sum := sha1.Sum([]byte(token))
-	l.wake.setGrant(w, &grantState{token: token, digest: hex.EncodeToString(sum[:]), ttl: uint64(ttl.Milliseconds()), seq: make([]uint64, len(l.streams))})
+	l.wake.setGrant(w, &grantState{token: token, digest: tokenDigest(token), ttl: uint64(ttl.Milliseconds()), seq: make([]uint64, len(l.streams))})
 }
 
 // fromGrants is the lock a majority of masters handed w, or nil.

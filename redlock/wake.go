@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/sha1"
 	"encoding/hex"
 	"math"
 	"slices"
@@ -471,8 +472,10 @@ func (q *waitQueue) find(id string) *waiter {
 // grantState is what a waiter that a release may hand the key to knows
 // of the grants (docs/design.md §14.3).
 type grantState struct {
+	// token is the current grant token (a give-back draws a new one),
+	// digest its hex SHA-1, as release.lua names a grant.
 	token  string
-	digest string      // hex SHA-1 of token, as release.lua names a grant
+	digest string
 	ttl    uint64      // ms
 	sends  []time.Time // sends[k-1]: when its join k was sent
 	from   uint64      // grants that followed a join numbered below from do not count
@@ -550,13 +553,34 @@ func (w *waker) mine(wt *waiter, i int) {
 	}
 }
 
-// resetGrants stops counting the grants that followed wt's joins so far.
-func (w *waker) resetGrants(wt *waiter) {
+// resetGrants stops counting the grants of wt's token so far, and returns
+// that token. With next (not ""), wt's later joins carry next instead: a
+// give-back of the old token, however late it runs on a master (a release
+// parked while the master was not answering, or sent again after
+// NOSCRIPT, runs after commands sent later), cannot delete a key handed
+// to the new one.
+// With again and no next (no token could be drawn), no grant counts any
+// more: wt acquires by its rounds.
+func (w *waker) resetGrants(wt *waiter, next string, again bool) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := wt.grant
+	old := g.token
 	g.from = uint64(len(g.sends)) + 1
 	clear(g.seq)
+	switch {
+	case next != "":
+		g.token, g.digest = next, tokenDigest(next)
+	case again:
+		g.from = math.MaxUint64
+	}
+	return old
+}
+
+// tokenDigest is the hex SHA-1 of token, as release.lua names a grant.
+func tokenDigest(token string) string {
+	sum := sha1.Sum([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
 // hearsAll reports whether this Locker has a subscription on every
