@@ -42,7 +42,8 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	if n := w.grants(x); n != 0 {
 		t.Fatalf("%d grants counted after the give-back, want 0", n)
 	}
-	w.mine(x, 4) // no join has carried B yet: nothing of B can be on a master
+	w.mine(x, 4, "B") // no join has carried B yet: nothing of B can be on a master
+	w.mine(x, 4, "A") // a poll of the token given back
 	grant(2, "A", 1)
 	grant(3, "B", 1) // names a join from before the give-back
 	if n := w.grants(x); n != 0 {
@@ -54,7 +55,7 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	}
 	grant(0, "A", 2) // the old token, even naming the new join
 	grant(1, "B", 2)
-	w.mine(x, 2) // a poll that read B: counted as following join 2
+	w.mine(x, 2, "B") // a poll that read B: counted as following join 2
 	grant(3, "B", 2)
 	start, by, ok := w.grantedSince(x)
 	if !ok || !start.Equal(t1) {
@@ -67,7 +68,7 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	w.resetGrants(x, "", true)
 	w.joinGrant(x, t1)
 	grant(0, "B", 3)
-	w.mine(x, 1)
+	w.mine(x, 1, "B")
 	if n := w.grants(x); n != 0 {
 		t.Fatalf("%d grants counted with counting off, want 0", n)
 	}

@@ -834,17 +834,21 @@ func (l *Locker) probe(ctx context.Context, t target, w *waiter) (free bool, exp
 	}
 	defer l.ops.Done()
 	start := time.Now()
+	token := ""
+	if w != nil && w.grant != nil {
+		token = w.grant.token
+	}
 	res := l.round(ctx, start, false, func(c *cmd) bool {
 		c.kind, c.key = cmdProbe, t.key
-		if w != nil && w.grant != nil {
-			c.kind, c.token = cmdProbeMine, w.grant.token
+		if token != "" {
+			c.kind, c.token = cmdProbeMine, token
 		}
 		return true
 	})
-	if w != nil && w.grant != nil {
+	if token != "" {
 		for i, r := range res.Replies {
 			if r.Outcome == quorum.OK && r.Value == probeMine {
-				l.wake.mine(w, i)
+				l.wake.mine(w, i, token)
 			}
 		}
 	}

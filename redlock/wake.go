@@ -542,13 +542,14 @@ func (w *waker) grants(wt *waiter) int {
 	return wt.grant.count()
 }
 
-// mine counts master i, where a poll read wt's grant token in the key,
-// as a grant that followed the first join since its grants last stopped
-// counting (resetGrants): the master set the key after it had that join.
-func (w *waker) mine(wt *waiter, i int) {
+// mine counts master i, where a poll read token, wt's grant token, in the
+// key, as a grant that followed the first join since its grants last
+// stopped counting (resetGrants): the master set the key after it had
+// that join. A poll of a token given back since does not count.
+func (w *waker) mine(wt *waiter, i int, token string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if g := wt.grant; g != nil && g.seq[i] == 0 && g.from <= uint64(len(g.sends)) {
+	if g := wt.grant; g != nil && g.token == token && g.seq[i] == 0 && g.from <= uint64(len(g.sends)) {
 		g.seq[i] = max(g.from, 1)
 	}
 }
