@@ -70,6 +70,29 @@ func getKey(t *testing.T, c *lab.Masters, i int, key string) string {
 	return v
 }
 
+// everyKeyHolds is the condition that key holds token on every master.
+func everyKeyHolds(t *testing.T, c *lab.Masters, key, token string) func() bool {
+	return func() bool {
+		for i := range c.N() {
+			if getKey(t, c, i, key) != token {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// noKeyHolds fails t for every master where key holds token (what says
+// whose token it is).
+func noKeyHolds(t *testing.T, c *lab.Masters, key, token, what string) {
+	t.Helper()
+	for i := range c.N() {
+		if getKey(t, c, i, key) == token {
+			t.Errorf("master %d: the key holds %s", i, what)
+		}
+	}
+}
+
 // settles polls cond for up to d and reports whether it came to hold: the
 // last masters' commands of a round may still be on their way when the
 // call that made it returns. The caller then asserts the state itself,
@@ -168,14 +191,7 @@ func TestReleaseHandsTheKeyToTheHead(t *testing.T) {
 	}
 	lkB := takes(t, got, "B")
 	defer lkB.Unlock(ctx)
-	settles(5*time.Second, func() bool {
-		for i := range c.N() {
-			if getKey(t, c, i, key) != lkB.Token() {
-				return false
-			}
-		}
-		return true
-	})
+	settles(5*time.Second, everyKeyHolds(t, c, key, lkB.Token()))
 	after := setCalls(t, c)
 	for i := range c.N() {
 		if v := getKey(t, c, i, key); v != lkB.Token() {
@@ -272,14 +288,7 @@ func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
 		t.Fatal(err)
 	}
 	lkB := takes(t, got, "B")
-	settles(5*time.Second, func() bool {
-		for i := range c.N() {
-			if getKey(t, c, i, key) != lkB.Token() {
-				return false
-			}
-		}
-		return true
-	})
+	settles(5*time.Second, everyKeyHolds(t, c, key, lkB.Token()))
 	for i := range c.N() {
 		v := getKey(t, c, i, key)
 		if v == "faketoken" {
@@ -335,14 +344,7 @@ func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 	if lkB.Token() != strings.Fields(rec)[2] {
 		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), strings.Fields(rec)[2])
 	}
-	settles(5*time.Second, func() bool {
-		for i := range c.N() {
-			if getKey(t, c, i, key) != lkB.Token() {
-				return false
-			}
-		}
-		return true
-	})
+	settles(5*time.Second, everyKeyHolds(t, c, key, lkB.Token()))
 	// B's join reaches masters 0 and 1 again, late: its entry and record
 	// are there once more.
 	for i := range 2 {
@@ -360,10 +362,8 @@ func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
 		t.Errorf("after the Unlock of the handed lock, want no key, queue entry or grants record on any master:%s", state(t, c, key))
 	}
+	noKeyHolds(t, c, key, lkB.Token(), "B's token after its Unlock (handed back to B's own stale entry)")
 	for i := range c.N() {
-		if v := getKey(t, c, i, key); v == lkB.Token() {
-			t.Errorf("master %d: the key holds B's token after its Unlock (handed back to B's own stale entry)", i)
-		}
 		for _, x := range zrange(t, c, i, key) {
 			if x == id {
 				t.Errorf("master %d: B's id still in the queue after its Unlock", i)
@@ -404,13 +404,16 @@ func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 	if err := lkA.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the key handed to B on every master", func() bool {
+	// A majority: A's own lock may have come from a round that missed one
+	// master (holding), whose key is then free and not handed on.
+	waitFor(t, "the key handed to B on a majority of masters", func() bool {
+		n := 0
 		for i := range c.N() {
-			if getKey(t, c, i, key) != token {
-				return false
+			if getKey(t, c, i, key) == token {
+				n++
 			}
 		}
-		return true
+		return n >= 3
 	})
 	cancel()
 	var err error
@@ -430,11 +433,7 @@ func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
 		t.Errorf("after the grant waiter gave up, want no key, queue entry or grants record on any master:%s", state(t, c, key))
 	}
-	for i := range c.N() {
-		if v := getKey(t, c, i, key); v == token {
-			t.Errorf("master %d keeps B's grant token in the key", i)
-		}
-	}
+	noKeyHolds(t, c, key, token, "B's grant token")
 }
 
 // A grant waiter that gets the lock by a round (with a token not its
