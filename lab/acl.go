@@ -29,10 +29,9 @@ import (
 //     ZADD, ZREM and ZPOPMIN for the waiters' queue beside the lock key
 //     (joined and left by waiters, popped by the release script), whose
 //     waiters poll with PTTL, which also dates a holder's expiry.
-//     HSET, HGET and HDEL also keep the record beside the queue (the lock
-//     key with ":grants" appended) from which a release hands the key
-//     itself to a waiting Locker's caller, with SET, once PUBSUB NUMSUB
-//     says that caller's Locker listens (redlock's docs/design.md §14.3).
+//     A release hands the key itself to a waiting Locker's caller whose
+//     queue entry carries its token, with SET, once PUBSUB NUMSUB says
+//     that caller's Locker listens (redlock's docs/design.md §14.3).
 //     ZREMRANGEBYSCORE, ZCARD, ZCOUNT, ZSCORE, PTTL and
 //     TIME for the read-write lock's readers, a sorted set that its
 //     scripts expire by the master's clock (redlock's docs/design.md §19).
@@ -47,7 +46,7 @@ import (
 // ignored, so it is not listed (add +client|setinfo on 7.2 and later to
 // keep the library name in CLIENT LIST).
 const DefaultACLRules = "resetkeys ~redlock:* resetchannels &redlock:* -@all " +
-	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +hdel +exists +zadd +zrem +zpopmin +zrank +zremrangebyscore +zcard +zcount +zscore +pttl +time +publish +pubsub|numsub +subscribe +unsubscribe +ping +client|id +client|kill"
+	"+set +evalsha +script|load +info +get +del +pexpire +hget +hset +exists +zadd +zrem +zpopmin +zrank +zremrangebyscore +zcard +zcount +zscore +pttl +time +publish +pubsub|numsub +subscribe +unsubscribe +ping +client|id +client|kill"
 
 // ErrNeedsProcessBackend is returned by Start when Options.TLS or
 // Options.ACLUser is asked of the Docker backend (including through

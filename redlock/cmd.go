@@ -28,11 +28,12 @@ const (
 	cmdExtendMulti    // extend_multi.lua
 	cmdReleaseMulti   // release_multi.lua
 	// The key's queue of waiting callers (docs/design.md §14); token is
-	// the waiter's id, n its score.
-	cmdJoin  // ZADD queue NX score id
-	cmdLeave // ZREM queue id
+	// the waiter's queue member (its id, or for a waiter a release may
+	// hand the key to, "<id> <TTL ms> <grant token>", §14.3), n its score.
+	cmdJoin  // ZADD queue NX score member
+	cmdLeave // ZREM queue member
 	cmdProbe // PTTL key: a waiter's poll, which takes nothing, and when the holder's key expires
-	cmdRank  // ZRANK queue id: the waiter's place, when its poll found the key free
+	cmdRank  // ZRANK queue member: the waiter's place, when its poll found the key free
 	cmdAdopt // adopt.lua: does the key hold token, its PTTL, and the fence if fenced (adopt.go)
 	// The semaphore and the read-write lock (semaphore.go, rwmutex.go).
 	cmdSemAcquire // sem_acquire.lua: the first free slot of keys; key is the permits record
@@ -46,10 +47,7 @@ const (
 	// of many single-key locks, each decided on its own; the keys,
 	// tokens and TTLs are ext's.
 	cmdExtendBatch // extend_batch.lua
-	// A waiter that a release may hand the key to (docs/design.md §14.3):
-	// its join leaves its token and TTL beside the queue. token is the
-	// waiter's id, n its score, waiter the record.
-	cmdJoinGrant // join_grant.lua
+	// A waiter that a release may hand the key to (docs/design.md §14.3).
 	cmdProbeMine // probe_mine.lua: cmdProbe that also says whether the key holds token (the waiter's grant token)
 )
 
@@ -78,8 +76,6 @@ func (c *cmd) lua() *script {
 		return adoptScript
 	case cmdExtendBatch:
 		return extendBatchScript
-	case cmdJoinGrant:
-		return joinGrantScript
 	case cmdProbeMine:
 		return probeMineScript
 	}
@@ -125,18 +121,18 @@ func (c *cmd) args(dst []arg) []arg {
 		if nk >= 2 {
 			dst = append(dst, queue(c.key))
 		}
-		if nk == 3 {
-			dst = append(dst, arg{s: c.key, suffix: grantsSuffix})
-		}
 		dst = append(dst, str(c.token))
-		if c.waiter != "" && nk >= 2 {
-			dst = append(dst, str(c.waiter)) // the releasing waiter's own entry goes first
+		switch {
+		case c.n >= 2:
+			// The releasing waiter's own queue member ("" for none)
+			// goes first; then the key may be handed itself (§14.3).
+			dst = append(dst, str(c.waiter), str("h"))
+		case c.waiter != "" && nk >= 2:
+			dst = append(dst, str(c.waiter))
 		}
 		return dst
 	case cmdProbeMine:
 		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
-	case cmdJoinGrant:
-		return append(c.evalsha(dst, 2), queue(c.key), arg{s: c.key, suffix: grantsSuffix}, num(c.n), str(c.token), str(c.waiter))
 	case cmdJoin:
 		return append(dst, str("ZADD"), queue(c.key), str("NX"), num(c.n), str(c.token))
 	case cmdLeave:
@@ -213,18 +209,14 @@ func queueKey(lock string) string { return lock + queueSuffix }
 
 const queueSuffix = ":waiters"
 
-// grantsSuffix names the record, beside a lock key's queue, of the tokens
-// and TTLs a release may hand the key to (join_grant.lua).
-const grantsSuffix = ":grants"
-
 // probeMine is a cmdProbeMine reply's Value where the key holds the
 // waiter's own grant token.
 const probeMine = 1
 
-// releaseKeys is how many keys a cmdRelease passes: the lock key, its
-// queue when the release hands the key on (n ≥ 1), and the queue's
-// grants record when it may hand the key itself (n == 2).
-func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 2)) }
+// releaseKeys is how many keys a cmdRelease passes: the lock key, and its
+// queue when the release hands the key on (n ≥ 1; with n == 2 it may hand
+// the key itself, §14.3).
+func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 1)) }
 
 // isRelease reports whether c is a release: the one kind of command that is
 // parked for a master that is not answering, and sent when it answers.
@@ -239,7 +231,7 @@ type cmd struct {
 	keys   []string // every lock key, for the Multi kinds
 	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
 	token  string
-	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey)
+	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey), 2 to also hand the key itself (§14.3)
 	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none
 	script *script // for cmdLoad
 	round  *quorum.Round
@@ -249,7 +241,7 @@ type cmd struct {
 	// cmdWriteWait: the writer's id in the masters' queue ("" when it is
 	// not in it), and whether a master refuses it while others are ahead
 	// of it there (rw_write.lua). cmdRelease: the releasing waiter's own
-	// id in the queue, to take off. cmdJoinGrant: the waiter's record.
+	// member in the queue, to take off.
 	waiter string
 	ask    bool
 }
@@ -338,7 +330,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			}
 			return no
 		}
-	case cmdJoin, cmdLeave, cmdJoinGrant:
+	case cmdJoin, cmdLeave:
 		if r.typ == ':' {
 			return ok
 		}

@@ -16,8 +16,8 @@ import (
 )
 
 // Tests of the hand-off of the key itself to the head of the masters'
-// queue (docs/design.md §14.3: join_grant.lua, the `<key>:grants`
-// record, a release that SETs the head's grant token and returns 3).
+// queue (docs/design.md §14.3: a queue member "<id> <TTL ms> <grant
+// token>", a release that SETs the head's grant token and returns 3).
 
 // handKey is the lock key of resource.
 func handKey(resource string) string { return "redlock:{" + resource + "}" }
@@ -28,9 +28,9 @@ func lockerID(l *redlock.Locker, key string) string {
 	return strings.TrimPrefix(redlock.WakeChannel(l, key), key+":w:")
 }
 
-// waiterIDOf is the id of l's (one) waiter in key's queue on master i, or
-// "" when it has none there.
-func waiterIDOf(t *testing.T, c *lab.Masters, i int, l *redlock.Locker, key string) string {
+// memberOf is the queue member of l's (one) waiter in key's queue on
+// master i, or "" when it has none there.
+func memberOf(t *testing.T, c *lab.Masters, i int, l *redlock.Locker, key string) string {
 	t.Helper()
 	for _, id := range zrange(t, c, i, key) {
 		if strings.HasPrefix(id, lockerID(l, key)+".") {
@@ -50,14 +50,15 @@ func zrange(t *testing.T, c *lab.Masters, i int, key string) []string {
 	return ids
 }
 
-// grants is key's grants record on master i.
-func grants(t *testing.T, c *lab.Masters, i int, key string) map[string]string {
+// grantToken is the grant token in the queue member m ("<id> <TTL ms>
+// <token>"); it fails t when m is not such a member with the default TTL.
+func grantToken(t *testing.T, m string) string {
 	t.Helper()
-	m, err := c.Client(i).HGetAll(t.Context(), key+":grants").Result()
-	if err != nil {
-		t.Fatalf("HGETALL on master %d: %v", i, err)
+	f := strings.Fields(m)
+	if len(f) != 3 || f[1] != "10000" {
+		t.Fatalf("queue member %q, want \"<id> 10000 <token>\" (a grant waiter, default TTL)", m)
 	}
-	return m
+	return f[2]
 }
 
 // getKey is key's value on master i ("" when absent).
@@ -108,23 +109,21 @@ func settles(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// state is what each master holds for key: the key's value, its queue and
-// its grants record.
+// state is what each master holds for key: the key's value and its queue.
 func state(t *testing.T, c *lab.Masters, key string) string {
 	t.Helper()
 	var b strings.Builder
 	for i := range c.N() {
-		fmt.Fprintf(&b, "\n  master %d: GET %q, waiters %q, grants %q", i, getKey(t, c, i, key), zrange(t, c, i, key), grants(t, c, i, key))
+		fmt.Fprintf(&b, "\n  master %d: GET %q, waiters %q", i, getKey(t, c, i, key), zrange(t, c, i, key))
 	}
 	return b.String()
 }
 
-// clean reports whether no master holds key, a queue entry or a grants
-// record for it.
+// clean reports whether no master holds key or a queue entry for it.
 func clean(t *testing.T, c *lab.Masters, key string) bool {
 	t.Helper()
 	for i := range c.N() {
-		if getKey(t, c, i, key) != "" || len(zrange(t, c, i, key)) != 0 || len(grants(t, c, i, key)) != 0 {
+		if getKey(t, c, i, key) != "" || len(zrange(t, c, i, key)) != 0 {
 			return false
 		}
 	}
@@ -165,7 +164,8 @@ func takes(t *testing.T, got <-chan lockResult, who string) *redlock.Lock {
 // grant waiter: the head's Lock returns with the key holding its token on
 // every master, and the only SET each master ran since the waiter joined
 // is the release script's (the waiter made no SET round of its own). The
-// release took the waiter's record out of the grants record.
+// release took the waiter's member, which carries its grant token, off
+// the queue.
 func TestReleaseHandsTheKeyToTheHead(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const resource = "handed"
@@ -177,12 +177,11 @@ func TestReleaseHandsTheKeyToTheHead(t *testing.T) {
 	got := lockAsync(ctx, b, resource)
 	queued(t, c, key, 1)
 	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	id := waiterIDOf(t, c, 0, b, key)
+	m := memberOf(t, c, 0, b, key)
+	token := grantToken(t, m)
 	for i := range c.N() {
-		if rec, ok := grants(t, c, i, key)[id]; !ok {
-			t.Fatalf("master %d: no grants record for the waiter %q after its join (join_grant.lua):%s", i, id, state(t, c, key))
-		} else if f := strings.Fields(rec); len(f) != 3 || f[0] != "1" || f[1] != "10000" {
-			t.Errorf("master %d: grants record %q, want \"1 10000 <token>\" (first join, default TTL)", i, rec)
+		if q := zrange(t, c, i, key); len(q) != 1 || q[0] != m {
+			t.Fatalf("master %d: queue %q, want B's member %q after its join:%s", i, q, m, state(t, c, key))
 		}
 	}
 	before := setCalls(t, c)
@@ -194,14 +193,11 @@ func TestReleaseHandsTheKeyToTheHead(t *testing.T) {
 	settles(5*time.Second, everyKeyHolds(t, c, key, lkB.Token()))
 	after := setCalls(t, c)
 	for i := range c.N() {
-		if v := getKey(t, c, i, key); v != lkB.Token() {
-			t.Errorf("master %d: GET %q, want B's token %q (the release hands the key to the head)", i, v, lkB.Token())
+		if v := getKey(t, c, i, key); v != lkB.Token() || v != token {
+			t.Errorf("master %d: GET %q, want B's grant token %q, its lock's token %q (the release hands the key to the head)", i, v, token, lkB.Token())
 		}
 		if d := after[i] - before[i]; d != 1 {
 			t.Errorf("master %d ran %d SETs from B's join to its acquisition, want 1 (the release script's; B makes no round)", i, d)
-		}
-		if g := grants(t, c, i, key); len(g) != 0 {
-			t.Errorf("master %d: grants record %q after the hand-off, want empty", i, g)
 		}
 		if q := zrange(t, c, i, key); len(q) != 0 {
 			t.Errorf("master %d: queue %q after the hand-off, want empty", i, q)
@@ -253,8 +249,8 @@ func TestHandedLockCountsValidityFromItsJoin(t *testing.T) {
 }
 
 // The head of the queue is a grant waiter whose Locker is gone (nobody
-// hears its channel): the release takes it off the queue and its record
-// off the grants, does not leave its token in the key, and hands the key
+// hears its channel): the release takes it off the queue, does not leave
+// its token in the key, and hands the key
 // to the next waiter, B, which acquires with its grant token, without a
 // round of its own: its Start is before the release.
 func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
@@ -265,13 +261,9 @@ func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
 	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
 	ctx := t.Context()
 	lkA := holding(t, c, a, resource, true)
-	const fake = "0000000000000000.1"
+	const fake = "0000000000000000.1 10000 faketoken"
 	for i := range c.N() {
-		cl := c.Client(i)
-		if err := cl.ZAdd(ctx, key+":waiters", redisZ(1, fake)).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.HSet(ctx, key+":grants", fake, "1 10000 faketoken").Err(); err != nil {
+		if err := c.Client(i).ZAdd(ctx, key+":waiters", redisZ(1, fake)).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -297,13 +289,10 @@ func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
 		if v != lkB.Token() {
 			t.Errorf("master %d: GET %q, want B's token %q", i, v, lkB.Token())
 		}
-		for _, id := range zrange(t, c, i, key) {
-			if id == fake {
+		for _, m := range zrange(t, c, i, key) {
+			if m == fake {
 				t.Errorf("master %d still queues the dead waiter", i)
 			}
-		}
-		if _, ok := grants(t, c, i, key)[fake]; ok {
-			t.Errorf("master %d still has the dead waiter's grants record", i)
 		}
 	}
 	if d := u.Sub(lkB.Acquisition().Start); d <= 0 {
@@ -313,14 +302,14 @@ func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
-		t.Errorf("after B's Unlock, want no key, queue entry or grants record on any master:%s", state(t, c, key))
+		t.Errorf("after B's Unlock, want no key or queue entry on any master:%s", state(t, c, key))
 	}
 }
 
-// A handed lock whose id is still in the queue on some masters (its
-// entry reached them again after the release took it off, as a late
-// join does): its Unlock takes its own entry and record off every master,
-// and the key is not handed back to it.
+// A handed lock whose member is still in the queue on some masters (it
+// reached them again after the release took it off, as a late join
+// does): its Unlock takes its own member off every master, and the key is
+// not handed back to it.
 func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const resource = "handed-leaves"
@@ -332,27 +321,23 @@ func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 	got := lockAsync(ctx, b, resource)
 	queued(t, c, key, 1)
 	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	id := waiterIDOf(t, c, 0, b, key)
-	rec := grants(t, c, 0, key)[id]
-	if id == "" || rec == "" {
-		t.Fatalf("no queue entry or grants record for B on master 0:%s", state(t, c, key))
+	m := memberOf(t, c, 0, b, key)
+	if m == "" {
+		t.Fatalf("no queue entry for B on master 0:%s", state(t, c, key))
 	}
+	token := grantToken(t, m)
 	if err := lkA.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lkB := takes(t, got, "B")
-	if lkB.Token() != strings.Fields(rec)[2] {
-		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), strings.Fields(rec)[2])
+	if lkB.Token() != token {
+		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), token)
 	}
 	settles(5*time.Second, everyKeyHolds(t, c, key, lkB.Token()))
-	// B's join reaches masters 0 and 1 again, late: its entry and record
-	// are there once more.
+	// B's join reaches masters 0 and 1 again, late: its member is there
+	// once more.
 	for i := range 2 {
-		cl := c.Client(i)
-		if err := cl.ZAdd(ctx, key+":waiters", redisZ(1, id)).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.HSet(ctx, key+":grants", id, rec).Err(); err != nil {
+		if err := c.Client(i).ZAdd(ctx, key+":waiters", redisZ(1, m)).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -360,17 +345,14 @@ func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
-		t.Errorf("after the Unlock of the handed lock, want no key, queue entry or grants record on any master:%s", state(t, c, key))
+		t.Errorf("after the Unlock of the handed lock, want no key or queue entry on any master:%s", state(t, c, key))
 	}
 	noKeyHolds(t, c, key, lkB.Token(), "B's token after its Unlock (handed back to B's own stale entry)")
 	for i := range c.N() {
 		for _, x := range zrange(t, c, i, key) {
-			if x == id {
-				t.Errorf("master %d: B's id still in the queue after its Unlock", i)
+			if x == m {
+				t.Errorf("master %d: B's member still in the queue after its Unlock", i)
 			}
-		}
-		if _, ok := grants(t, c, i, key)[id]; ok {
-			t.Errorf("master %d: B's grants record still there after its Unlock", i)
 		}
 	}
 }
@@ -378,7 +360,7 @@ func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 // A grant waiter whose Locker hears none of the grants (every
 // announcement lost) and whose context ends after the masters handed it
 // the key: Lock returns the context's error, and B gives the key back on
-// every master and leaves the queue: no key, queue entry or record.
+// every master and leaves the queue: no key or queue entry.
 func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const resource = "handed-give-up"
@@ -395,12 +377,7 @@ func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 	// B's Locker is subscribed (it only ignores what it hears): the
 	// masters' PUBLISH reaches it, and they leave the key handed.
 	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	id := waiterIDOf(t, c, 0, b, key)
-	rec := strings.Fields(grants(t, c, 0, key)[id])
-	if len(rec) != 3 {
-		t.Fatalf("master 0: no grants record \"<seq> <ttl> <token>\" for B's waiter %q:%s", id, state(t, c, key))
-	}
-	token := rec[2]
+	token := grantToken(t, memberOf(t, c, 0, b, key))
 	if err := lkA.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -431,14 +408,14 @@ func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 		t.Errorf("Lock: %v, want an error wrapping context.Canceled", err)
 	}
 	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
-		t.Errorf("after the grant waiter gave up, want no key, queue entry or grants record on any master:%s", state(t, c, key))
+		t.Errorf("after the grant waiter gave up, want no key or queue entry on any master:%s", state(t, c, key))
 	}
 	noKeyHolds(t, c, key, token, "B's grant token")
 }
 
 // A grant waiter that gets the lock by a round (with a token not its
-// grant token: the release it woke on only announced) leaves no record in
-// the grants, as it leaves no entry in the queue (item 5).
+// grant token: the release it woke on only announced) leaves no entry in
+// the queue (item 5).
 func TestGrantWaiterThatWinsARoundLeavesNoRecord(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const resource = "round-winner"
@@ -448,13 +425,13 @@ func TestGrantWaiterThatWinsARoundLeavesNoRecord(t *testing.T) {
 	defer lk.Unlock(t.Context())
 	if !settles(5*time.Second, func() bool {
 		for i := range c.N() {
-			if len(zrange(t, c, i, key)) != 0 || len(grants(t, c, i, key)) != 0 {
+			if len(zrange(t, c, i, key)) != 0 {
 				return false
 			}
 		}
 		return true
 	}) {
-		t.Errorf("after a grant waiter acquired by a round, want no queue entry or grants record on any master:%s", state(t, c, key))
+		t.Errorf("after a grant waiter acquired by a round, want no queue entry on any master:%s", state(t, c, key))
 	}
 	for i := range c.N() {
 		if v := getKey(t, c, i, key); v != lk.Token() {
@@ -537,11 +514,11 @@ func TestSplitGrantsResolve(t *testing.T) {
 	queued(t, c, key, 2)
 	waitSubscribed(t, c, redlock.WakeChannel(w, key))
 	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	idW, idB := waiterIDOf(t, c, 0, w, key), waiterIDOf(t, c, 0, b, key)
-	if q := zrange(t, c, 0, key); len(q) != 2 || q[0] != idW || q[1] != idB {
-		t.Fatalf("master 0: queue %q, want [W B] = [%q %q]", q, idW, idB)
+	mW, mB := memberOf(t, c, 0, w, key), memberOf(t, c, 0, b, key)
+	if q := zrange(t, c, 0, key); len(q) != 2 || q[0] != mW || q[1] != mB {
+		t.Fatalf("master 0: queue %q, want [W B] = [%q %q]", q, mW, mB)
 	}
-	for i, rm := range [][]string{{idB}, {idB}, {idW}, {idW}, {idW, idB}} {
+	for i, rm := range [][]string{{mB}, {mB}, {mW}, {mW}, {mW, mB}} {
 		for _, id := range rm {
 			if err := c.Client(i).ZRem(ctx, key+":waiters", id).Err(); err != nil {
 				t.Fatal(err)
@@ -592,6 +569,110 @@ func TestSplitGrantsResolve(t *testing.T) {
 	}
 	wg.Wait()
 	if !settles(5*time.Second, func() bool { return clean(t, c, key) }) {
-		t.Errorf("after both unlocked, want no key, queue entry or grants record on any master:%s", state(t, c, key))
+		t.Errorf("after both unlocked, want no key or queue entry on any master:%s", state(t, c, key))
+	}
+}
+
+// A release that finds the key absent on a master (expired there, or
+// never set) hands it there to the head that asked for it, as a round of
+// the head's own would take it: B is handed the key on all five masters,
+// with one SET each, though A's key was gone from master 4.
+func TestReleaseHandsAnAbsentKeyToTheHead(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "absent-handed"
+	key := handKey(resource)
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	lkA := holding(t, c, a, resource, true)
+	got := lockAsync(ctx, b, resource)
+	queued(t, c, key, 1)
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	token := grantToken(t, memberOf(t, c, 0, b, key))
+	if err := c.Client(4).Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := setCalls(t, c)
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lkB := takes(t, got, "B")
+	defer lkB.Unlock(ctx)
+	if lkB.Token() != token {
+		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), token)
+	}
+	settles(5*time.Second, everyKeyHolds(t, c, key, token))
+	after := setCalls(t, c)
+	for i := range c.N() {
+		if v := getKey(t, c, i, key); v != token {
+			t.Errorf("master %d: GET %q, want B's grant token %q", i, v, token)
+		}
+		if d := after[i] - before[i]; d != 1 {
+			t.Errorf("master %d ran %d SETs from A's Unlock to B's acquisition, want 1 (the release script's)", i, d)
+		}
+		if q := zrange(t, c, i, key); len(q) != 0 {
+			t.Errorf("master %d: queue %q after the hand-off, want empty", i, q)
+		}
+	}
+}
+
+// Where the key is absent, release.lua hands it only to a head that asked
+// for it and whose Locker listens: a head that did not ask is put back
+// and the key stays absent; a head that asked but whom nobody hears is
+// dropped, and the next that asked is handed the key. Each returns 0 (the
+// releaser's key was absent).
+func TestReleaseOfAbsentKeyHandsOnlyToAHeadThatAsked(t *testing.T) {
+	c := lab.ForTest(t, 1, nil)
+	ctx := t.Context()
+	cl := c.Client(0)
+	key := handKey("absent-script")
+	q := key + ":waiters"
+	release := redlock.ReleaseScript()
+	run := func() int64 {
+		t.Helper()
+		n, err := release.Run(ctx, cl, []string{key, q}, "gone-token", "", "h").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// A head without a grant token (a waiter that did not ask).
+	if err := cl.ZAdd(ctx, q, redisZ(1, "1111111111111111.1")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := run(); n != 0 {
+		t.Errorf("release of an absent key returned %d, want 0", n)
+	}
+	if v := getKey(t, c, 0, key); v != "" {
+		t.Errorf("GET %q after a release of an absent key with a head that did not ask, want absent", v)
+	}
+	if m := zrange(t, c, 0, key); len(m) != 1 || m[0] != "1111111111111111.1" {
+		t.Errorf("queue %q, want the head that did not ask put back", m)
+	}
+	// A head that asked, nobody listening for it, before one that asked
+	// and is heard.
+	heard := "3333333333333333.7 10000 heardtoken"
+	if err := cl.Del(ctx, q).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ZAdd(ctx, q, redisZ(1, "2222222222222222.1 10000 deaftoken"), redisZ(2, heard)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sub := cl.Subscribe(ctx, key+":w:3333333333333333")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := run(); n != 0 {
+		t.Errorf("release of an absent key that handed it on returned %d, want 0", n)
+	}
+	if v := getKey(t, c, 0, key); v != "heardtoken" {
+		t.Errorf("GET %q, want the heard head's token %q", v, "heardtoken")
+	}
+	if ttl := cl.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 10*time.Second {
+		t.Errorf("PTTL %v, want the head's TTL (10s)", ttl)
+	}
+	if m := zrange(t, c, 0, key); len(m) != 0 {
+		t.Errorf("queue %q, want both heads taken off", m)
 	}
 }

@@ -36,7 +36,7 @@ type Lock struct {
 	locker *Locker
 	target
 	token   string
-	queueID string // the id in the masters' queue of the waiter the masters handed it to ("" otherwise)
+	queueID string // the member in the masters' queue of the waiter the masters handed it to ("" otherwise)
 	fence   uint64
 	mayHold []bool    // masters where the acquisition's SET may have landed
 	acq     acqRecord // for Acquisition

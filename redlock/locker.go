@@ -727,22 +727,15 @@ func (l *Locker) queued(t target) bool {
 }
 
 // join puts w in t's queue on every master (ZADD NX: a caller already
-// there keeps its place).
+// there keeps its place). A waiter a release may hand the key to, whose
+// grant token was first sent more than an eighth of its TTL ago, first
+// gives it back and joins with a new one: a handed lock counts its
+// validity from the first join of its token (§14.3), which stays recent.
 func (l *Locker) join(ctx context.Context, t target, w *waiter) {
-	if w.grant == nil {
-		l.queueRound(ctx, t, w, cmdJoin)
-		return
+	if l.wake.aged(w, time.Now()) {
+		l.giveBack(ctx, t, w, true)
 	}
-	if !l.enter() {
-		return
-	}
-	defer l.ops.Done()
-	start := time.Now()
-	rec := l.wake.joinGrant(w, start)
-	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.waiter = cmdJoinGrant, t.key, w.id, w.score, rec
-		return true
-	})
+	l.queueRound(ctx, t, w, cmdJoin)
 }
 
 // giveBack releases w's grant token on every master, handing the key on
@@ -762,9 +755,10 @@ func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) 
 			next = ""
 		}
 	}
-	old := l.wake.resetGrants(w, next, again)
+	token := l.wake.token(w)
+	old := l.wake.resetGrants(w, next)
 	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.waiter = cmdRelease, t.key, old, 2, w.id
+		c.kind, c.key, c.token, c.n, c.waiter = cmdRelease, t.key, token, 2, old
 		return true
 	})
 }
@@ -779,7 +773,7 @@ func (l *Locker) mayHand(t target, w *waiter, ttl time.Duration) {
 	if err != nil {
 		return
 	}
-	l.wake.setGrant(w, &grantState{token: token, digest: tokenDigest(token), ttl: uint64(ttl.Milliseconds()), seq: make([]uint64, len(l.streams))})
+	l.wake.setGrant(w, &grantState{token: token, digest: tokenDigest(token), ttl: uint64(ttl.Milliseconds()), by: make([]bool, len(l.streams))})
 }
 
 // fromGrants is the lock a majority of masters handed w, or nil.
@@ -807,7 +801,7 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 	if info.Validity <= 0 {
 		return nil
 	}
-	lk := &Lock{locker: l, target: t, token: w.grant.token, queueID: w.id, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
+	lk := &Lock{locker: l, target: t, token: l.wake.token(w), queueID: l.wake.member(w, false, time.Time{}), mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
 	if !l.live.add(lk) {
 		return nil
 	}
@@ -864,8 +858,9 @@ func (l *Locker) rank(ctx context.Context, t target, w *waiter) uint64 {
 		return 1
 	}
 	defer l.ops.Done()
+	member := l.wake.member(w, false, time.Time{})
 	res := l.round(ctx, time.Now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token = cmdRank, t.key, w.id
+		c.kind, c.key, c.token = cmdRank, t.key, member
 		return true
 	})
 	var v []uint64
@@ -957,8 +952,10 @@ func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKi
 		return
 	}
 	defer l.ops.Done()
-	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n = kind, t.key, w.id, w.score
+	start := time.Now()
+	member := l.wake.member(w, kind == cmdJoin, start)
+	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
+		c.kind, c.key, c.token, c.n = kind, t.key, member, w.score
 		return true
 	})
 }

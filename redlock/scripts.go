@@ -22,8 +22,6 @@ var (
 	extendSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
-	//go:embed scripts/join_grant.lua
-	joinGrantSrc string
 	//go:embed scripts/probe_mine.lua
 	probeMineSrc string
 	//go:embed scripts/acquire_fenced.lua
@@ -88,7 +86,6 @@ func newScript(name, src string) *script {
 var (
 	extendScript         = newScript("extend.lua", extendSrc)
 	releaseScript        = newScript("release.lua", releaseSrc)
-	joinGrantScript      = newScript("join_grant.lua", joinGrantSrc)
 	probeMineScript      = newScript("probe_mine.lua", probeMineSrc)
 	acquireFencedScript  = newScript("acquire_fenced.lua", acquireFencedSrc)
 	writebackScript      = newScript("writeback.lua", writebackSrc)
@@ -105,7 +102,7 @@ var (
 	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
-		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, joinGrantScript, probeMineScript}
+		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, probeMineScript}
 )
 
 // ReleaseScript returns the compare-and-delete a Locker releases with

@@ -358,17 +358,16 @@ func (w *waker) released(i int, key, msg string) {
 		q.tally = map[string]int{}
 	}
 	if dig, head, named := strings.Cut(msg, " "); named {
-		if id, num, handed := strings.Cut(head, " "); handed {
+		if id, _, handed := strings.Cut(head, " "); handed {
 			// The master handed the key to one of this Locker's waiters.
 			q.handedAt = time.Now()
 			// dig is the SHA-1 of the token the master set: a grant of
 			// this waiter's own token, or not counted.
 			if x := q.find(id); x != nil && x.grant != nil && dig == x.grant.digest {
-				seq, _ := strconv.ParseUint(num, 10, 64)
 				// Wake it on the first grant (it then waits for the
 				// others, and gives back what it has if no majority
 				// comes) and on the majority's.
-				switch x.grant.got(i, seq) {
+				switch x.grant.got(i) {
 				case 1:
 					if x.wake() {
 						w.woken.Add(1) // one per release, as for a waiter named
@@ -476,38 +475,46 @@ type grantState struct {
 	// digest its hex SHA-1, as release.lua names a grant.
 	token  string
 	digest string
-	ttl    uint64      // ms
-	sends  []time.Time // sends[k-1]: when its join k was sent
-	from   uint64      // grants that followed a join numbered below from do not count
-	seq    []uint64    // by master: the join its last counted grant followed (0: none)
+	ttl    uint64 // ms
+	// since is when the first join whose queue member carries token was
+	// sent (zero before one is): a master hands the key to token only
+	// after such a join reached it, so the key lives there at least TTL
+	// from since.
+	since time.Time
+	off   bool   // no grant counts any more (the waiter gave back, with no new token)
+	by    []bool // by master: its grant of token is counted
 }
 
-// got counts master i's grant, which followed join seq, and returns how
-// many masters it now counts (0 when this grant does not count: it
-// followed a join from before the grants last stopped counting, or the
+// member is the queue member of the waiter id carrying g's token.
+func (g *grantState) member(id string) string {
+	return id + " " + strconv.FormatUint(g.ttl, 10) + " " + g.token
+}
+
+// got counts master i's grant of the current token, and returns how many
+// masters it now counts (0 when it does not count: counting is off, or the
 // master's grant is counted already).
-func (g *grantState) got(i int, seq uint64) int {
-	if seq < max(g.from, 1) || seq > uint64(len(g.sends)) || g.seq[i] != 0 {
+func (g *grantState) got(i int) int {
+	if g.off || g.since.IsZero() || g.by[i] {
 		return 0
 	}
-	g.seq[i] = seq
+	g.by[i] = true
 	return g.count()
 }
 
 func (g *grantState) count() int {
 	n := 0
-	for _, s := range g.seq {
-		if s != 0 {
+	for _, b := range g.by {
+		if b {
 			n++
 		}
 	}
 	return n
 }
 
-// grantedSince is, when a majority of masters have handed wt the key,
-// the earliest send of the joins their grants followed: each master set
-// the key after it had that join, so the key lives there at least TTL
-// from that instant.
+// grantedSince is, when a majority of masters have handed wt the key, the
+// send of the first join that carried its token: each of them set the key
+// after such a join reached it, so the key lives there at least TTL from
+// that instant.
 func (w *waker) grantedSince(wt *waiter) (time.Time, []bool, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -515,18 +522,7 @@ func (w *waker) grantedSince(wt *waiter) (time.Time, []bool, bool) {
 	if g == nil || g.count() < w.l.need {
 		return time.Time{}, nil, false
 	}
-	var start time.Time
-	by := make([]bool, len(g.seq))
-	for i, s := range g.seq {
-		if s == 0 {
-			continue
-		}
-		by[i] = true
-		if t := g.sends[s-1]; start.IsZero() || t.Before(start) {
-			start = t
-		}
-	}
-	return start, by, true
+	return g.since, slices.Clone(g.by), true
 }
 
 // grants is how many masters have handed wt the key (counted).
@@ -543,38 +539,35 @@ func (w *waker) grants(wt *waiter) int {
 }
 
 // mine counts master i, where a poll read token, wt's grant token, in the
-// key, as a grant that followed the first join since its grants last
-// stopped counting (resetGrants): the master set the key after it had
-// that join. A poll of a token given back since does not count.
+// key, as a grant: the master set the key after a join carrying token
+// reached it. A poll of a token given back since does not count.
 func (w *waker) mine(wt *waiter, i int, token string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if g := wt.grant; g != nil && g.token == token && g.seq[i] == 0 && g.from <= uint64(len(g.sends)) {
-		g.seq[i] = max(g.from, 1)
+	if g := wt.grant; g != nil && g.token == token {
+		g.got(i)
 	}
 }
 
 // resetGrants stops counting the grants of wt's token so far, and returns
-// that token. With next (not ""), wt's later joins carry next instead: a
-// give-back of the old token, however late it runs on a master (a release
-// parked while the master was not answering, or sent again after
-// NOSCRIPT, runs after commands sent later), cannot delete a key handed
-// to the new one.
-// With again and no next (no token could be drawn), no grant counts any
-// more: wt acquires by its rounds.
-func (w *waker) resetGrants(wt *waiter, next string, again bool) string {
+// its queue member with that token. With next (not ""), wt's later joins
+// carry next instead: a give-back of the old token, however late it runs
+// on a master (a release parked while the master was not answering, or
+// sent again after NOSCRIPT, runs after commands sent later), cannot
+// delete a key handed to the new one, and a grant of the old token is
+// never counted (its digest is not the new token's). Without next, no
+// grant counts any more: wt leaves, or acquires by its rounds.
+func (w *waker) resetGrants(wt *waiter, next string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := wt.grant
-	old := g.token
-	g.from = uint64(len(g.sends)) + 1
-	clear(g.seq)
-	switch {
-	case next != "":
-		g.token, g.digest = next, tokenDigest(next)
-	case again:
-		g.from = math.MaxUint64
+	old := g.member(wt.id)
+	clear(g.by)
+	if next == "" {
+		g.off = true
+		return old
 	}
+	g.token, g.digest, g.since = next, tokenDigest(next), time.Time{}
 	return old
 }
 
@@ -599,13 +592,37 @@ func (w *waker) setGrant(wt *waiter, g *grantState) {
 	wt.grant = g
 }
 
-// joinGrant numbers wt's next join, sent at now, and returns its record.
-func (w *waker) joinGrant(wt *waiter, now time.Time) string {
+// aged reports whether wt's grant token was first joined more than an
+// eighth of its TTL before now.
+func (w *waker) aged(wt *waiter, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := wt.grant
-	g.sends = append(g.sends, now)
-	return strconv.Itoa(len(g.sends)) + " " + strconv.FormatUint(g.ttl, 10) + " " + g.token
+	return g != nil && !g.off && !g.since.IsZero() && now.Sub(g.since) > time.Duration(g.ttl)*time.Millisecond/8
+}
+
+// token is wt's grant token.
+func (w *waker) token(wt *waiter) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return wt.grant.token
+}
+
+// member is wt's member in its key's queue: its id, or for a waiter a
+// release may hand the key to, "<id> <TTL ms> <grant token>" (§14.3).
+// With join (the member is about to be sent in a join, at now), it dates
+// the grant token's first join.
+func (w *waker) member(wt *waiter, join bool, now time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := wt.grant
+	if g == nil {
+		return wt.id
+	}
+	if join && g.since.IsZero() {
+		g.since = now
+	}
+	return g.member(wt.id)
 }
 
 // has reports whether the waiter id is in q.

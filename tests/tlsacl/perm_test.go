@@ -84,9 +84,9 @@ func timed(f func() error) (error, time.Duration) {
 // same operation works. PUBLISH, SUBSCRIBE, UNSUBSCRIBE and PING are for
 // wake-on-release waiters; TestUserLimits covers them. ZADD, ZREM and
 // ZPOPMIN are for the waiters' queue, which is skipped without them
-// (TestWakeWithoutQueueCommands); HDEL, with HGET and HSET, for the grants
-// record beside it, without which a release names the head instead of
-// handing it the key (TestWakeWithoutGrantCommands).
+// (TestWakeWithoutQueueCommands); PUBSUB NUMSUB for the hand-off of the
+// key itself, without which a release names the head instead
+// (TestWakeWithoutGrantCommands).
 func TestEveryRuleNeeded(t *testing.T) {
 	c := secure(t, 5, "")
 	cases := []struct {
@@ -103,7 +103,7 @@ func TestEveryRuleNeeded(t *testing.T) {
 		{"info", false, acquire, []string{"NOPERM", "'info'", "INFO"}},
 		{"get", false, extend, []string{"extend.lua (which calls GET, PEXPIRE)", "can't run this command"}},
 		{"pexpire", false, extend, []string{"extend.lua (which calls GET, PEXPIRE)"}},
-		{"del", false, release, []string{"release.lua (which calls GET, ZSCORE, ZREM, HDEL, ZPOPMIN, HGET, PUBSUB, SET, PUBLISH, DEL)"}},
+		{"del", false, release, []string{"release.lua (which calls GET, ZREM, ZPOPMIN, PUBSUB, ZADD, SET, PUBLISH, DEL)"}},
 		{"exists", false, acquireAll, []string{"acquire_multi.lua (which calls EXISTS, HGET, SET)"}},
 		{"hget", true, acquire, []string{"acquire_fenced.lua (which calls SET, HGET)"}},
 		{"hset", true, acquire, []string{"writeback.lua (which calls GET, HGET, HSET)"}},
