@@ -1,9 +1,11 @@
 package redlock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -675,4 +677,56 @@ func TestReleaseOfAbsentKeyHandsOnlyToAHeadThatAsked(t *testing.T) {
 	if m := zrange(t, c, 0, key); len(m) != 0 {
 		t.Errorf("queue %q, want both heads taken off", m)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's writes from many
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A handed lock is logged as acquired, as a round's lock is: the Debug
+// record "redlock: acquired" with its token, shortened.
+func TestHandedLockIsLoggedAsAcquired(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "handed-logged"
+	key := handKey(resource)
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry, Logger: log})
+	ctx := t.Context()
+	lkA := holding(t, c, a, resource, true)
+	got := lockAsync(ctx, b, resource)
+	queued(t, c, key, 1)
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	token := grantToken(t, memberOf(t, c, 0, b, key))
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lkB := takes(t, got, "B")
+	defer lkB.Unlock(ctx)
+	if lkB.Token() != token {
+		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), token)
+	}
+	want := "token=" + token[:6] + "…"
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `msg="redlock: acquired"`) && strings.Contains(line, want) {
+			return
+		}
+	}
+	t.Errorf("no Debug record \"redlock: acquired\" with %s for the handed lock; the logs:\n%s", want, logs.String())
 }

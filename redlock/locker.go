@@ -805,8 +805,7 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 	if !l.live.add(lk) {
 		return nil
 	}
-	l.tel.acquired(ctx, t.resource, outAcquired, info, 0)
-	l.tel.hold(lk)
+	l.noteAcquired(ctx, t.resource, lk, info)
 	return lk
 }
 
@@ -1221,14 +1220,20 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	if !l.live.add(lk) { // Shutdown began during the round: give it back
 		return nil, settle("acquire", res, closedReason)
 	}
-	l.tel.acquired(ctx, resource, outAcquired, info, fence)
+	l.noteAcquired(ctx, resource, lk, info)
+	return lk, nil
+}
+
+// noteAcquired tells the telemetry and the logs that lk was acquired, by
+// a round or handed by the masters (§14.3).
+func (l *Locker) noteAcquired(ctx context.Context, resource string, lk *Lock, info Acquisition) {
+	l.tel.acquired(ctx, resource, outAcquired, info, lk.fence)
 	l.noteShortValidity(ctx, resource, info)
 	l.tel.hold(lk)
 	l.noteRound(ctx, resource, nil)
 	if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
-		l.log.DebugContext(ctx, "redlock: acquired", l.logResource(resource), "token", shortToken(token), "fence", fence, "elapsed", info.Elapsed, "validity", info.Validity)
+		l.log.DebugContext(ctx, "redlock: acquired", l.logResource(resource), "token", shortToken(lk.token), "fence", lk.fence, "elapsed", info.Elapsed, "validity", info.Validity)
 	}
-	return lk, nil
 }
 
 // granted is the rule an acquisition and an extension both pass to
