@@ -24,7 +24,7 @@ var (
 	seedFlag = flag.Uint64("chaos.seed", 0, "seed of the fault schedules (0: a random one, printed); re-run with it to replay")
 	jsonOut  = flag.String("chaos.json", "", "write the results as JSON to this file")
 	backend  = flag.String("chaos.backend", "process", "what runs the faulted masters: process (redis-server, faults through the proxy) or docker (containers: docker pause, network disconnect, container kill and restart)")
-	sections = flag.Int("chaos.sections", 0, "with -chaos.long: critical sections the inside scenario runs to (0: 100 000; then it ends as soon as they are in, after 10 s); make chaos-soak")
+	sections = flag.Int("chaos.sections", 0, "with -chaos.long: critical sections each scenario inside the assumptions runs to (0: 100 000; then it ends as soon as they are in, after 10 s); make chaos-soak")
 )
 
 // seed is the run's seed, set in TestMain: tests never change it.

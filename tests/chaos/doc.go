@@ -27,9 +27,10 @@
 // -chaos.backend docker runs the faulted masters as containers (package
 // labdocker): pause is docker pause, cut is a network disconnect, kill and
 // restart remove the container and start a new one; the checker and the
-// outside-assumption rows are the same. make chaos-soak runs the inside
-// scenario over many seeds on both backends (-chaos.sections, -chaos.json
-// per run) and TestSoakSummary (-chaos.soak DIR) adds them up.
+// outside-assumption rows are the same. make chaos-soak runs the two
+// scenarios inside the assumptions (fenced, and handed the key) over many
+// seeds on both backends (-chaos.sections, -chaos.json per run) and
+// TestSoakSummary (-chaos.soak DIR) adds them up.
 //
 // Every run prints its seed; -chaos.seed replays the fault schedules.
 // The tests are in chaos_test.go; make chaos runs the long version.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,9 +35,10 @@ func TestSoakSummary(t *testing.T) {
 		wall                                time.Duration
 		seeds                               = map[uint64]bool{}
 		backends                            = map[string]int{}
+		scenarios                           = map[string]int{}
 	)
-	fmt.Println("| run | backend | seed | critical sections | violations | stale writes accepted | faults | wall | heap start → end (MiB) | goroutines start → end |")
-	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| run | scenario | backend | seed | critical sections | violations | stale writes accepted | faults | wall | heap start → end (MiB) | goroutines start → end |")
+	fmt.Println("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, f := range files {
 		s, err := ReadSummary(f)
 		if err != nil {
@@ -56,16 +58,18 @@ func TestSoakSummary(t *testing.T) {
 			wall += r.Wall
 			seeds[r.Seed] = true
 			backends[be] += r.Sections
-			fmt.Printf("| %s | %s | %d | %d | %d | %d | %d | %v | %.1f → %.1f | %d → %d |\n",
-				filepath.Base(f), be, r.Seed, r.Sections, r.Overlaps, r.StaleAccepted, r.FaultsRun, r.Wall.Round(time.Second),
+			sc, _, _ := strings.Cut(r.Scenario, ":") // "inside" (fenced) or "handoff"
+			scenarios[sc] += r.Sections
+			fmt.Printf("| %s | %s | %s | %d | %d | %d | %d | %d | %v | %.1f → %.1f | %d → %d |\n",
+				filepath.Base(f), sc, be, r.Seed, r.Sections, r.Overlaps, r.StaleAccepted, r.FaultsRun, r.Wall.Round(time.Second),
 				float64(r.HeapStart)/(1<<20), float64(r.HeapEnd)/(1<<20), r.GoroutineStart, r.GoroutineEnd)
 			if r.Overlaps != 0 || r.StaleAccepted != 0 {
 				t.Errorf("%s: %d violations, %d stale writes accepted inside the assumptions; want 0 and 0", f, r.Overlaps, r.StaleAccepted)
 			}
 		}
 	}
-	fmt.Printf("total: %d critical sections inside the assumptions (process %d, docker %d), %d seeds, %d violations, %d stale writes accepted, %v of runs\n",
-		sections, backends["process"], backends["docker"], len(seeds), violations, staleAccepted, wall.Round(time.Second))
+	fmt.Printf("total: %d critical sections inside the assumptions (process %d, docker %d; fenced %d, handed %d), %d seeds, %d violations, %d stale writes accepted, %v of runs\n",
+		sections, backends["process"], backends["docker"], scenarios["inside"], scenarios["handoff"], len(seeds), violations, staleAccepted, wall.Round(time.Second))
 	if sections < *soakSections {
 		t.Errorf("%d critical sections inside the assumptions, want ≥ %d", sections, *soakSections)
 	}
