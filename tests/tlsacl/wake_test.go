@@ -117,7 +117,11 @@ func TestWakeWithoutGrantCommands(t *testing.T) {
 		}
 		held <- lk
 	}()
-	queuedOnEach(t, c, res, 1)
+	holderID, _, _ := strings.Cut(queuedOnEach(t, c, res, 1)[0], " ")
+	// Subscribed to the key's channel, which the first release (it
+	// passes no queue) announces on, and to its own.
+	subscribedOnEach(t, c, keyOf(res))
+	subscribedOnEach(t, c, waiterChannel(res, holderID))
 	if err := lk0.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +147,8 @@ func TestWakeWithoutGrantCommands(t *testing.T) {
 	if len(f) != 3 {
 		t.Fatalf("the waiter's queue entry %q, want \"<id> <TTL ms> <grant token>\"", members[0])
 	}
+	// Subscribed to its Locker's channel, on which the release names it.
+	subscribedOnEach(t, c, waiterChannel(res, f[0]))
 	released := time.Now()
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
@@ -162,6 +168,25 @@ func TestWakeWithoutGrantCommands(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the waiter never acquired")
 	}
+}
+
+// waiterChannel is the channel a release names the queued waiter id
+// ("<Locker id>.<n>") on: only its Locker listens.
+func waiterChannel(res, id string) string {
+	locker, _, _ := strings.Cut(id, ".")
+	return keyOf(res) + ":w:" + locker
+}
+
+// subscribedOnEach waits until every master has a subscriber to channel.
+func subscribedOnEach(t *testing.T, c *lab.Masters, channel string) {
+	t.Helper()
+	eventuallyOnEach(t, c, func(i int, admin *redis.Client) error {
+		n, err := admin.PubSubNumSub(t.Context(), channel).Result()
+		if err != nil || n[channel] == 0 {
+			return fmt.Errorf("nobody subscribed to %q yet (%v)", channel, err)
+		}
+		return nil
+	})
 }
 
 // queuedOnEach waits until res's queue holds n entries on every master,
