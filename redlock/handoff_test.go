@@ -1,7 +1,6 @@
 package redlock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -162,6 +161,20 @@ func takes(t *testing.T, got <-chan lockResult, who string) *redlock.Lock {
 	return nil
 }
 
+// bWaits has a hold resource with a lock whose release passes the queue
+// (holding), and b wait for it (Lock, under ctx) in the masters' queue,
+// subscribed to its Locker's channel. It returns A's lock, B's Lock result
+// and B's queue member on master 0.
+func bWaits(ctx context.Context, t *testing.T, c *lab.Masters, a, b *redlock.Locker, resource string) (*redlock.Lock, <-chan lockResult, string) {
+	t.Helper()
+	key := handKey(resource)
+	lkA := holding(t, c, a, resource, true)
+	got := lockAsync(ctx, b, resource)
+	queued(t, c, key, 1)
+	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	return lkA, got, memberOf(t, c, 0, b, key)
+}
+
 // A release that passes the queue hands the key itself to the head, a
 // grant waiter: the head's Lock returns with the key holding its token on
 // every master, and the only SET each master ran since the waiter joined
@@ -175,11 +188,7 @@ func TestReleaseHandsTheKeyToTheHead(t *testing.T) {
 	a := newLocker(t, c, nil)
 	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
 	ctx := t.Context()
-	lkA := holding(t, c, a, resource, true) // its release passes the queue
-	got := lockAsync(ctx, b, resource)
-	queued(t, c, key, 1)
-	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	m := memberOf(t, c, 0, b, key)
+	lkA, got, m := bWaits(ctx, t, c, a, b, resource)
 	token := grantToken(t, m)
 	for i := range c.N() {
 		if q := zrange(t, c, i, key); len(q) != 1 || q[0] != m {
@@ -218,10 +227,7 @@ func TestHandedLockCountsValidityFromItsJoin(t *testing.T) {
 	a := newLocker(t, c, &redlock.Options{TTL: ttl})
 	b := newLocker(t, c, &redlock.Options{TTL: ttl, Retry: slowRetry})
 	ctx := t.Context()
-	lkA := holding(t, c, a, resource, true)
-	got := lockAsync(ctx, b, resource)
-	queued(t, c, key, 1)
-	waitSubscribed(t, c, redlock.WakeChannel(b, key))
+	lkA, got, _ := bWaits(ctx, t, c, a, b, resource)
 	time.Sleep(1500 * time.Millisecond)
 	u := time.Now()
 	if err := lkA.Unlock(ctx); err != nil {
@@ -319,11 +325,7 @@ func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 	a := newLocker(t, c, nil)
 	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
 	ctx := t.Context()
-	lkA := holding(t, c, a, resource, true)
-	got := lockAsync(ctx, b, resource)
-	queued(t, c, key, 1)
-	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	m := memberOf(t, c, 0, b, key)
+	lkA, got, m := bWaits(ctx, t, c, a, b, resource)
 	if m == "" {
 		t.Fatalf("no queue entry for B on master 0:%s", state(t, c, key))
 	}
@@ -371,15 +373,12 @@ func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
 	redlock.DropWakes(b)
 	ctx := t.Context()
-	lkA := holding(t, c, a, resource, true)
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	got := lockAsync(bctx, b, resource)
-	queued(t, c, key, 1)
 	// B's Locker is subscribed (it only ignores what it hears): the
 	// masters' PUBLISH reaches it, and they leave the key handed.
-	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	token := grantToken(t, memberOf(t, c, 0, b, key))
+	lkA, got, m := bWaits(bctx, t, c, a, b, resource)
+	token := grantToken(t, m)
 	if err := lkA.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -586,11 +585,8 @@ func TestReleaseHandsAnAbsentKeyToTheHead(t *testing.T) {
 	a := newLocker(t, c, nil)
 	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
 	ctx := t.Context()
-	lkA := holding(t, c, a, resource, true)
-	got := lockAsync(ctx, b, resource)
-	queued(t, c, key, 1)
-	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	token := grantToken(t, memberOf(t, c, 0, b, key))
+	lkA, got, m := bWaits(ctx, t, c, a, b, resource)
+	token := grantToken(t, m)
 	if err := c.Client(4).Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -679,41 +675,18 @@ func TestReleaseOfAbsentKeyHandsOnlyToAHeadThatAsked(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger's writes from many
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A handed lock is logged as acquired, as a round's lock is: the Debug
 // record "redlock: acquired" with its token, shortened.
 func TestHandedLockIsLoggedAsAcquired(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const resource = "handed-logged"
-	key := handKey(resource)
-	var logs lockedBuffer
+	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a := newLocker(t, c, nil)
 	b := newLocker(t, c, &redlock.Options{Retry: slowRetry, Logger: log})
 	ctx := t.Context()
-	lkA := holding(t, c, a, resource, true)
-	got := lockAsync(ctx, b, resource)
-	queued(t, c, key, 1)
-	waitSubscribed(t, c, redlock.WakeChannel(b, key))
-	token := grantToken(t, memberOf(t, c, 0, b, key))
+	lkA, got, m := bWaits(ctx, t, c, a, b, resource)
+	token := grantToken(t, m)
 	if err := lkA.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
