@@ -109,14 +109,7 @@ func TestWakeWithoutGrantCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := make(chan *redlock.Lock, 1)
-	go func() {
-		lk, err := holder.Lock(ctx, res)
-		if err != nil {
-			t.Error(err)
-		}
-		held <- lk
-	}()
+	held := lockIn(ctx, t, holder, res)
 	holderID, _, _ := strings.Cut(queuedOnEach(t, c, res, 1)[0], " ")
 	// Subscribed to the key's channel, which the first release (it
 	// passes no queue) announces on, and to its own.
@@ -134,14 +127,7 @@ func TestWakeWithoutGrantCommands(t *testing.T) {
 	if lk == nil {
 		t.FailNow()
 	}
-	got := make(chan *redlock.Lock, 1)
-	go func() {
-		wl, err := waiter.Lock(ctx, res)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- wl
-	}()
+	got := lockIn(ctx, t, waiter, res)
 	members := queuedOnEach(t, c, res, 1)
 	f := strings.Fields(members[0])
 	if len(f) != 3 {
@@ -168,6 +154,20 @@ func TestWakeWithoutGrantCommands(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the waiter never acquired")
 	}
+}
+
+// lockIn runs l.Lock(ctx, res) and sends its lock (nil on an error, which
+// fails t).
+func lockIn(ctx context.Context, t *testing.T, l *redlock.Locker, res string) <-chan *redlock.Lock {
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		lk, err := l.Lock(ctx, res)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lk
+	}()
+	return got
 }
 
 // waiterChannel is the channel a release names the queued waiter id
