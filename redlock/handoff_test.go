@@ -703,3 +703,46 @@ func TestHandedLockIsLoggedAsAcquired(t *testing.T) {
 	}
 	t.Errorf("no Debug record \"redlock: acquired\" with %s for the handed lock; the logs:\n%s", want, logs.String())
 }
+
+// A release hands B the key on masters 0 and 1 only: masters 2, 3 and 4
+// lost the key and the queue (as a master restarted empty does), so no
+// release will ever hand it there, and with a minority B could only give
+// back and join again, behind nobody, while the free masters wait for a
+// round. B completes with its grant token instead: SET NX on the masters
+// that did not hand it over (docs/design.md §14.3 item 5). It then holds
+// every master with its grant token, and its validity still counts from
+// its join, about 1 s before the release.
+func TestMinorityOfGrantsCompletesWhereTheKeyIsFree(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	const resource = "complete-grants"
+	key := handKey(resource)
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	ctx := t.Context()
+	lkA, got, m := bWaits(ctx, t, c, a, b, resource)
+	token := grantToken(t, m)
+	for i := 2; i < c.N(); i++ {
+		if err := c.Client(i).Del(ctx, key, key+":waiters").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	u := time.Now()
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lkB := takes(t, got, "B")
+	defer lkB.Unlock(ctx)
+	if lkB.Token() != token {
+		t.Fatalf("B's token %q is not its grant token %q: it gave back its grants and acquired otherwise", lkB.Token(), token)
+	}
+	if d := u.Sub(lkB.Acquisition().Start); d < 900*time.Millisecond {
+		t.Errorf("Acquisition().Start is %v before the release, want ≥ 0.9s: the validity must count from the join", d)
+	}
+	settles(5*time.Second, everyKeyHolds(t, c, key, token))
+	for i := range c.N() {
+		if v := getKey(t, c, i, key); v != token {
+			t.Errorf("master %d: GET %q, want B's grant token %q", i, v, token)
+		}
+	}
+}

@@ -171,7 +171,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		ctx, stop = l.keepContext(ctx, start)
 		defer stop()
 	}
-	res := l.roundFor(ctx, start, false, wait, func(c *cmd) bool {
+	res := l.roundFor(ctx, start, false, wait, l.need, func(c *cmd) bool {
 		lk.set(c)
 		c.kind, c.token, c.n = kind, lk.token, ms
 		return true

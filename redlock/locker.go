@@ -584,7 +584,15 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 					err, handed = nil, true
 					break
 				}
-				// No majority came: give back, so that the masters that
+				// No majority came: take the key with the grant token
+				// where it is free (a master that lost it and its queue
+				// hands nothing on), and count those too.
+				l.complete(ctx, t, w)
+				if lk = l.fromGrants(ctx, t, w, ttl, budget); lk != nil {
+					err, handed = nil, true
+					break
+				}
+				// Still no majority: give back, so that the masters that
 				// handed it the key hand it on, and join again, at the
 				// same place. The grants that followed its earlier
 				// joins no longer count.
@@ -761,6 +769,39 @@ func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) 
 		c.kind, c.key, c.token, c.n, c.waiter = cmdRelease, t.key, token, 2, old
 		return true
 	})
+}
+
+// complete sends SET NX of w's grant token, with its TTL, to the masters
+// that have not handed w the key, and counts each that sets it as a grant
+// (docs/design.md §14.3 item 5): a master whose key is free hands it to
+// nobody when it lost the queue too (restarted empty), or when no release
+// reaches it, so a waiter handed a minority would otherwise give back and
+// wait again while those masters stay free. The round is decided by the
+// grants still missing for a majority, not by a majority of its own. The
+// keys it sets live a TTL from their SET, later than the first join of
+// the token, from which the lock's validity counts, and a give-back
+// releases them with the rest.
+func (l *Locker) complete(ctx context.Context, t target, w *waiter) {
+	token, ttl, by := l.wake.partial(w)
+	missing := l.need
+	for _, g := range by {
+		if g {
+			missing--
+		}
+	}
+	if by == nil || missing < 1 || !l.enter() {
+		return
+	}
+	defer l.ops.Done()
+	res := l.roundFor(ctx, time.Now(), false, l.opts.NodeTimeout, missing, func(c *cmd) bool {
+		c.kind, c.key, c.token, c.n = cmdSetNX, t.key, token, ttl
+		return !by[c.node]
+	})
+	for i, r := range res.Replies {
+		if r.Outcome == quorum.OK && !by[i] {
+			l.wake.mine(w, i, token)
+		}
+	}
 }
 
 // mayHand makes w a waiter that a release may hand t's key to
@@ -1265,15 +1306,17 @@ func closedError(op, resource string) error {
 // to be one server (run_id, on first contact) fail it with ErrInvalid
 // rather than after it.
 func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill func(c *cmd) bool) quorum.Result {
-	return l.roundFor(ctx, start, waitAll, l.opts.NodeTimeout, fill)
+	return l.roundFor(ctx, start, waitAll, l.opts.NodeTimeout, l.need, fill)
 }
 
 // roundFor is round waiting up to wait from start instead of NodeTimeout
-// (the keeper's extensions: keepWait).
-func (l *Locker) roundFor(ctx context.Context, start time.Time, waitAll bool, wait time.Duration, fill func(c *cmd) bool) quorum.Result {
+// (the keeper's extensions: keepWait), and decided by need OKs (1 ≤ need
+// ≤ the masters) instead of a majority (a waiter completing its grants:
+// complete).
+func (l *Locker) roundFor(ctx context.Context, start time.Time, waitAll bool, wait time.Duration, need int, fill func(c *cmd) bool) quorum.Result {
 	n := len(l.streams)
 	waitAll = waitAll || int(l.tried.Load()) < n
-	r, _ := quorum.NewRound(n, l.need, waitAll, start)
+	r, _ := quorum.NewRound(n, need, waitAll, start)
 	cmds := make([]cmd, n)
 	for i, s := range l.streams {
 		c := &cmds[i]

@@ -541,6 +541,19 @@ func (w *waker) grants(wt *waiter) int {
 // mine counts master i, where a poll read token, wt's grant token, in the
 // key, as a grant: the master set the key after a join carrying token
 // reached it. A poll of a token given back since does not count.
+// partial is wt's grant token, its TTL in ms and which masters have
+// handed it the key, while some have and no give-back has ended the
+// token's count (by is nil otherwise).
+func (w *waker) partial(wt *waiter) (token string, ttl uint64, by []bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := wt.grant
+	if g == nil || g.off || g.since.IsZero() || g.count() == 0 {
+		return "", 0, nil
+	}
+	return g.token, g.ttl, slices.Clone(g.by)
+}
+
 func (w *waker) mine(wt *waiter, i int, token string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
