@@ -181,6 +181,30 @@ func bWaits(ctx context.Context, t *testing.T, c *lab.Masters, a, b *redlock.Loc
 // is the release script's (the waiter made no SET round of its own). The
 // release took the waiter's member, which carries its grant token, off
 // the queue.
+// grantWaits is bWaits on five new masters, with A's Locker default and
+// B's on slowRetry (so that only a hand-off acquires soon): A's lock, B's
+// Lock in flight and B's grant token.
+func grantWaits(t *testing.T, resource string) (c *lab.Masters, key string, lkA *redlock.Lock, got <-chan lockResult, token string) {
+	t.Helper()
+	c = lab.ForTest(t, 5, nil)
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	lkA, got, m := bWaits(t.Context(), t, c, a, b, resource)
+	return c, handKey(resource), lkA, got, grantToken(t, m)
+}
+
+// takesGrant is B's lock, which must carry its grant token: it acquired by
+// the hand-off (or a completion), not by a round of its own.
+func takesGrant(t *testing.T, got <-chan lockResult, token string) *redlock.Lock {
+	t.Helper()
+	lkB := takes(t, got, "B")
+	if lkB.Token() != token {
+		_ = lkB.Unlock(context.Background())
+		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), token)
+	}
+	return lkB
+}
+
 func TestReleaseHandsTheKeyToTheHead(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const resource = "handed"
@@ -579,14 +603,8 @@ func TestSplitGrantsResolve(t *testing.T) {
 // the head's own would take it: B is handed the key on all five masters,
 // with one SET each, though A's key was gone from master 4.
 func TestReleaseHandsAnAbsentKeyToTheHead(t *testing.T) {
-	c := lab.ForTest(t, 5, nil)
-	const resource = "absent-handed"
-	key := handKey(resource)
-	a := newLocker(t, c, nil)
-	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
 	ctx := t.Context()
-	lkA, got, m := bWaits(ctx, t, c, a, b, resource)
-	token := grantToken(t, m)
+	c, key, lkA, got, token := grantWaits(t, "absent-handed")
 	if err := c.Client(4).Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -594,11 +612,8 @@ func TestReleaseHandsAnAbsentKeyToTheHead(t *testing.T) {
 	if err := lkA.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lkB := takes(t, got, "B")
+	lkB := takesGrant(t, got, token)
 	defer lkB.Unlock(ctx)
-	if lkB.Token() != token {
-		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), token)
-	}
 	settles(5*time.Second, everyKeyHolds(t, c, key, token))
 	after := setCalls(t, c)
 	for i := range c.N() {
@@ -713,14 +728,8 @@ func TestHandedLockIsLoggedAsAcquired(t *testing.T) {
 // every master with its grant token, and its validity still counts from
 // its join, about 1 s before the release.
 func TestMinorityOfGrantsCompletesWhereTheKeyIsFree(t *testing.T) {
-	c := lab.ForTest(t, 5, nil)
-	const resource = "complete-grants"
-	key := handKey(resource)
-	a := newLocker(t, c, nil)
-	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
 	ctx := t.Context()
-	lkA, got, m := bWaits(ctx, t, c, a, b, resource)
-	token := grantToken(t, m)
+	c, key, lkA, got, token := grantWaits(t, "complete-grants")
 	for i := 2; i < c.N(); i++ {
 		if err := c.Client(i).Del(ctx, key, key+":waiters").Err(); err != nil {
 			t.Fatal(err)
@@ -731,11 +740,8 @@ func TestMinorityOfGrantsCompletesWhereTheKeyIsFree(t *testing.T) {
 	if err := lkA.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lkB := takes(t, got, "B")
+	lkB := takesGrant(t, got, token)
 	defer lkB.Unlock(ctx)
-	if lkB.Token() != token {
-		t.Fatalf("B's token %q is not its grant token %q: it gave back its grants and acquired otherwise", lkB.Token(), token)
-	}
 	if d := u.Sub(lkB.Acquisition().Start); d < 900*time.Millisecond {
 		t.Errorf("Acquisition().Start is %v before the release, want ≥ 0.9s: the validity must count from the join", d)
 	}
