@@ -101,7 +101,7 @@ func runClient(ctx context.Context, l *redlock.Locker, db redis.Scripter, cfg Cl
 		if cfg.HoldMax > cfg.HoldMin {
 			hold += time.Duration(r.Int64N(int64(cfg.HoldMax - cfg.HoldMin)))
 		}
-		t0 := time.Now()
+		t0, start := time.Now(), monoNow()
 		actx, cancel := context.WithTimeout(ctx, cfg.AcquireTimeout)
 		lk, err := l.Lock(actx, res)
 		cancel()
@@ -113,7 +113,7 @@ func runClient(ctx context.Context, l *redlock.Locker, db redis.Scripter, cfg Cl
 			}
 			return
 		}
-		out.acquire(Acquire{Client: cfg.ID, OK: err == nil, Latency: lat})
+		out.acquire(Acquire{Client: cfg.ID, OK: err == nil, Latency: lat, Start: start})
 		if err != nil {
 			continue
 		}

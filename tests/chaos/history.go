@@ -47,6 +47,8 @@ type Acquire struct {
 	Client  int           `json:"client"`
 	OK      bool          `json:"ok"`
 	Latency time.Duration `json:"latency"`
+	// Start is when the Lock call began (monoNow, as sections' instants).
+	Start int64 `json:"start,omitempty"`
 }
 
 // History collects records from every client of a run; safe for concurrent

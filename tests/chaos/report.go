@@ -83,6 +83,9 @@ func (r Result) String() string {
 	}
 	fmt.Fprintf(&b, "), %d fence regressions, %d fence reuses, %d late exits, writes %d: %d stale rejected (%d of them by the only holder), %d stale accepted, %d errors (resource model %s), faults %d, availability %.1f%%, p99 acquire %v, wall %v",
 		r.FenceRegressions, r.FenceReuse, r.Late, r.Writes, r.StaleAttempted, r.RejectedExclusive, r.StaleAccepted, r.WriteErrors, r.ResourceOK, r.FaultsRun, r.Availability, r.P99Acquire, r.Wall.Round(time.Millisecond))
+	if r.MinorityExceeded > 0 || r.FailedWithoutMajority > 0 {
+		fmt.Fprintf(&b, "; fewer than a majority of masters answered the prober for %v in all, through which %d of the failed Lock calls waited", r.MinorityExceeded, r.FailedWithoutMajority)
+	}
 	if r.Example != "" {
 		b.WriteString("; first overlap: " + r.Example)
 	}

@@ -73,6 +73,13 @@ type Result struct {
 	AcquireOK    int           `json:"acquires_ok"`
 	Availability float64       `json:"availability_pct"`
 	P99Acquire   time.Duration `json:"p99_acquire_ns"`
+	// MinorityExceeded is how long fewer than a majority of the masters
+	// answered a prober outside the Lockers (reach.go), and
+	// FailedWithoutMajority how many failed Lock calls waited through such
+	// a time: a call that had no majority to win fails inside the
+	// schedule's assumptions only on paper.
+	MinorityExceeded      time.Duration `json:"minority_exceeded_ns,omitempty"`
+	FailedWithoutMajority int           `json:"failed_without_majority,omitempty"`
 	Verdict
 	// Notes say what a scenario showed in words (constructed scenarios).
 	Notes string `json:"notes,omitempty"`
@@ -147,6 +154,7 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 		subs = append(subs, sc)
 	}
 
+	reach := startProber(ctx, c.Addrs(), w.Plan.NodeTimeout)
 	heapStart, gorStart := footprint()
 	// The run ends at Duration once MinSections are in, or at MaxDuration.
 	var applied atomic.Int64
@@ -175,6 +183,7 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 	}
 	heapEnd, gorEnd := footprint()
 	cancel()
+	reach.close()
 	faults.Wait() // every fault undone
 	c.ResumeAll()
 	wg.Wait()
@@ -193,6 +202,7 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 	}
 	r.Verdict = Check(h.Sections(), h.Writes())
 	r.fillAcquires(h.Acquires())
+	reach.fill(&r, w.Plan.Masters/2+1, h.Acquires())
 	if w.Unfenced {
 		r.Notes = fmt.Sprintf("hand-offs: %d (release scripts that handed the key to a waiting Locker, or skipped a gone one: their PUBSUB NUMSUB calls, summed over the masters since each one's last start)", handOffs(tb, c))
 	}
