@@ -87,25 +87,31 @@ func (p *prober) close() {
 }
 
 // fill sets r's figures of reach: the time during which fewer than need
-// masters answered the prober (each such round counted as reachEvery), and
-// how many failed Lock calls waited through at least one such round.
+// masters answered the prober (from a round that found so to the next
+// round), and how many failed Lock calls waited through some of it.
 func (p *prober) fill(r *Result, need int, as []Acquire) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var short []int64 // the rounds with fewer than need masters answering
-	for _, s := range p.samples {
-		if s.up < need {
-			short = append(short, s.at)
+	type span struct{ from, to int64 }
+	var short []span // the times with fewer than need masters answering
+	for i, s := range p.samples {
+		if s.up >= need {
+			continue
 		}
+		to := s.at + int64(reachEvery)
+		if i+1 < len(p.samples) {
+			to = p.samples[i+1].at
+		}
+		short = append(short, span{s.at, to})
+		r.MinorityExceeded += time.Duration(to - s.at)
 	}
-	r.MinorityExceeded = time.Duration(len(short)) * reachEvery
 	for _, a := range as {
 		if a.OK || a.Start == 0 {
 			continue
 		}
 		end := a.Start + int64(a.Latency)
-		for _, at := range short {
-			if at >= a.Start && at <= end {
+		for _, sp := range short {
+			if sp.from < end && sp.to > a.Start {
 				r.FailedWithoutMajority++
 				break
 			}
