@@ -175,12 +175,6 @@ func bWaits(ctx context.Context, t *testing.T, c *lab.Masters, a, b *redlock.Loc
 	return lkA, got, memberOf(t, c, 0, b, key)
 }
 
-// A release that passes the queue hands the key itself to the head, a
-// grant waiter: the head's Lock returns with the key holding its token on
-// every master, and the only SET each master ran since the waiter joined
-// is the release script's (the waiter made no SET round of its own). The
-// release took the waiter's member, which carries its grant token, off
-// the queue.
 // grantWaits is bWaits on five new masters, with A's Locker default and
 // B's on slowRetry (so that only a hand-off acquires soon): A's lock, B's
 // Lock in flight and B's grant token.
@@ -205,6 +199,12 @@ func takesGrant(t *testing.T, got <-chan lockResult, token string) *redlock.Lock
 	return lkB
 }
 
+// A release that passes the queue hands the key itself to the head, a
+// grant waiter: the head's Lock returns with the key holding its token on
+// every master, and the only SET each master ran since the waiter joined
+// is the release script's (the waiter made no SET round of its own). The
+// release took the waiter's member, which carries its grant token, off
+// the queue.
 func TestReleaseHandsTheKeyToTheHead(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const resource = "handed"

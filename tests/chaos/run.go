@@ -21,6 +21,7 @@ import (
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/labdocker"
 	"github.com/quorumlab/redlock/redlock"
+	"github.com/quorumlab/redlock/validity"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -201,8 +202,9 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 		r.Backend = backend
 	}
 	r.Verdict = Check(h.Sections(), h.Writes())
-	r.fillAcquires(h.Acquires())
-	reach.fill(&r, w.Plan.Masters/2+1, h.Acquires())
+	acquires := h.Acquires()
+	r.fillAcquires(acquires)
+	reach.fill(&r, validity.Majority(w.Plan.Masters), acquires)
 	if w.Unfenced {
 		r.Notes = fmt.Sprintf("hand-offs: %d (release scripts that handed the key to a waiting Locker, or skipped a gone one: their PUBSUB NUMSUB calls, summed over the masters since each one's last start)", handOffs(tb, c))
 	}
