@@ -38,3 +38,7 @@ func Waiting(l *Locker) int64 { return l.wake.waiting.Load() }
 // KeeperExtend is one of the keeper's extensions of lk (it waits for the
 // masters up to keepWait, not NodeTimeout), made by the test.
 func KeeperExtend(lk *Lock) error { return lk.extend(context.Background(), true, nil) }
+
+// SetAfterLock makes Hold and Do run f between their Lock and the keeping
+// of the lock (the window a Shutdown can fall into).
+func SetAfterLock(l *Locker, f func()) { l.afterLock = f }

@@ -72,11 +72,22 @@ func (l *Locker) Hold(ctx context.Context, resource string, opts ...LockOption) 
 	if err != nil {
 		return nil, err
 	}
-	return lk.keep(ctx, false), nil
+	if l.afterLock != nil {
+		l.afterLock()
+	}
+	h := lk.keep(ctx, false)
+	if h.bornEnded() { // Shutdown released it between Lock and keep
+		h.Unlock(context.WithoutCancel(ctx))
+		return nil, closedError("hold", resource)
+	}
+	return h, nil
 }
 
 // Keep starts extending lk in the background until Unlock or loss (see
 // Held), and returns it as a Held. Calling it again returns the same Held.
+// Keep of a lock already released (by Unlock, or by the Locker's
+// Shutdown) returns a Held whose Done is closed and whose Err is
+// context.Canceled: a released lock ends every context derived from it.
 func (lk *Lock) Keep() *Held {
 	return lk.keep(context.Background(), false)
 }
@@ -95,11 +106,26 @@ func (lk *Lock) keep(life context.Context, cancellable bool) *Held {
 	}
 	h := &Held{lk: lk, life: life, cancellable: cancellable}
 	h.ctx, h.cancel = context.WithCancelCause((*heldValues)(h))
-	h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
 	lk.held = h
+	if lk.released || lk.locker.live.isClosed() {
+		// Released already (Unlock, or Shutdown, which closes the live
+		// set before it releases anything): its keys may be gone, so no
+		// context derived from it may be live. It is born unlocked, and
+		// never joins the keeper.
+		h.unlocked.Store(true)
+		h.left = true
+		h.cancel(nil)
+		return h
+	}
+	h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
 	lk.keepLocked(h)
 	return h
 }
+
+// bornEnded reports whether keep found h's lock released already, or
+// Shutdown under way: Hold and Do then fail with ErrClosed instead of
+// handing out a Held whose work must not start.
+func (h *Held) bornEnded() bool { return h.lost == nil }
 
 // heldValues is the parent of a Held's context, in place of a
 // context.WithValue on life (one allocation fewer per kept lease): it
@@ -163,6 +189,9 @@ func (h *Held) declareLost() {
 // successful extension, unless it has fired, and tells the keeper. lk.mu
 // is held.
 func (h *Held) rearmLocked() {
+	if h.lost == nil {
+		return // born ended (keep): nothing to extend
+	}
 	if h.lost.Stop() {
 		h.lost.Reset(time.Until(h.lk.deadline) - h.lk.leadLocked())
 	}
@@ -289,7 +318,16 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	if err != nil {
 		return err
 	}
+	if l.afterLock != nil {
+		l.afterLock()
+	}
 	h := lk.keep(ctx, true)
+	if h.bornEnded() {
+		// Shutdown released the lock between Lock and keep: fn must not
+		// run, its keys may be someone else's already.
+		h.Unlock(context.WithoutCancel(ctx))
+		return closedError("do", resource)
+	}
 	returned := false
 	defer func() {
 		if !returned { // fn panicked or called runtime.Goexit
@@ -364,7 +402,7 @@ func (h *Held) stop() {
 		k.leave(h)
 		h.busy.Lock() // an extension in flight has ended
 		h.busy.Unlock()
-		if !h.lost.Stop() {
+		if h.lost != nil && !h.lost.Stop() {
 			// The timer fired: its function has returned, or has yet
 			// to take fireMu (it then finds h unlocked and does
 			// nothing).

@@ -52,8 +52,9 @@ type Locker struct {
 	tried          atomic.Int32   // streams whose first dial has ended
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
-	// two rounds of a fenced acquisition.
-	betweenRounds func()
+	// two rounds of a fenced acquisition; afterLock, between the Lock of
+	// a Hold or Do and the keeping of its lock.
+	betweenRounds, afterLock func()
 
 	// Rounds in a row without a majority answering, since when, and when
 	// that was last logged (unix ns; logs.go).

@@ -183,7 +183,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, 
 // one slot can have a majority, since each master takes one.
 func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget validity.Budget) (*Lock, error) {
 	l := s.l
-	if !l.enter() {
+	if l.live.isClosed() || !l.enter() { // Shutdown or Close
 		return nil, closedError("acquire", s.name)
 	}
 	defer l.ops.Done()
@@ -268,6 +268,13 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 	}
 	lk := &Lock{locker: l, target: target{resource: s.name, key: order[win-1]}, token: token, mayHold: won,
 		ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
+	if !l.live.add(lk) {
+		// Shutdown began during the round: a permit is a lock like any
+		// other (docs/design.md §17), so give it back and fail.
+		l.releaseRound(ctx, lk.target, token, won, false, "")
+		l.tel.acquired(ctx, s.name, outClosed, info, 0)
+		return nil, &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: info.Nodes, Reason: closedReason, kind: ErrClosed}
+	}
 	l.tel.acquired(ctx, s.name, outAcquired, info, 0)
 	l.tel.hold(lk)
 	return lk, nil
