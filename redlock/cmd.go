@@ -218,11 +218,20 @@ const probeMine = 1
 // the key itself, §14.3).
 func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 1)) }
 
-// isRelease reports whether c is a release: the one kind of command that is
-// parked for a master that is not answering, and sent when it answers.
+// isRelease reports whether c is a release (of a lock, a permit or a read
+// lock).
 func (c *cmd) isRelease() bool {
 	return c.kind == cmdRelease || c.kind == cmdReleaseMulti || c.kind == cmdUnread
 }
+
+// parks reports whether c is parked for a master that is not answering,
+// and sent when it answers: a release, and a waiter's leave of the queue.
+// Both take back what the caller put on the master, whose outcome no
+// longer matters to the caller but must reach the master whenever it
+// answers again: a key left behind blocks others for its TTL, a queue
+// member left behind (it has no TTL) is named by the next release in place
+// of a live waiter (docs/design.md §14.1).
+func (c *cmd) parks() bool { return c.isRelease() || c.kind == cmdLeave }
 
 // cmd is one command to one master, and where its reply goes.
 type cmd struct {

@@ -24,7 +24,8 @@ import (
 //     extend commands fail at once as Unavailable, and nothing is written
 //     to it. It counts as answering again only when a reply arrives from
 //     it; nothing else closes the breaker.
-//   - Deferred releases: a release submitted while the master is skipped,
+//   - Deferred releases: a release (or a waiter's leave of the queue,
+//     cmd.parks) submitted while the master is skipped,
 //     or whose outcome was lost with a broken connection, is parked and
 //     written when the master answers again (after everything written
 //     before it). At most maxDeferred are parked; past that the oldest are
@@ -135,7 +136,7 @@ func (s *stream) submit(c *cmd, now time.Time) submitted {
 		if ln := s.link; ln != nil && s.giveUpAfter > 0 && now.Sub(s.progress) > s.giveUpAfter {
 			ln.close() // its reader fails and calls broken; the next submit dials
 		}
-		if c.isRelease() {
+		if c.parks() {
 			s.parkLocked(c)
 			s.mu.Unlock()
 			return parked
@@ -148,7 +149,7 @@ func (s *stream) submit(c *cmd, now time.Time) submitted {
 		s.progress = now
 	}
 	s.queue = append(s.queue, c)
-	if c.isRelease() && s.probing == nil {
+	if c.parks() && s.probing == nil {
 		s.armProbeLocked() // it must not wait for other traffic (probe)
 	}
 	if s.writing {
@@ -332,7 +333,7 @@ func (s *stream) flush() {
 				s.queue = nil
 				s.writing = false
 				for _, c := range failed {
-					if c.isRelease() && s.invalid == nil {
+					if c.parks() && s.invalid == nil {
 						s.parkLocked(c)
 					}
 				}
@@ -462,7 +463,7 @@ func (s *stream) broken(ln link, err error) {
 	// They were submitted before anything parked now: they go first.
 	var again []*cmd
 	for _, c := range lost {
-		if c.isRelease() {
+		if c.parks() {
 			c.round = nil
 			again = append(again, c)
 		}
@@ -478,7 +479,7 @@ func (s *stream) broken(ln link, err error) {
 	rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
 	now := time.Now()
 	for _, c := range lost {
-		if !c.isRelease() {
+		if !c.parks() {
 			c.done(rep, now)
 		}
 	}
