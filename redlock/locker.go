@@ -254,7 +254,9 @@ func (l *Locker) Stats() []MasterStats {
 
 // Close makes new operations fail with ErrClosed, waits for the ones in
 // progress (each round is bounded by NodeTimeout; an acquisition caught
-// between its two fenced rounds fails and releases what it took), then
+// between its two fenced rounds fails and releases what it took; a Lock
+// that is waiting stops waiting, fails with ErrClosed, and first takes its
+// place in the masters' queue, and any key they handed it, back), then
 // closes the connections. Locks already handed out can no longer be
 // extended or released through this Locker: Extend and Unlock return an
 // error wrapping ErrClosed, and the keys stay until their TTL. Releases
@@ -372,6 +374,14 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	if err != nil {
 		return nil, err
 	}
+	// The whole wait is one operation of the Locker's: Close waits for it
+	// to end, and ends its wait (l.quit), so that what the waiter left on
+	// the masters (its queue member, keys handed to its grant token) is
+	// taken back before the connections close (docs/design.md §9).
+	if l.live.isClosed() || !l.enter() { // Shutdown or Close
+		return nil, closedError("acquire", t.resource)
+	}
+	defer l.ops.Done()
 	ctx, span := l.tel.start(ctx, op, t.resource)
 	attempt := 0 // rounds made
 	defer func() {
@@ -578,6 +588,8 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 			} else {
 				err = fmt.Errorf("redlock: lock %q: waiting to retry: %w (last attempt: %w)", t.resource, context.Cause(ctx), err)
 			}
+		case <-l.quit.Done():
+			lk, err = nil, closedError("acquire", t.resource)
 		case <-timer.C:
 			if giving {
 				giving = false
@@ -753,10 +765,6 @@ func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 // waiting), w's later joins carry a new token, which a master may hand
 // the key to only after such a join.
 func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) {
-	if !l.enter() {
-		return // Close: the handed keys expire with their TTL
-	}
-	defer l.ops.Done()
 	next := ""
 	if again {
 		var err error
@@ -790,10 +798,9 @@ func (l *Locker) complete(ctx context.Context, t target, w *waiter) {
 			missing--
 		}
 	}
-	if by == nil || missing < 1 || !l.enter() {
+	if by == nil || missing < 1 {
 		return
 	}
-	defer l.ops.Done()
 	res := l.roundFor(ctx, time.Now(), false, l.opts.NodeTimeout, missing, func(c *cmd) bool {
 		c.kind, c.key, c.token, c.n = cmdSetNX, t.key, token, ttl
 		return !by[c.node]
@@ -824,9 +831,10 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 		return nil
 	}
 	start, by, ok := l.wake.grantedSince(w)
-	if !ok || l.invalidErr() != nil {
+	if !ok || l.invalidErr() != nil || l.isClosing() {
 		// (Two masters found to be one server would count one grant
-		// twice: the Locker refuses every lock then.)
+		// twice: the Locker refuses every lock then. Once Close has
+		// begun, no lock is handed out: lock gives the grants back.)
 		return nil
 	}
 	elapsed := time.Since(start)
@@ -864,10 +872,6 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 // whether the key holds its grant token, and counts those masters as its
 // grants (docs/design.md §14.3).
 func (l *Locker) probe(ctx context.Context, t target, w *waiter) (free bool, expires time.Time) {
-	if !l.enter() {
-		return true, time.Time{} // the round that follows reports ErrClosed
-	}
-	defer l.ops.Done()
 	start := time.Now()
 	token := ""
 	if w != nil && w.grant != nil {
@@ -895,10 +899,6 @@ func (l *Locker) probe(ctx context.Context, t target, w *waiter) (free bool, exp
 // majority's highest), 0 when it is off the queue on a majority, and 1
 // when too few masters answered (as if at the head).
 func (l *Locker) rank(ctx context.Context, t target, w *waiter) uint64 {
-	if !l.enter() {
-		return 1
-	}
-	defer l.ops.Done()
 	member := l.wake.member(w, false, time.Time{})
 	res := l.round(ctx, time.Now(), false, func(c *cmd) bool {
 		c.kind, c.key, c.token = cmdRank, t.key, member
@@ -973,10 +973,6 @@ func grantedSomewhere(err error) bool {
 // did not succeed (granted, by master index), without waiting for them:
 // those where it did took it off in the granting script.
 func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, granted func(i int) bool) {
-	if !l.enter() {
-		return
-	}
-	defer l.ops.Done()
 	// Every master that granted is skipped, a majority: the round is
 	// decided at once, and the replies come back to nobody.
 	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
@@ -989,10 +985,6 @@ func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, granted fu
 // majority, within NodeTimeout. Its outcome does not matter to the lock:
 // the queue only decides whom a release wakes.
 func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKind) {
-	if !l.enter() {
-		return
-	}
-	defer l.ops.Done()
 	start := time.Now()
 	member := l.wake.member(w, kind == cmdJoin, start)
 	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {

@@ -275,3 +275,142 @@ func TestShutdownEndsEveryPrimitive(t *testing.T) {
 		}
 	}
 }
+
+// A waiter that gives up while a master is not answering takes its queue
+// member off that master too: the leave is parked, as a release is, and
+// sent when the master answers again (docs/design.md §14.1 item 6).
+func TestGiveUpDuringStallLeavesNoMember(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	ctx := t.Context()
+	resource := "stall-leave"
+	key := handKey(resource)
+	// Fenced: a waiter that may be handed the key leaves with its
+	// give-back, a release; a fenced one sends a leave of its own.
+	a := newLocker(t, c, &redlock.Options{Fencing: true})
+	b := newLocker(t, c, &redlock.Options{Fencing: true, NodeTimeout: 100 * time.Millisecond})
+	lkA, err := a.TryLock(ctx, resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lkA.Unlock(ctx)
+	bctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	got := lockAsync(bctx, b, resource)
+	queued(t, c, key, 1)
+	if err := c.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	// A command of B's left unanswered on master 0 makes B skip it.
+	if lk, err := b.TryLock(ctx, resource+"-other"); err == nil {
+		defer lk.Unlock(ctx)
+	}
+	waitFor(t, "B to skip master 0", func() bool { return b.Stats()[0].Skipped })
+	giveUp()
+	if r := <-got; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("B's Lock: %v, want context.Canceled", r.err)
+	}
+	for i := 1; i < c.N(); i++ {
+		if q := zrange(t, c, i, key); len(q) != 0 {
+			t.Errorf("master %d: queue %q after B gave up", i, q)
+		}
+	}
+	if d := b.Stats()[0].Deferred; d < 1 {
+		t.Errorf("master 0: %d commands deferred after B gave up, want its leave", d)
+	}
+	if err := c.Resume(0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if q := zrange(t, c, 0, key); len(q) != 0 {
+		t.Errorf("master 0: queue %q 200 ms after it answers again, want empty", q)
+	}
+}
+
+// Close while a waiter has been handed the key by every master but has
+// not taken it (its wakes lost, its poll seconds away): Close ends the
+// wait, the waiter's Lock fails with ErrClosed rather than hand out a
+// lock, and it gives the keys back and leaves the queue before the
+// connections close, so the resource is free at once.
+func TestCloseGivesBackGrants(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	ctx := t.Context()
+	resource := "close-grants"
+	key := handKey(resource)
+	a := newLocker(t, c, nil)
+	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
+	lkA, got, m := bWaits(ctx, t, c, a, b, resource)
+	token := grantToken(t, m)
+	redlock.DropWakes(b)
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every master to hand the key to B's grant token", everyKeyHolds(t, c, key, token))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.N() {
+		if v := getKey(t, c, i, key); v != "" {
+			t.Errorf("master %d: key %q after B's Close, want it given back", i, v)
+		}
+		if q := zrange(t, c, i, key); len(q) != 0 {
+			t.Errorf("master %d: queue %q after B's Close", i, q)
+		}
+	}
+	select {
+	case r := <-got:
+		if !errors.Is(r.err, redlock.ErrClosed) {
+			t.Errorf("B's Lock: %v, %v; want ErrClosed", r.lk, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's Lock did not return after Close")
+	}
+}
+
+// Shutdown after Close only closes: it returns nil, as its doc says, even
+// with locks still in the live set (which Close left until their TTL).
+func TestShutdownAfterCloseOnlyCloses(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	ctx := t.Context()
+	l := newLocker(t, c, nil)
+	if _, err := l.TryLock(ctx, "shutdown-after-close"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown after Close: %v, want nil", err)
+	}
+}
+
+// Adopt of a lock the masters handed over (§14.3): the handed keys were
+// set by the release, after the first join of the waiter's token from
+// which the holder counts its validity, so the adopted deadline may be
+// later than the holder's own, but by no more than the holder's
+// Acquisition().Elapsed less NodeTimeout (docs/design.md §16), with the
+// millisecond of PTTL's resolution.
+func TestAdoptOfHandedLockDeadlineBound(t *testing.T) {
+	c, _, lkA, got, token := grantWaits(t, "adopt-handed")
+	ctx := t.Context()
+	// B waits longer than NodeTimeout (200 ms here): the handed keys are
+	// set that much after its first join, more than Adopt's NodeTimeout
+	// makes up for.
+	time.Sleep(600 * time.Millisecond)
+	if err := lkA.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lkB := takesGrant(t, got, token)
+	defer lkB.Unlock(ctx)
+	adopter := newLocker(t, c, nil)
+	adopted, err := adopter.Adopt(ctx, "adopt-handed", lkB.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nt := adopter.Options().NodeTimeout
+	bound := lkB.Deadline().Add(lkB.Acquisition().Elapsed - nt + 2*time.Millisecond)
+	if adopted.Deadline().After(bound) {
+		t.Errorf("adopted deadline %v after the holder's %v plus its Elapsed %v less NodeTimeout %v",
+			adopted.Deadline().Sub(lkB.Deadline()), lkB.Deadline().Format(time.StampMicro), lkB.Acquisition().Elapsed, nt)
+	}
+	t.Logf("adopted deadline − holder's: %v; bound: Elapsed %v − NodeTimeout %v", adopted.Deadline().Sub(lkB.Deadline()), lkB.Acquisition().Elapsed, nt)
+}

@@ -91,8 +91,11 @@ func (s *liveLocks) listLocked() []*Lock {
 // unlocked, then closes the Locker (Close). In order:
 //
 //  1. New acquisitions fail with ErrClosed from now on (TryLock, Lock,
-//     Hold, Do, Adopt); one already in its round releases what it took
-//     and fails with ErrClosed too.
+//     Hold, Do, Adopt, and those of a Semaphore or RWMutex); one already
+//     in its round releases what it took and fails with ErrClosed too.
+//     A lock it releases ends every context derived from it: Keep of it
+//     later returns a Held that is over, and a Hold or Do that acquired
+//     it fails with ErrClosed without running fn.
 //  2. The contexts of kept locks (Hold, Keep, Do) are cancelled, every one
 //     of them, before any release is sent: the work they protect stops
 //     first. Their Err is context.Canceled (ErrLost for one already
@@ -112,6 +115,12 @@ func (s *liveLocks) listLocked() []*Lock {
 func (l *Locker) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Shutdown")
+	}
+	if l.isClosing() {
+		// After Close nothing can be released (Unlock wraps ErrClosed):
+		// only close, as documented.
+		l.live.close()
+		return l.Close()
 	}
 	locks := l.live.close()
 	begun := time.Now()
