@@ -383,7 +383,8 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	}
 	defer l.ops.Done()
 	ctx, span := l.tel.start(ctx, op, t.resource)
-	s := l.newWait(ctx, t, ttl, budget)
+	var s wait // on lock's stack: one allocation fewer per Lock
+	s.begin(l, ctx, t, ttl, budget)
 	defer func() {
 		l.tel.lockAttempts(ctx, s.attempt, t.resource)
 		end(span, err)

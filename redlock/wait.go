@@ -67,12 +67,12 @@ const (
 	stepDone             // the wait is over: wait.lk, or wait.err
 )
 
-// newWait sets up a wait for t. Callers of this Locker already waiting for
+// begin sets s up as a wait for t. Callers of this Locker already waiting for
 // the key go first: a new caller queues behind them instead of racing the
 // one the next release wakes (two rounds at once can split the masters and
 // both fail).
-func (l *Locker) newWait(ctx context.Context, t target, ttl time.Duration, budget validity.Budget) *wait {
-	s := &wait{l: l, ctx: ctx, t: t, ttl: ttl, budget: budget, round: true, queued: l.queued(t), held: true}
+func (s *wait) begin(l *Locker, ctx context.Context, t target, ttl time.Duration, budget validity.Budget) {
+	*s = wait{l: l, ctx: ctx, t: t, ttl: ttl, budget: budget, round: true, queued: l.queued(t), held: true}
 	if t.mode != 0 {
 		s.passes = make([]uint64, len(l.streams))
 	}
@@ -90,7 +90,6 @@ func (l *Locker) newWait(ctx context.Context, t target, ttl time.Duration, budge
 		l.join(ctx, t, s.w)
 		s.joined, s.everJoined = true, true
 	}
-	return s
 }
 
 // run waits until the lock is acquired, or the wait ends otherwise.
