@@ -383,22 +383,14 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	}
 	defer l.ops.Done()
 	ctx, span := l.tel.start(ctx, op, t.resource)
-	var s wait // on lock's stack: one allocation fewer per Lock
-	s.begin(l, ctx, t, ttl, budget)
+	d := l.newWaitDriver(ctx, t, ttl, budget)
 	defer func() {
-		l.tel.lockAttempts(ctx, s.attempt, t.resource)
+		l.tel.lockAttempts(ctx, d.m.Attempts(), t.resource)
 		end(span, err)
 	}()
-	s.run()
-	s.finish()
-	return s.lk, s.err
+	d.run()
+	return d.lk, d.err
 }
-
-// queuedSteps is how many doublings later the backoff of a caller in the
-// masters' queue starts (with the default Retry, 40–80 ms first, then
-// 50–100 ms: MaxDelay still bounds every wait): it is woken by name, and a
-// poll only makes up for a lost wake (docs/design.md §14.1 item 5).
-const queuedSteps = 4
 
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's
