@@ -74,10 +74,12 @@ func luaString(f float64) string {
 // of the double: toward zero).
 func luaInt(f float64) Reply { return intReply(int64(f)) }
 
-// sha1hex is redis.sha1hex.
+// sha1hex is redis.sha1hex, in one allocation (the string).
 func sha1hex(s string) string {
 	sum := sha1.Sum([]byte(s))
-	return hex.EncodeToString(sum[:])
+	var buf [2 * sha1.Size]byte
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:])
 }
 
 // dec is decimal.lua's dec: a fence string without leading zeros, "0" for
