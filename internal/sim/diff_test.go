@@ -795,3 +795,51 @@ func TestDifferentialExpiry(t *testing.T) {
 		d.compareState()
 	}
 }
+
+// boundaryScript sets a key to expire at the real server's own current
+// millisecond plus ARGV[1] (PXAT), and reads it back in the same script:
+// the exact millisecond of an expiry, which real time outside a script
+// cannot pin. It also returns how far into its millisecond the script
+// read TIME, and whether the millisecond changed before it ended.
+const boundaryScript = `local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('SET', KEYS[1], 'v', 'PXAT', ms + tonumber(ARGV[1]))
+local r = {redis.call('EXISTS', KEYS[1]), redis.call('PTTL', KEYS[1])}
+local u = redis.call('TIME')
+local ms2 = tonumber(u[1]) * 1000 + math.floor(tonumber(u[2]) / 1000)
+return {r[1], r[2], tonumber(t[2]) % 1000, ms2 - ms}`
+
+// TestDifferentialExpiryBoundary holds the millisecond at which a key
+// expires against the real server: a key whose expiry is now is still
+// there with a PTTL of 0; one whose expiry was a millisecond ago is gone.
+// A sample counts only when the script ran inside one millisecond, well
+// after its start (the server's clock for expiry is read when the script
+// starts).
+func TestDifferentialExpiryBoundary(t *testing.T) {
+	real, _ := startReal(t)
+	m := sim.New("boundary", nil)
+	for _, offset := range []int64{-1, 0, 1} {
+		samples := 0
+		for try := 0; samples < 20; try++ {
+			if try == 2000 {
+				t.Fatalf("offset %d: only %d clean samples in %d tries", offset, samples, try)
+			}
+			r, err := real.do("EVAL", boundaryScript, "1", "k", strconv.FormatInt(offset, 10))
+			if err != nil || r.Kind != sim.Array || len(r.Array) != 4 {
+				t.Fatalf("boundary script: %s, %v", r, err)
+			}
+			if r.Array[2].Int < 200 || r.Array[3].Int != 0 {
+				continue
+			}
+			samples++
+			want := sim.Reply{Kind: sim.Array, Array: r.Array[:2]}
+			now := time.Duration(time.Now().UnixNano())
+			ms := now.Milliseconds()
+			m.Do(now, []string{"SET", "k", "v", "PXAT", strconv.FormatInt(ms+offset, 10)})
+			got := sim.Reply{Kind: sim.Array, Array: []sim.Reply{m.Do(now, []string{"EXISTS", "k"}), m.Do(now, []string{"PTTL", "k"})}}
+			if want.String() != got.String() {
+				t.Fatalf("a key expiring %d ms from now: real server %s, simulated master %s", offset, want, got)
+			}
+		}
+	}
+}

@@ -24,9 +24,11 @@
 //     DBSIZE, FLUSHALL; with Redis's argument checks and error texts.
 //   - Every script in the library's redlock/scripts, each as a Go model that
 //     follows its script statement by statement (Scripts, NewScripts,
-//     ReadScripts), bound to the SHA1 of the very source the library
-//     loads, so that EVALSHA with the library's SHA runs it and a script
-//     edited without its model no longer matches the SHA. An error a
+//     ReadScripts), bound by its file name to the SHA1 of the source the
+//     library loads, so that EVALSHA with the library's SHA runs it. The
+//     model does not read the source: what keeps a model and its script in
+//     step is the differential test, which runs the script on a real
+//     server beside the model. An error a
 //     script raises is returned without the server's " script: <sha>, on
 //     @user_script:<line>." suffix; a Lua runtime error (arithmetic on
 //     nil, say) as "ERR user_script: <message>".
@@ -42,7 +44,11 @@
 // model against a real redis-server: generated sequences over a small
 // keyspace, with collisions of key types, malformed arguments, missing
 // ones and expiries, must get the same replies, leave the same keyspace
-// and publish the same messages.
+// and publish the same messages; the millisecond of an expiry is checked
+// inside a script, where the server's clock stands still. Its domain is
+// what it generates: arguments such as hexadecimal or exponent numbers in
+// TTLs, more than three slots, or fences past twenty digits are modelled
+// from Redis's and Lua's rules but not compared.
 //
 // # What it does not model
 //
