@@ -348,6 +348,15 @@ func (g *gen) command() []string {
 		return []string{"SCRIPT", "LOAD", g.pick(names...)} // the name: run replaces it with the source
 	case x < 92:
 		return []string{"PING"}
+	case x < 93:
+		return []string{"HMGET", g.key(resource), "value", "fence", "owner"}
+	case x < 94:
+		return []string{"TYPE", g.pick(g.keys...)}
+	case x < 95:
+		// EVAL with the source, as go-redis falls back to it.
+		cmd := g.script()
+		cmd[0] = "EVAL" // run replaces the SHA1 with the source
+		return cmd
 	}
 	return g.script()
 }
@@ -386,8 +395,12 @@ func (d *differ) do(cmd []string) {
 	if len(cmd) == 3 && cmd[0] == "SCRIPT" && cmd[1] == "LOAD" {
 		cmd[2] = d.srcs[cmd[2]]
 	}
-	if cmd[0] == "EVALSHA" {
+	switch cmd[0] {
+	case "EVALSHA":
 		show[1] = d.names[cmd[1]]
+	case "EVAL":
+		show[1] = d.names[cmd[1]]
+		cmd[1] = d.srcs[d.names[cmd[1]]]
 	}
 	now := time.Duration(time.Now().UnixNano())
 	want, err := d.real.do(cmd...)
@@ -411,21 +424,21 @@ func (d *differ) do(cmd []string) {
 		d.seen[what+" "+errClass(r)]++
 	}
 	line := fmt.Sprintf("%q -> real %s", show, want)
-	if !sameReply(d.kindOf(cmd), want, got) {
+	if !sameReply(kindOf(show), want, got) {
 		d.history = append(d.history, line)
 		d.fail("%q: real server %s, simulated master %s", show, want, got)
 	}
 	d.history = append(d.history, line)
 }
 
-// kindOf names the reply's tolerance: PTTL-like replies may differ by
-// the clocks' difference.
-func (d *differ) kindOf(cmd []string) string {
-	switch strings.ToUpper(cmd[0]) {
+// kindOf names the reply's tolerance (show names a script by its file):
+// PTTL-like replies may differ by the clocks' difference.
+func kindOf(show []string) string {
+	switch strings.ToUpper(show[0]) {
 	case "PTTL":
 		return "pttl"
-	case "EVALSHA":
-		switch d.names[cmd[1]] {
+	case "EVALSHA", "EVAL":
+		switch show[1] {
 		case "probe_mine.lua":
 			return "pttl"
 		case "adopt.lua":
