@@ -18,7 +18,7 @@ import (
 
 var (
 	diffSeed = flag.Uint64("sim.seed", 1, "differential test: the first sequence's seed (0: one from the clock, printed)")
-	diffSeqs = flag.Int("sim.sequences", 400, "differential test: how many generated sequences")
+	diffSeqs = flag.Int("sim.sequences", 1000, "differential test: how many generated sequences")
 	diffLen  = flag.Int("sim.length", 100, "differential test: commands per sequence")
 )
 
@@ -312,10 +312,18 @@ func (g *gen) command() []string {
 		return []string{"HGET", g.key(lk + ":fence"), g.pick("fence", "owner")}
 	case x < 72:
 		cmd := []string{"ZADD", q}
-		if g.chance(0.9) {
+		if g.chance(0.8) {
 			cmd = append(cmd, "NX")
+		} else {
+			for range g.r.IntN(3) {
+				cmd = append(cmd, g.pick("NX", "XX", "GT", "LT", "CH"))
+			}
 		}
-		return append(cmd, g.score(), g.member())
+		cmd = append(cmd, g.score(), g.member())
+		if g.chance(0.1) {
+			cmd = append(cmd, g.score(), g.member())
+		}
+		return cmd
 	case x < 74:
 		return []string{"ZREM", q, g.member()}
 	case x < 76:

@@ -245,3 +245,20 @@ func TestLockerOnSimulatedMasters(t *testing.T) {
 		}
 	}
 }
+
+// The reply kinds are redlock's, value for value, so that a simulated
+// master's reply converts to a redlock.Reply by a cast (toRedlock).
+func TestKindsAreRedlocks(t *testing.T) {
+	pairs := []struct {
+		sim     sim.Kind
+		redlock redlock.ReplyKind
+	}{
+		{sim.Nil, redlock.ReplyNil}, {sim.Status, redlock.ReplyStatus}, {sim.Error, redlock.ReplyError},
+		{sim.Int, redlock.ReplyInt}, {sim.Bulk, redlock.ReplyBulk}, {sim.Array, redlock.ReplyOther},
+	}
+	for _, p := range pairs {
+		if uint8(p.sim) != uint8(p.redlock) {
+			t.Errorf("sim kind %d is redlock kind %d", p.sim, p.redlock)
+		}
+	}
+}
