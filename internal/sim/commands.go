@@ -566,7 +566,7 @@ func (m *Master) zadd(now int64, key string, z **zset, score float64, member str
 		if f.xx {
 			return 0, 0
 		}
-		*z = &zset{}
+		*z = m.newZSet()
 		m.keys[key] = entry{typ: typeZSet, z: *z}
 	}
 	i := (*z).find(member)
@@ -584,6 +584,23 @@ func (m *Master) zadd(now int64, key string, z **zset, score float64, member str
 	(*z).removeAt(i)
 	(*z).insert(zitem{score: score, member: member})
 	return 0, 1
+}
+
+// newZSet returns an empty sorted set: the one last emptied, if any
+// (a queue is emptied and made again at every hand-off).
+func (m *Master) newZSet() *zset {
+	if z := m.spare; z != nil {
+		m.spare = nil
+		return z
+	}
+	return &zset{}
+}
+
+// dropZSet deletes key, whose sorted set z is now empty (Redis deletes
+// an emptied key), keeping z for the next set made.
+func (m *Master) dropZSet(key string, z *zset) {
+	delete(m.keys, key)
+	m.spare = z
 }
 
 // zaddNumber is ZADD key score member called from a script with a Lua
@@ -611,7 +628,7 @@ func (m *Master) zrem(now int64, key, member string) (int64, string) {
 	}
 	z.removeAt(i)
 	if len(z.items) == 0 {
-		delete(m.keys, key)
+		m.dropZSet(key, z)
 	}
 	return 1, ""
 }
@@ -677,7 +694,7 @@ func (m *Master) zcountRange(key string, z *zset, r zrange, remove bool) int64 {
 		clear(z.items[len(kept):])
 		z.items = kept
 		if len(kept) == 0 {
-			delete(m.keys, key)
+			m.dropZSet(key, z)
 		}
 	}
 	return n
@@ -693,7 +710,7 @@ func (m *Master) zpopmin(now int64, key string) (zitem, bool, string) {
 	it := z.items[0]
 	z.removeAt(0)
 	if len(z.items) == 0 {
-		delete(m.keys, key)
+		m.dropZSet(key, z)
 	}
 	return it, true, ""
 }

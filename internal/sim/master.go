@@ -68,6 +68,7 @@ type Master struct {
 
 	keys   map[string]entry
 	loaded map[string]model // SHA1 -> its model (nil: loaded, but no model)
+	spare  *zset            // a sorted set emptied and deleted, for the next one made
 
 	subs map[string][]Conn // channel -> subscribed connections, ascending
 

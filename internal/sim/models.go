@@ -1,6 +1,10 @@
 package sim
 
-import "math"
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"math"
+)
 
 // The models of the library's scripts (redlock/scripts/*.lua), one per
 // script, each following its script statement by statement: the same
@@ -59,7 +63,9 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 		return intReply(0)
 	}
 	// ARGV[1] is there: hand needs ARGV[3], and without it v == ARGV[1].
-	msg, ch, r := sha1hex(tok), k1, int64(1)
+	// The message, redis.sha1hex(ARGV[1]) and perhaps a name after it,
+	// is made only where it is published.
+	named, ch, r := "", k1, int64(1)
 	if hasQueue {
 		for range 4 {
 			head, ok, err := m.zpopmin(c.ms, k2) // pcall
@@ -67,11 +73,10 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 				break
 			}
 			id, ttl, htok, matched := matchMember(head.member)
-			named := id
+			who := id
 			if !matched {
-				named = head.member
+				who = head.member
 			}
-			lch := k1 + ":w:" + prefixToDot(named)
 			if !hand || !matched {
 				// Did not ask: name it, or where the key is absent put
 				// it back.
@@ -79,12 +84,14 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 					m.zaddNumber(c.ms, k2, head.score, head.member) // pcall
 					return intReply(0)
 				}
-				msg, r, ch = msg+" "+named, 2, lch
+				named, r, ch = who, 2, k1+":w:"+prefixToDot(who)
 				break
 			}
-			if m.Subscribers(lch) > 0 {
+			var buf [128]byte
+			lch := append(append(append(buf[:0], k1...), ":w:"...), prefixToDot(who)...)
+			if m.Subscribers(string(lch)) > 0 { // no allocation: a map index
 				if m.setPX(c.ms, k1, htok, ttl) == "" {
-					m.publish(lch, sha1hex(htok)+" "+id+" +")
+					m.publish(string(lch), grant(htok, id))
 					if has {
 						return intReply(3)
 					}
@@ -97,8 +104,22 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 		return intReply(0)
 	}
 	m.del(c.ms, k1)
-	m.publish(ch, msg)
+	if named == "" {
+		m.publish(ch, sha1hex(tok))
+	} else {
+		m.publish(ch, sha1hex(tok)+" "+named)
+	}
 	return intReply(r)
+}
+
+// grant is release.lua's message to a waiter handed the key:
+// "<SHA-1 of its token> <id> +", in one allocation.
+func grant(tok, id string) string {
+	var buf [2*sha1.Size + 64]byte
+	sum := sha1.Sum([]byte(tok))
+	b := hex.AppendEncode(buf[:0], sum[:])
+	b = append(append(append(b, ' '), id...), " +"...)
+	return string(b)
 }
 
 // probe_mine.lua: -3 when the key holds the waiter's grant token, else
