@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -121,7 +120,7 @@ func ReadScripts(dir string) (map[string]string, error) {
 	}
 	decimal, err := os.ReadFile(filepath.Join(dir, "decimal.lua"))
 	if err != nil {
-		return nil, errors.New("sim: " + err.Error())
+		return nil, fmt.Errorf("sim: %w", err)
 	}
 	out := map[string]string{}
 	for _, p := range paths {
@@ -131,7 +130,7 @@ func ReadScripts(dir string) (map[string]string, error) {
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return nil, errors.New("sim: " + err.Error())
+			return nil, fmt.Errorf("sim: %w", err)
 		}
 		src := string(b)
 		if usesDecimal(src) {
