@@ -66,6 +66,19 @@ func allKeys() []string {
 	return append(out, resource)
 }
 
+// waiterChannels are the channels of channels() that the subscriber
+// leaves and joins during a sequence (it always keeps the others, so that
+// it stays in subscribed mode).
+func waiterChannels() []string {
+	var out []string
+	for _, ch := range channels() {
+		if strings.Contains(ch, ":w:") {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
 // channels are those the test's subscriber listens to on both sides.
 func channels() []string {
 	var out []string
@@ -80,6 +93,7 @@ func channels() []string {
 
 // gen draws commands from one seed.
 type gen struct {
+	next [][]string // commands drawn ahead, sent first
 	r    *rand.Rand
 	shas map[string]string // script name -> SHA1
 	keys []string
@@ -260,10 +274,28 @@ func (g *gen) script() []string {
 }
 
 // command draws one command: mostly scripts, the rest the plain
-// commands the library and its scripts use, valid or not.
+// commands the library and its scripts use, valid or not; now and then
+// the steps of a hand-off, in order.
 func (g *gen) command() []string {
+	if len(g.next) > 0 {
+		cmd := g.next[0]
+		g.next = g.next[1:]
+		return cmd
+	}
 	lk := g.lock()
 	q := g.key(lk + ":waiters")
+	if g.chance(0.03) {
+		// A holder takes the key, a waiter (or two) asks to be handed
+		// it, and the holder releases it, handing it on.
+		tok, next := g.token(), g.token()
+		g.next = append(g.next,
+			[]string{"ZADD", q, "NX", g.score(), g.waiterID() + " 30000 " + next},
+			g.evalsha("release.lua", []string{lk, q}, []string{tok, g.pick("", g.member()), "h"}))
+		if g.chance(0.3) {
+			g.next = slices.Insert(g.next, 1, []string{"ZADD", q, "NX", g.score(), g.member()})
+		}
+		return []string{"SET", lk, tok, "NX", "PX", g.ttl()}
+	}
 	switch x := g.r.IntN(100); {
 	case x < 45:
 		return g.script()
@@ -341,6 +373,11 @@ func (g *gen) command() []string {
 	case x < 83:
 		return []string{"PUBLISH", g.pick(channels()...), g.pick("m1", "m2")}
 	case x < 84:
+		if g.chance(0.5) {
+			// The test's subscriber leaves or joins a waiters' channel
+			// on both sides (not a command: do handles it).
+			return []string{g.pick("~UNSUBSCRIBE", "~SUBSCRIBE"), g.pick(waiterChannels()...)}
+		}
 		return []string{"PUBSUB", "NUMSUB", g.pick(channels()...), lk + ":w:L9"}
 	case x < 85:
 		if g.chance(0.2) {
@@ -381,6 +418,43 @@ type differ struct {
 	history []string
 	sent    int
 	seen    map[string]int // "<command or script> <reply>" -> how often, for -v
+	inbox   []string       // messages the subscriber read while waiting for another reply
+}
+
+// resubscribe subscribes the real subscriber and the simulated one to
+// every channel of channels() again.
+func (d *differ) resubscribe() {
+	d.t.Helper()
+	for _, ch := range channels() {
+		d.subscription("~SUBSCRIBE", ch)
+	}
+}
+
+// subscription makes the test's subscriber join or leave channel on both
+// sides, and waits for the real server's confirmation.
+func (d *differ) subscription(op, channel string) {
+	d.t.Helper()
+	verb := strings.ToLower(strings.TrimPrefix(op, "~"))
+	if verb == "subscribe" {
+		d.m.Subscribe(subscriberConn, channel)
+	} else {
+		d.m.Unsubscribe(subscriberConn, channel)
+	}
+	if err := d.sub.send(strings.ToUpper(verb), channel); err != nil {
+		d.t.Fatal(err)
+	}
+	for {
+		r, err := d.sub.read()
+		if err != nil || r.Kind != sim.Array || len(r.Array) < 3 {
+			d.t.Fatalf("subscriber: %s, %v", r, err)
+		}
+		switch r.Array[0].Text {
+		case "message":
+			d.inbox = append(d.inbox, r.Array[1].Text+" "+r.Array[2].Text)
+		case verb:
+			return
+		}
+	}
 }
 
 func (d *differ) fail(format string, args ...any) {
@@ -399,6 +473,11 @@ func (d *differ) fail(format string, args ...any) {
 // the test when their replies differ.
 func (d *differ) do(cmd []string) {
 	d.t.Helper()
+	if strings.HasPrefix(cmd[0], "~") {
+		d.subscription(cmd[0], cmd[1])
+		d.history = append(d.history, fmt.Sprintf("(the subscriber: %s %s)", cmd[0][1:], cmd[1]))
+		return
+	}
 	show := slices.Clone(cmd)
 	if len(cmd) == 3 && cmd[0] == "SCRIPT" && cmd[1] == "LOAD" {
 		cmd[2] = d.srcs[cmd[2]]
@@ -663,7 +742,8 @@ func (d *differ) received() []string {
 	if err := d.sub.send("PING"); err != nil {
 		d.t.Fatal(err)
 	}
-	var out []string
+	out := d.inbox
+	d.inbox = nil
 	for {
 		r, err := d.sub.read()
 		if err != nil {
@@ -737,10 +817,10 @@ func TestDifferential(t *testing.T) {
 	for s := range *diffSeqs {
 		seed := first + uint64(s)
 		m := sim.New("diff", scripts)
-		m.Subscribe(subscriberConn, channels()...)
 		d := &differ{t: t, real: real, sub: sub, m: m, srcs: srcs, names: names, seed: seed, seen: seen}
 		d.realCmd("FLUSHALL")
 		d.realCmd("SCRIPT", "FLUSH")
+		d.resubscribe()
 		g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed)), shas: shas, keys: allKeys()}
 		// Most sequences start with every script loaded, as a
 		// connection of the library's does.
@@ -783,9 +863,9 @@ func TestDifferentialExpiry(t *testing.T) {
 	for s := range 20 {
 		seed := uint64(1000 + s)
 		m := sim.New("expiry", scripts)
-		m.Subscribe(subscriberConn, channels()...)
 		d := &differ{t: t, real: real, sub: sub, m: m, srcs: srcs, names: names, seed: seed}
 		d.realCmd("FLUSHALL")
+		d.resubscribe()
 		g := &gen{r: rand.New(rand.NewPCG(seed, 7)), shas: shas, keys: allKeys()}
 		for _, n := range scripts.Names() {
 			d.do([]string{"SCRIPT", "LOAD", n})
