@@ -113,6 +113,8 @@ func TestPublish(t *testing.T) {
 	wantReply(t, do(t, m, at(0), "PUBLISH", "ch", "hello"), "(integer) 2")
 	wantReply(t, do(t, m, at(0), "PUBSUB", "NUMSUB", "ch", "none"), `["ch", (integer) 2, "none", (integer) 0]`)
 	m.Disconnect(2)
+	m.Subscribe(3, "ch")
+	m.Unsubscribe(3, "ch")
 	wantReply(t, do(t, m, at(0), "PUBLISH", "ch", "again"), "(integer) 1")
 	wantReply(t, do(t, m, at(0), "PUBLISH", "none", "lost"), "(integer) 0")
 	var got []string
