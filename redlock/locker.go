@@ -819,95 +819,118 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		}
 	}
 	l.tel.round(ctx, l, "acquire", res)
-	info := Acquisition{
-		Start: start, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
-		Nodes: l.nodeResults(res),
-	}
-	// settle decides a round: nil to go on, or the error after releasing
-	// every master that may hold the key.
-	settle := func(op string, res quorum.Result, reason string) error {
-		info.Elapsed = time.Since(start)
-		info.Validity = budget.Validity(info.Elapsed)
-		inv := l.invalidErr()
-		if reason == "" && inv == nil && granted(res, budget, info.Elapsed) {
-			return nil
-		}
-		l.releaseRound(ctx, t, token, mayHold, false, "")
-		e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
-		// A master that refused the command for lack of permission is
-		// named, and makes the error ErrInvalid too.
-		e.cause = refusal(info.Nodes)
-		outcome := outNoQuorum
-		switch {
-		case inv != nil:
-			l.tel.acquired(ctx, resource, outNoQuorum, info, 0)
-			return inv
-		case reason == closedReason:
-			e.kind, outcome = ErrClosed, outClosed
-		case res.Err != nil:
-			e.cause, outcome = context.Cause(ctx), outCanceled
-		case res.Reached && reason == "":
-			e.Reason, outcome = lateReason(info.Elapsed, budget), outExpired
-		case res.Count(quorum.Refused) > 0:
-			outcome = outHeld
-			if e.held() && e.Reason == "" {
-				e.Reason = "held by another owner"
-			}
-		}
-		l.tel.acquired(ctx, resource, outcome, info, 0)
-		if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
-			l.log.DebugContext(ctx, "redlock: acquire failed", l.logResource(resource), "token", shortToken(token), l.logErr(e, resource))
-		}
-		l.noteRound(ctx, resource, e)
-		return e
-	}
-	if err := settle("acquire", res, ""); err != nil {
+	a := acquiring{l: l, ctx: ctx, t: t, token: token, budget: budget, start: start, mayHold: mayHold,
+		info: Acquisition{Start: start, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin, Nodes: l.nodeResults(res)}}
+	if err := a.settle("acquire", res, ""); err != nil {
 		return nil, err
 	}
 	var fence uint64
 	if l.opts.Fencing && t.mode != modeRead {
-		// The fence is one more than the largest counter the majority
-		// read, written back to a majority that still holds our token
-		// before the deadline (docs/design.md §5).
-		reason := ""
-		for _, r := range res.Replies {
-			if r.Outcome == quorum.OK {
-				if r.Value == math.MaxUint64 {
-					reason = "the fence counter is exhausted (2^64−1): no larger fence can be issued"
-				}
-				fence = max(fence, r.Value+1)
-			}
-		}
-		if l.betweenRounds != nil {
-			l.betweenRounds()
-		}
-		if reason == "" && l.isClosing() {
-			reason = closedReason
-		}
-		if reason != "" {
-			return nil, settle("fence", res, reason)
-		}
-		wb := cmdWriteback
-		if t.multi() {
-			wb = cmdWritebackMulti
-		}
-		wres := l.round(ctx, time.Now(), false, func(c *cmd) bool {
-			t.set(c)
-			c.kind, c.token, c.n = wb, token, fence
-			return true
-		})
-		l.tel.round(ctx, l, "fence", wres)
-		info.Nodes = l.nodeResults(wres)
-		if err := settle("fence", wres, ""); err != nil {
+		if fence, err = a.fence(res); err != nil {
 			return nil, err
 		}
 	}
-	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
+	lk := &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(a.info)}
 	if !l.live.add(lk) { // Shutdown began during the round: give it back
-		return nil, settle("acquire", res, closedReason)
+		return nil, a.settle("acquire", res, closedReason)
 	}
-	l.noteAcquired(ctx, resource, lk, info)
+	l.noteAcquired(ctx, t.resource, lk, a.info)
 	return lk, nil
+}
+
+// acquiring is an acquisition between its rounds: what deciding each of
+// them, and releasing what they took, needs.
+type acquiring struct {
+	l       *Locker
+	ctx     context.Context
+	t       target
+	token   string
+	budget  validity.Budget
+	start   time.Time
+	mayHold []bool // the masters where our SET may be: asked, and not refused
+	info    Acquisition
+}
+
+// settle decides a round: nil to go on, or the error after releasing
+// every master that may hold the key.
+func (a *acquiring) settle(op string, res quorum.Result, reason string) error {
+	l, ctx, resource := a.l, a.ctx, a.t.resource
+	info := &a.info
+	info.Elapsed = time.Since(a.start)
+	info.Validity = a.budget.Validity(info.Elapsed)
+	inv := l.invalidErr()
+	if reason == "" && inv == nil && granted(res, a.budget, info.Elapsed) {
+		return nil
+	}
+	l.releaseRound(ctx, a.t, a.token, a.mayHold, false, "")
+	e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
+	// A master that refused the command for lack of permission is named,
+	// and makes the error ErrInvalid too.
+	e.cause = refusal(info.Nodes)
+	outcome := outNoQuorum
+	switch {
+	case inv != nil:
+		l.tel.acquired(ctx, resource, outNoQuorum, *info, 0)
+		return inv
+	case reason == closedReason:
+		e.kind, outcome = ErrClosed, outClosed
+	case res.Err != nil:
+		e.cause, outcome = context.Cause(ctx), outCanceled
+	case res.Reached && reason == "":
+		e.Reason, outcome = lateReason(info.Elapsed, a.budget), outExpired
+	case res.Count(quorum.Refused) > 0:
+		outcome = outHeld
+		if e.held() && e.Reason == "" {
+			e.Reason = "held by another owner"
+		}
+	}
+	l.tel.acquired(ctx, resource, outcome, *info, 0)
+	if l.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations
+		l.log.DebugContext(ctx, "redlock: acquire failed", l.logResource(resource), "token", shortToken(a.token), l.logErr(e, resource))
+	}
+	l.noteRound(ctx, resource, e)
+	return e
+}
+
+// fence is the lock's fence after the acquisition round res: one more
+// than the largest counter the majority read, written back to a majority
+// that still holds our token before the deadline (docs/design.md §5).
+func (a *acquiring) fence(res quorum.Result) (uint64, error) {
+	l, t := a.l, a.t
+	var fence uint64
+	reason := ""
+	for _, r := range res.Replies {
+		if r.Outcome == quorum.OK {
+			if r.Value == math.MaxUint64 {
+				reason = "the fence counter is exhausted (2^64−1): no larger fence can be issued"
+			}
+			fence = max(fence, r.Value+1)
+		}
+	}
+	if l.betweenRounds != nil {
+		l.betweenRounds()
+	}
+	if reason == "" && l.isClosing() {
+		reason = closedReason
+	}
+	if reason != "" {
+		return 0, a.settle("fence", res, reason)
+	}
+	wb := cmdWriteback
+	if t.multi() {
+		wb = cmdWritebackMulti
+	}
+	wres := l.round(a.ctx, time.Now(), false, func(c *cmd) bool {
+		t.set(c)
+		c.kind, c.token, c.n = wb, a.token, fence
+		return true
+	})
+	l.tel.round(a.ctx, l, "fence", wres)
+	a.info.Nodes = l.nodeResults(wres)
+	if err := a.settle("fence", wres, ""); err != nil {
+		return 0, err
+	}
+	return fence, nil
 }
 
 // noteAcquired tells the telemetry and the logs that lk was acquired, by
