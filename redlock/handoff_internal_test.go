@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -78,5 +79,37 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	}
 	if w.aged(x, t1.Add(time.Hour)) {
 		t.Fatalf("aged with counting off: a join would give back for nothing")
+	}
+}
+
+// No lock is handed out from the masters' grants once Close has begun: a
+// waiter that a majority of masters handed the key takes it from them
+// while the Locker is open (fromGrants returns the lock), and not once the
+// Locker is closing (nil: the wait ends with ErrClosed and gives the keys
+// back, TestCloseGivesBackGrants).
+func TestNoHandedLockOnceClosing(t *testing.T) {
+	opts := Options{}.withDefaults()
+	l := &Locker{need: 3, masters: make([]redis.UniversalClient, 5), addrs: make([]string, 5), opts: opts,
+		log: slog.New(slog.DiscardHandler)}
+	w := newWaker(l)
+	l.wake = w
+	const key = "redlock:{r}"
+	tg := target{resource: "r", key: key}
+	handed := func(id string) *waiter {
+		x := &waiter{ch: make(chan struct{}, 1), keys: []string{key}, id: w.id + "." + id}
+		w.queues[key] = &waitQueue{waiters: []*waiter{x}}
+		x.grant = &grantState{token: "T" + id, digest: tokenDigest("T" + id), ttl: uint64(opts.TTL.Milliseconds()), by: make([]bool, 5)}
+		w.member(x, true, time.Now())
+		for i := range 3 {
+			w.released(i, key, tokenDigest("T"+id)+" "+x.id+" +")
+		}
+		return x
+	}
+	if lk := l.fromGrants(t.Context(), tg, handed("1"), opts.TTL, opts.budget()); lk == nil || lk.Token() != "T1" {
+		t.Fatalf("open Locker: fromGrants %v, want the lock handed to T1", lk)
+	}
+	l.closing = true
+	if lk := l.fromGrants(t.Context(), tg, handed("2"), opts.TTL, opts.budget()); lk != nil {
+		t.Fatalf("closing Locker: fromGrants handed out %v", lk.Token())
 	}
 }
