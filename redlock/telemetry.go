@@ -91,6 +91,7 @@ type telemetry struct {
 	extensions metric.Int64Counter
 	lost       metric.Int64Counter
 	short      metric.Int64Counter // acquisitions left with under half their TTL (short.go)
+	stale      metric.Int64Counter // fenced writes rejected as stale (fenced.go)
 	// held and releases are synchronous instruments only when resources
 	// are labelled (ResourceLabel); otherwise they are counted in atomics
 	// (heldCount, releaseCount) and observed at collection, which costs
@@ -191,6 +192,8 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	t.short, err = m.Int64Counter("redlock.acquire.short_validity", metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Acquisitions left with validity under half their TTL: the TTL is too short for the masters' latency, drift and SafetyMargin."))
 	keep(err)
+	t.stale, err = newStaleCounter(m)
+	keep(err)
 	const (
 		heldName, heldUnit, heldDesc = "redlock.leases.held", "{lease}", "Locks acquired and not yet unlocked (a lock never unlocked stays counted)."
 		relName, relUnit, relDesc    = "redlock.releases", "{release}", "Release rounds (Unlock, and cleanup after a failed acquisition), by outcome: released, deferred (a master not answering gets it later), not_ours."
@@ -249,6 +252,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		for _, r := range []string{"deadline", "expired_before_unlock", "taken"} {
 			t.lost.Add(context.Background(), 0, metric.WithAttributes(attrReason.String(r)))
 		}
+		t.stale.Add(context.Background(), 0)
 	}
 	ttl := l.opts.TTL.Seconds()
 	t.noAttrs = newOptSet()
@@ -467,6 +471,20 @@ func (t *telemetry) lostLease(ctx context.Context, resource, reason string) {
 		return
 	}
 	t.lost.Add(ctx, 1, t.opts(attrReason, reason, resource).add...)
+}
+
+// newStaleCounter makes the counter of stale fenced writes on m: the
+// Locker's meter, or the global one for a write with no lock known.
+func newStaleCounter(m metric.Meter) (metric.Int64Counter, error) {
+	return m.Int64Counter("redlock.fenced_writes.stale", metric.WithUnit("{write}"),
+		metric.WithDescription("Writes WriteFenced rejected as stale: a later holder had written."))
+}
+
+// staleWrite counts one fenced write of lk's rejected as stale.
+func (t *telemetry) staleWrite(ctx context.Context, resource string) {
+	if t.metering() {
+		t.stale.Add(ctx, 1, t.opts("", "", resource).add...)
+	}
 }
 
 // extension counts one extension with its outcome.
