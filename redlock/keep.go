@@ -97,6 +97,9 @@ func (lk *Lock) keep(life context.Context, cancellable bool) *Held {
 	h.ctx, h.cancel = context.WithCancelCause((*heldValues)(h))
 	h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
 	lk.held = h
+	if lk.hold != nil {
+		lk.hold.kept.Store(true) // redlock.kept on its hold time
+	}
 	lk.keepLocked(h)
 	return h
 }

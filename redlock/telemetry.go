@@ -36,6 +36,9 @@ const (
 	attrValidity = attribute.Key("redlock.validity")
 	attrFence    = attribute.Key("redlock.fence")
 	attrLatency  = attribute.Key("redlock.latency")
+	// redlock.hold.duration's: the lock was kept in the background (Hold,
+	// Keep, Do), held by design for as long as its holder lives.
+	attrKept = attribute.Key("redlock.kept")
 	// OpenTelemetry's exception event (what Span.RecordError writes).
 	attrExcType    = attribute.Key("exception.type")
 	attrExcMessage = attribute.Key("exception.message")
@@ -116,6 +119,10 @@ type telemetry struct {
 	// as slices so that passing them on allocates nothing.
 	outcomeOpt map[string]optSet
 	noAttrs    optSet
+
+	// holdOpt[outcome][kept]: redlock.hold.duration's attributes
+	// (holdOutcomes; kept 0 or 1), used when there is no resource label.
+	holdOpt [2][2][]metric.RecordOption
 
 	// per master i: master[i] for latency, callOut[i][outcome] for calls
 	master  [][]metric.RecordOption
@@ -259,6 +266,11 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	t.outcomeOpt = map[string]optSet{}
 	for _, o := range opOutcomes {
 		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
+	}
+	for o, out := range holdOutcomes {
+		for k := range 2 {
+			t.holdOpt[o][k] = newOptSet(attrOutcome.String(out), attrKept.Bool(k == 1)).rec
+		}
 	}
 	t.spanNames = map[string]string{}
 	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do", "Adopt"} {
@@ -539,6 +551,7 @@ type holdEntry struct {
 	shard      *holdShard  // set before the Lock is handed out
 	at         time.Time   // likewise
 	ended      atomic.Bool // redlock.hold.duration recorded
+	kept       atomic.Bool // kept in the background (Keep: Hold, Do)
 }
 
 // holdShards is how many lists of held locks a Locker keeps.
@@ -613,11 +626,28 @@ func (t *telemetry) holdEnded(ctx context.Context, lk *Lock, err error) {
 	if e == nil || !t.metering() || e.at.IsZero() || e.ended.Swap(true) {
 		return
 	}
-	outcome := outReleased
+	o, kept := 0, e.kept.Load()
 	if errors.Is(err, ErrLost) {
-		outcome = outLost
+		o = 1
 	}
-	t.holdDur.Record(ctx, time.Since(e.at).Seconds(), t.opts(attrOutcome, outcome, lk.resource).rec...)
+	var opts []metric.RecordOption
+	if t.label == nil {
+		opts = t.holdOpt[o][b2i(kept)]
+	} else {
+		attrs := append(t.resourceAttrs(lk.resource), attrOutcome.String(holdOutcomes[o]), attrKept.Bool(kept))
+		opts = newOptSet(attrs...).rec
+	}
+	t.holdDur.Record(ctx, time.Since(e.at).Seconds(), opts...)
+}
+
+// holdOutcomes are the outcomes of redlock.hold.duration, by index.
+var holdOutcomes = [2]string{outReleased, outLost}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // releaseOutcomes are the outcomes of redlock.releases, by index.
