@@ -144,6 +144,45 @@ func TestTTLBound(t *testing.T) {
 	}
 }
 
+// A zero TTL means the default, as Options{TTL: 0} does: WithTTL(0) is
+// the Locker's TTL on an acquisition, and on an extension the lock's own
+// TTL (as if WithTTL were not passed). A negative TTL is ErrInvalid.
+func TestWithTTLZeroMeansTheDefault(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	const ttl = 3 * time.Second
+	l := newLocker(t, c, &redlock.Options{TTL: ttl})
+	ctx := t.Context()
+	lk, err := l.TryLock(ctx, "zero-ttl", redlock.WithTTL(0))
+	if err != nil {
+		t.Fatalf("TryLock(WithTTL(0)): %v", err)
+	}
+	defer lk.Unlock(ctx)
+	if lk.TTL() != ttl {
+		t.Errorf("TryLock(WithTTL(0)).TTL() = %v, want Options.TTL %v", lk.TTL(), ttl)
+	}
+	if d, err := c.Client(0).PTTL(ctx, "redlock:{zero-ttl}").Result(); err != nil || d <= ttl-time.Second || d > ttl {
+		t.Errorf("PTTL = %v, %v; want about %v", d, err, ttl)
+	}
+	if err := lk.Extend(ctx, redlock.WithTTL(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Extend(ctx, redlock.WithTTL(0)); err != nil || lk.TTL() != 5*time.Second {
+		t.Errorf("Extend(WithTTL(0)): %v, TTL %v; want the lock's own 5s", err, lk.TTL())
+	}
+	sem, err := l.Semaphore("zero-ttl", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sem.TryAcquire(ctx, redlock.WithTTL(0))
+	if err != nil || p.TTL() != ttl {
+		t.Fatalf("TryAcquire(WithTTL(0)): %v; want a permit with Options.TTL", err)
+	}
+	p.Unlock(ctx)
+	if _, err := l.TryLock(ctx, "negative-ttl", redlock.WithTTL(-time.Second)); !errors.Is(err, redlock.ErrInvalid) {
+		t.Errorf("TryLock(WithTTL(-1s)): %v; want ErrInvalid", err)
+	}
+}
+
 // New with fewer than 3 masters, or an even number, logs once what that
 // tolerates; 3 and 5 log nothing.
 func TestNewLogsWeakMasterCounts(t *testing.T) {

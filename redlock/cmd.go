@@ -49,6 +49,8 @@ const (
 	cmdExtendBatch // extend_batch.lua
 	// A waiter that a release may hand the key to (docs/design.md §14.3).
 	cmdProbeMine // probe_mine.lua: cmdProbe that also says whether the key holds token (the waiter's grant token)
+	// A semaphore's permit (semaphore.go): extended with its record.
+	cmdSemExtend // sem_extend.lua: compare-and-PEXPIRE of key, a slot, and the semaphore's record kept as long
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -241,10 +243,11 @@ type cmd struct {
 	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
 	token  string
 	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey), 2 to also hand the key itself (§14.3)
-	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none
+	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits
 	script *script // for cmdLoad
 	round  *quorum.Round
 	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes
+	bits   *semBits  // cmdSemHolders: where each master's answer goes
 	node   int
 	resent bool // sent again after a NOSCRIPT reply
 	// cmdWriteWait: the writer's id in the masters' queue ("" when it is
@@ -322,7 +325,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		case '_':
 			return no
 		}
-	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti, cmdReadExtend:
+	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti, cmdReadExtend, cmdSemExtend:
 		if r.typ == ':' {
 			if r.n == 1 {
 				return ok
@@ -358,8 +361,9 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			return no
 		}
 	case cmdSemHolders:
-		if r.typ == ':' {
-			ok.Value = uint64(r.n)
+		// One character per slot, '1' where it is held here.
+		if r.typ == '$' && len(r.text) == len(c.keys) && c.bits != nil {
+			c.bits.record(c.node, r.text)
 			return ok
 		}
 	case cmdProbe, cmdProbeMine:

@@ -39,6 +39,7 @@ func TestCommandWire(t *testing.T) {
 		{cmd{kind: cmdSemAcquire, key: "{s}", keys: []string{"{s}:s:2", "{s}:s:1"}, token: "t", n: 30000},
 			ev(semAcquireScript, "3", "{s}:meta", "{s}:s:2", "{s}:s:1", "t", "30000")},
 		{cmd{kind: cmdSemHolders, key: "{s}", keys: []string{"{s}:s:1", "{s}:s:2"}}, ev(semHoldersScript, "2", "{s}:s:1", "{s}:s:2")},
+		{cmd{kind: cmdSemExtend, key: "{s}:s:2", token: "t", n: 30000, pass: 3}, ev(semExtendScript, "2", "{s}:s:2", "{s}:meta", "t", "30000", "3")},
 		{cmd{kind: cmdWrite, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "5", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "0")},
 		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "5", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "1")},
 		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000, waiter: "L.1", ask: true}, ev(rwWriteScript, "6", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "{c}:w:waiters", "t", "30000", "1", "L.1", "1")},

@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,8 +85,11 @@ type NodeResult struct {
 // impossible), ErrLost or ErrClosed, and to the caller's context error
 // when the context ended first. When a master refused a command for lack
 // of permission (its ACL), it also unwraps to ErrInvalid and its message
-// names what was refused (an Unlock so refused is ErrInvalid alone). Use
-// errors.As to see the per-master outcomes.
+// names what was refused (an Unlock so refused is ErrInvalid alone). Its
+// message counts the masters by outcome and names, for each kind of
+// failure, the first master's error, e.g. "0 of 5 ok, need 3 (5 failed:
+// dial tcp 127.0.0.1:7001: connect: connection refused)". Use errors.As
+// to see the per-master outcomes.
 type Error struct {
 	// Op is "acquire", "fence", "extend" or "unlock".
 	Op string
@@ -131,11 +135,11 @@ func (e *Error) Error() string {
 	var parts []string
 	for o, c := range counts {
 		if c > 0 && Outcome(o) != quorum.OK {
-			parts = append(parts, fmt.Sprintf("%d %v", c, Outcome(o)))
+			parts = append(parts, fmt.Sprintf("%d %v", c, Outcome(o))+e.causeOf(Outcome(o)))
 		}
 	}
 	if len(parts) > 0 {
-		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
+		fmt.Fprintf(&b, " (%s)", strings.Join(parts, "; "))
 	}
 	if e.Reason != "" {
 		b.WriteString(": " + e.Reason)
@@ -144,6 +148,49 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, ": %v", e.cause)
 	}
 	return b.String()
+}
+
+// causeOf returns ": <the first master's error>" for outcome o, a kind
+// of failure, and how many other distinct errors masters of that outcome
+// had (an address is not a difference: "connection refused" from five
+// masters is one cause); "" when there is none to show. A refusal is
+// another owner's key, not a failure, and a cause already named after
+// the counts (e.cause) is not repeated.
+func (e *Error) causeOf(o Outcome) string {
+	if o == quorum.Refused || o == quorum.Pending {
+		return ""
+	}
+	var first string
+	var seen []string
+	for _, r := range e.Nodes {
+		if r.Outcome != o || r.Err == nil {
+			continue
+		}
+		msg := r.Err.Error()
+		if e.cause != nil && strings.Contains(e.cause.Error(), msg) {
+			continue
+		}
+		generic := msg
+		if r.Addr != "" {
+			generic = strings.ReplaceAll(msg, r.Addr, "")
+		}
+		if slices.Contains(seen, generic) {
+			continue
+		}
+		if first == "" {
+			first = msg
+		}
+		seen = append(seen, generic)
+	}
+	switch len(seen) {
+	case 0:
+		return ""
+	case 1:
+		return ": " + first
+	case 2:
+		return ": " + first + ", and 1 other cause"
+	}
+	return fmt.Sprintf(": %s, and %d other causes", first, len(seen)-1)
 }
 
 // Unwrap returns the sentinel (ErrNotAcquired, ErrLost or ErrClosed),

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // ErrStaleFence is returned by WriteFenced when the resource has already
@@ -49,7 +48,22 @@ var fencedWrite = redis.NewScript(fencedWriteSrc)
 //	 WHERE id = $4 AND (fence < $2 OR (fence = $2 AND owner = $3))
 //
 // and treat "0 rows updated" as ErrStaleFence.
+//
+// A rejected write is counted (redlock.fenced_writes.stale) on the meter
+// provider of the Locker whose lock ctx carries (Do's context, a Held's
+// Context), else on the global one; Lock.WriteFenced counts it on its
+// Locker's.
 func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, owner, value string) error {
+	return writeFenced(ctx, c, key, fence, owner, value, nil)
+}
+
+// WriteFenced is the package's WriteFenced with the lock's Fence and
+// Token, and a stale write counted on the lock's Locker's MeterProvider.
+func (lk *Lock) WriteFenced(ctx context.Context, c redis.Scripter, key, value string) error {
+	return writeFenced(ctx, c, key, lk.Fence(), lk.Token(), value, lk)
+}
+
+func writeFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, owner, value string, lk *Lock) error {
 	switch {
 	case ctx == nil:
 		return nilContext("WriteFenced")
@@ -67,14 +81,26 @@ func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64
 		return fmt.Errorf("redlock: fenced write to %q: %w", key, err)
 	}
 	if n == 0 {
-		// Counted on the global meter provider: WriteFenced has no Locker.
-		if c, err := otel.GetMeterProvider().Meter(instrumentation).Int64Counter("redlock.fenced_writes.stale",
-			metric.WithUnit("{write}"), metric.WithDescription("Writes WriteFenced rejected as stale: a later holder had written.")); err == nil {
-			c.Add(ctx, 1)
-		}
+		countStale(ctx, lk)
 		return fmt.Errorf("%w (key %q, fence %d)", ErrStaleFence, key, fence)
 	}
 	return nil
+}
+
+// countStale counts a stale write on the meter provider of lk's Locker
+// (Options.MeterProvider), or of the lock ctx carries (Do's, Held's
+// Context); with neither, on the global meter provider.
+func countStale(ctx context.Context, lk *Lock) {
+	if lk == nil {
+		lk, _ = FromContext(ctx)
+	}
+	if lk != nil && lk.locker != nil {
+		lk.locker.tel.staleWrite(ctx, lk.resource)
+		return
+	}
+	if c, err := newStaleCounter(otel.GetMeterProvider().Meter(instrumentation)); err == nil {
+		c.Add(ctx, 1)
+	}
 }
 
 // ownerDigest is what WriteFenced stores as the owner: the hex SHA-256 of

@@ -118,6 +118,9 @@ func (lk *Lock) keep(life context.Context, cancellable bool) *Held {
 		return h
 	}
 	h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
+	if lk.hold != nil {
+		lk.hold.kept.Store(true) // redlock.kept on its hold time
+	}
 	lk.keepLocked(h)
 	return h
 }

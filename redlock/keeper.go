@@ -319,10 +319,11 @@ func (l *Locker) keepContext(ctx context.Context, start time.Time) (context.Cont
 }
 
 // batchable reports whether the keeper extends lk in a batch: a lock on
-// one key that Extend would extend with extend.lua, on a Locker without a
-// Redis Cluster master (whose keys of one call must share a slot).
+// one key that Extend would extend with extend.lua (not a read lock, not
+// a semaphore's permit, whose record is extended with it), on a Locker
+// without a Redis Cluster master (whose keys of one call must share a slot).
 func (lk *Lock) batchable() bool {
-	return !lk.multi() && lk.mode != modeRead && !lk.locker.hasClusterMaster()
+	return !lk.multi() && lk.mode != modeRead && lk.permits == 0 && !lk.locker.hasClusterMaster()
 }
 
 // extendBatch is the keeper's extension of several Helds at once

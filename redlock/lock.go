@@ -38,6 +38,7 @@ type Lock struct {
 	token   string
 	queueID string // the member in the masters' queue of the waiter the masters handed it to ("" otherwise)
 	fence   uint64
+	permits int       // a semaphore's permit: the semaphore's permits (0 for other locks)
 	mayHold []bool    // masters where the acquisition's SET may have landed
 	acq     acqRecord // for Acquisition
 
@@ -162,6 +163,8 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		kind = cmdExtendMulti
 	case lk.mode == modeRead:
 		kind = cmdReadExtend
+	case lk.permits > 0:
+		kind = cmdSemExtend
 	}
 	ms := uint64(ttl.Milliseconds())
 	wait := l.opts.NodeTimeout
@@ -173,7 +176,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 	}
 	res := l.roundFor(ctx, start, false, wait, l.need, func(c *cmd) bool {
 		lk.set(c)
-		c.kind, c.token, c.n = kind, lk.token, ms
+		c.kind, c.token, c.n, c.pass = kind, lk.token, ms, uint64(lk.permits)
 		return true
 	})
 	elapsed := time.Since(start)

@@ -66,9 +66,12 @@ type Locker struct {
 // the guarantee rests on a majority of them agreeing. The clients are the
 // caller's; Close does not close them. A nil opts means all defaults. New
 // reports the first rule the arguments break, as an error wrapping
-// ErrInvalid. It does not contact the masters: each is identified by its
-// run_id on first contact, and two masters that turn out to be one server
-// make every operation fail with ErrInvalid. Fewer than 3 masters, or an
+// ErrInvalid. It refuses one server under two names where the addresses
+// say so (one client twice, one address twice, an IP literal in two
+// forms, localhost, 127.0.0.1 and ::1 for one port). It does not contact
+// the masters, nor resolve names: each is identified by its run_id on
+// first contact, and two masters that turn out to be one server make every
+// operation fail with ErrInvalid naming both addresses. Fewer than 3 masters, or an
 // even number, are accepted with one warning (Options.Logger) saying how
 // many failed masters they tolerate.
 //
@@ -134,14 +137,20 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 			ids[0] = fmt.Sprintf("%p", g.c)
 		}
 		addrs[i] = masterAddr(m)
-		// The same address string reaches the same server, unless a
-		// dialer of the caller's decides otherwise; other names for one
-		// server are caught by run_id on first contact.
+		// The same address reaches the same server, unless a dialer of
+		// the caller's decides otherwise; names New cannot see are one
+		// (serverName) are caught by run_id on first contact.
 		if c, ok := clients[i].(*redis.Client); (ok && !isFailover(c)) || (clients[i] == nil && addrs[i] != "") {
-			ids = append(ids, addrs[i])
+			ids = append(ids, serverName(addrs[i]))
 		}
-		for _, id := range ids {
+		for k, id := range ids {
 			if j, dup := seen[id]; dup {
+				if k > 0 {
+					id = addrs[j]
+					if addrs[i] != addrs[j] {
+						id += " and " + addrs[i]
+					}
+				}
 				return nil, invalid(fmt.Sprintf("masters %d and %d are the same master (%s): a quorum needs independent masters", j, i, id))
 			}
 			seen[id] = i
@@ -161,6 +170,7 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 		log:     log,
 		pace:    pace{masters: make([]roundTimes, len(masters))},
 	}
+	l.ids.addrs = addrs
 	l.quit, l.endQuit = context.WithCancel(context.Background())
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))

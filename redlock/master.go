@@ -3,6 +3,9 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -270,4 +273,33 @@ func masterAddr(m Master) string {
 		return clientAddr(g.c)
 	}
 	return strings.ToLower(m.Addr())
+}
+
+// serverName is addr ("host:port") as New compares masters: one name per
+// server where the name alone says so, without a lookup (New contacts
+// nothing): IP literals in one form, a port without leading zeros, and
+// every name of this host's loopback server, "localhost" (RFC 6761: its
+// names are loopback addresses), an empty host, 127.0.0.1, ::1 and the
+// unspecified addresses, as one. Other names for one server (DNS names,
+// a dialer of the caller's) are caught by run_id on first contact.
+func serverName(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err == nil {
+		port = strconv.FormatUint(p, 10)
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap().WithZone("")
+		host = ip.String()
+		if ip.IsUnspecified() || ip == netip.AddrFrom4([4]byte{127, 0, 0, 1}) || ip == netip.IPv6Loopback() {
+			host = "localhost"
+		}
+	}
+	if host == "" || strings.HasSuffix(host, ".localhost") {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }

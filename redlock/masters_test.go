@@ -66,30 +66,66 @@ func TestCloseBetweenFencedRoundsReleases(t *testing.T) {
 	<-closed
 }
 
-// The same server under two names is not two masters.
+// The same server under two names is not two masters: New refuses
+// 127.0.0.1 and localhost for one port, naming both, on every name New
+// can see is loopback.
 func TestSameServerUnderTwoNames(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	addrs := c.Addrs()
-	alias := strings.Replace(addrs[0], "127.0.0.1", "localhost", 1)
-	var masters []redis.UniversalClient
-	for _, a := range []string{addrs[0], alias, addrs[1]} {
-		cl := redis.NewClient(&redis.Options{Addr: a})
+	_, port, err := net.SplitHostPort(addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alias := range []string{"localhost:" + port, "LocalHost.:" + port, "[::1]:" + port, ":" + port, "127.0.0.1:0" + port} {
+		var masters []redis.UniversalClient
+		for _, a := range []string{addrs[0], alias, addrs[1]} {
+			cl := redis.NewClient(&redis.Options{Addr: a})
+			t.Cleanup(func() { cl.Close() })
+			masters = append(masters, cl)
+		}
+		l, err := redlock.New(masters, nil)
+		if err == nil {
+			l.Close()
+		}
+		if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "masters 0 and 1") ||
+			!strings.Contains(err.Error(), addrs[0]) || !strings.Contains(err.Error(), strings.ToLower(alias)) {
+			t.Errorf("New over %s and %s: %v, want ErrInvalid naming masters 0 and 1 and both addresses", addrs[0], alias, err)
+		}
+	}
+}
+
+// One server under a name New cannot tell apart (a dialer of the
+// caller's) is caught by its run_id at the first round, and the error
+// names both addresses.
+func TestSameServerUnderAnUnseenName(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	addrs := c.Addrs()
+	const alias = "alias-of-master-0.invalid:6379"
+	masters := []redis.UniversalClient{
+		redis.NewClient(&redis.Options{Addr: addrs[0]}),
+		redis.NewClient(&redis.Options{Addr: alias, Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addrs[0])
+		}}),
+		redis.NewClient(&redis.Options{Addr: addrs[1]}),
+	}
+	for _, cl := range masters {
 		t.Cleanup(func() { cl.Close() })
-		masters = append(masters, cl)
 	}
 	// Room for the first contact's handshake on a loaded machine: the
 	// first round waits for every master to be identified, up to this.
 	l, err := redlock.New(masters, &redlock.Options{NodeTimeout: time.Second})
-	if err == nil {
-		t.Cleanup(func() { l.Close() })
-		var lk *redlock.Lock
-		lk, err = l.TryLock(t.Context(), "aliased")
-		if err == nil {
-			lk.Unlock(t.Context())
-		}
+	if err != nil {
+		t.Fatalf("New: %v (it cannot see that %s is %s)", err, alias, addrs[0])
 	}
-	if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "masters 0 and 1") {
-		t.Fatalf("%s and %s: %v, want ErrInvalid naming masters 0 and 1", addrs[0], alias, err)
+	t.Cleanup(func() { l.Close() })
+	lk, err := l.TryLock(t.Context(), "aliased")
+	if err == nil {
+		lk.Unlock(t.Context())
+	}
+	if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "masters 0 and 1") ||
+		!strings.Contains(err.Error(), addrs[0]) || !strings.Contains(err.Error(), alias) {
+		t.Fatalf("TryLock: %v, want ErrInvalid naming masters 0 and 1, %s and %s", err, addrs[0], alias)
 	}
 	if got := keyState(t, c, "aliased"); countValue(got, "") != 3 {
 		t.Fatalf("keys left: %q", got)

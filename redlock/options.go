@@ -224,7 +224,9 @@ type lockConfig struct {
 // WithTTL sets the TTL of this one lock instead of Options.TTL, by the same
 // rules: a whole number of milliseconds up to MaxTTL, longer than NodeTimeout, and
 // longer than its drift allowance plus SafetyMargin (an invalid TTL fails
-// the call with ErrInvalid). The lock's Deadline, its Acquisition breakdown
+// the call with ErrInvalid). Zero means the default, as in Options: the
+// call's TTL as if WithTTL were not passed (Options.TTL; for Extend, the
+// lock's own). The lock's Deadline, its Acquisition breakdown
 // and its later extensions use it. Passed to Extend, it sets the TTL of that
 // extension and of the lock's extensions after it (Hold's and Do's keeper
 // included).
@@ -240,6 +242,9 @@ func (l *Locker) ttlBudget(ttl time.Duration, opts []LockOption) (time.Duration,
 		if o != nil {
 			o(&c)
 		}
+	}
+	if c.ttl == 0 { // WithTTL(0): the default, as Options{TTL: 0} is
+		c.ttl = ttl
 	}
 	if c.ttl == l.opts.TTL {
 		return c.ttl, l.budget, nil

@@ -1,5 +1,7 @@
 package redlock
 
+import "strings"
+
 // The commands of the semaphore (semaphore.go) and the read-write lock
 // (rwmutex.go), laid out as cmd.go lays out the mutex's: c.lua and c.args
 // fall through to lua2 and args2 for these kinds.
@@ -31,6 +33,8 @@ func (c *cmd) lua2() *script {
 		return semAcquireScript
 	case cmdSemHolders:
 		return semHoldersScript
+	case cmdSemExtend:
+		return semExtendScript
 	case cmdWrite, cmdWriteWait:
 		return rwWriteScript
 	case cmdRead, cmdReadExtend:
@@ -60,6 +64,10 @@ func (c *cmd) args2(dst []arg) []arg {
 			dst = append(dst, str(k))
 		}
 		return dst
+	case cmdSemExtend:
+		// key is a slot, "<stem>:s:<j>"; the record is "<stem>:meta".
+		stem := c.key[:strings.LastIndex(c.key, slotInfix)]
+		return append(c.evalsha(dst, 2), str(c.key), arg{s: stem, suffix: metaSuffix}, str(c.token), num(c.n), num(c.pass))
 	case cmdWrite, cmdWriteWait:
 		// key is "<stem>:w".
 		stem := c.key[:len(c.key)-1]

@@ -48,6 +48,8 @@ var (
 	semAcquireSrc string
 	//go:embed scripts/sem_holders.lua
 	semHoldersSrc string
+	//go:embed scripts/sem_extend.lua
+	semExtendSrc string
 	//go:embed scripts/rw_write.lua
 	rwWriteSrc string
 	//go:embed scripts/rw_read.lua
@@ -97,12 +99,14 @@ var (
 	adoptScript          = newScript("adopt.lua", adoptSrc)
 	semAcquireScript     = newScript("sem_acquire.lua", semAcquireSrc)
 	semHoldersScript     = newScript("sem_holders.lua", semHoldersSrc)
+	semExtendScript      = newScript("sem_extend.lua", semExtendSrc)
 	rwWriteScript        = newScript("rw_write.lua", rwWriteSrc)
 	rwReadScript         = newScript("rw_read.lua", rwReadSrc)
 	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
-		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, probeMineScript}
+		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, probeMineScript,
+		semExtendScript}
 )
 
 // ReleaseScript returns the compare-and-delete a Locker releases with

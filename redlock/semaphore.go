@@ -8,20 +8,25 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 
-// MaxPermits is the most permits a Semaphore has: every acquisition round
-// names each permit's key, and Holders reads them as a bit mask that a Lua
-// number holds exactly.
-const MaxPermits = 32
+// MaxPermits is the most permits a Semaphore has. Every acquisition round
+// names each permit's key to every master, so its cost grows with the
+// permits (docs/bench.md measures 32, 256 and 1 024).
+const MaxPermits = 1024
 
 // metaSuffix names a semaphore's permits record: the stem + ":meta" holds
-// the number of permits the first caller named, and never expires.
-const metaSuffix = ":meta"
+// the number of permits, and expires with the last permit held (at most a
+// TTL after it ends). slotInfix names its slots: stem + ":s:" + j.
+const (
+	metaSuffix = ":meta"
+	slotInfix  = ":s:"
+)
 
 // Semaphore lets at most permits callers hold it at once, over the
 // Locker's masters, while a majority of them is up and within the
@@ -37,10 +42,13 @@ const metaSuffix = ":meta"
 // name. Its Fence is 0: holders of a semaphore are concurrent, and no
 // fence could order them.
 //
-// The first acquisition records permits on each master, and an
-// acquisition that names another number fails with ErrInvalid. The record
-// never expires: to change a semaphore's permits, delete its record (the
-// stem + ":meta", see KeyFor) on every master while nobody holds it.
+// An acquisition records permits on each master, and an acquisition that
+// names another number while the record is there fails with ErrInvalid.
+// The record lives as long as a permit is held (taking and extending a
+// permit keep it alive as long as the permit) and expires at most a TTL
+// after the last one ends: to change a semaphore's permits, stop every
+// caller of the old number, and the new number is accepted once their
+// permits have ended or expired.
 type Semaphore struct {
 	l       *Locker
 	name    string
@@ -65,7 +73,7 @@ func (l *Locker) Semaphore(name string, permits int) (*Semaphore, error) {
 	}
 	s := &Semaphore{l: l, name: name, stem: stem, permits: permits, slots: make([]string, permits)}
 	for i := range s.slots {
-		s.slots[i] = stem + ":s:" + strconv.Itoa(i+1)
+		s.slots[i] = stem + slotInfix + strconv.Itoa(i+1)
 	}
 	return s, nil
 }
@@ -266,7 +274,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 		l.tel.acquired(ctx, s.name, outcome, info, 0)
 		return nil, e
 	}
-	lk := &Lock{locker: l, target: target{resource: s.name, key: order[win-1]}, token: token, mayHold: won,
+	lk := &Lock{locker: l, target: target{resource: s.name, key: order[win-1]}, token: token, mayHold: won, permits: k,
 		ttl: ttl, budget: budget, deadline: budget.Deadline(start), acq: l.pack(info)}
 	if !l.live.add(lk) {
 		// Shutdown began during the round: a permit is a lock like any
@@ -295,10 +303,12 @@ func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 		return 0, closedError("holders", s.name)
 	}
 	defer l.ops.Done()
+	bits := &semBits{bits: make([]string, len(l.streams))}
 	res := l.round(ctx, time.Now(), true, func(c *cmd) bool {
-		c.kind, c.key, c.keys = cmdSemHolders, s.stem, s.slots
+		c.kind, c.key, c.keys, c.bits = cmdSemHolders, s.stem, s.slots, bits
 		return true
 	})
+	held := bits.take()
 	if res.OK < l.need {
 		return 0, &Error{Op: "holders", Resource: s.name, Need: l.need, Nodes: l.nodeResults(res),
 			Reason: "fewer than a majority of masters answered", kind: ErrNotAcquired, cause: refusal(l.nodeResults(res))}
@@ -306,8 +316,8 @@ func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 	n := 0
 	for j := range s.permits {
 		c := 0
-		for _, r := range res.Replies {
-			if r.Outcome == quorum.OK && r.Value&(1<<j) != 0 {
+		for i, r := range res.Replies {
+			if r.Outcome == quorum.OK && len(held[i]) == s.permits && held[i][j] == '1' {
 				c++
 			}
 		}
@@ -316,4 +326,28 @@ func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// semBits collects each master's answer to a Holders round (one
+// character per slot), until the round's reader takes them: a reply
+// after that is dropped.
+type semBits struct {
+	mu    sync.Mutex
+	taken bool
+	bits  []string
+}
+
+func (b *semBits) record(i int, s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.taken {
+		b.bits[i] = s
+	}
+}
+
+func (b *semBits) take() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.taken = true
+	return b.bits
 }

@@ -318,3 +318,86 @@ func waitSubscribed(t *testing.T, c *lab.Masters, channel string) {
 		return true
 	})
 }
+
+// The permits record lives as long as a permit is held, no longer: it
+// expires with the last permit (within a TTL), so that the semaphore can
+// be used with another number of permits once nobody holds it, with no
+// manual delete. While a permit is held, kept past several TTLs, the
+// record stays, and another number of permits is refused.
+func TestSemaphoreRecordExpires(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	const ttl = 600 * time.Millisecond
+	l := newLocker(t, c, &redlock.Options{TTL: ttl})
+	const meta = "redlock:{resize}:meta"
+	two, _ := l.Semaphore("resize", 2)
+	three, _ := l.Semaphore("resize", 3)
+	p, err := two.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiresWithin(t, c, meta, ttl)
+	h := p.Keep()
+	for start := time.Now(); time.Since(start) < 3*ttl; {
+		if err := h.Err(); err != nil {
+			t.Fatalf("the permit was lost: %v", err)
+		}
+		for i := range c.N() {
+			if v, err := c.Client(i).Get(t.Context(), meta).Result(); err != nil || v != "2" {
+				t.Fatalf("master %d, %v after the permit was kept: record %q, %v; want \"2\" while a permit is held", i, time.Since(start), v, err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // pacing the observation
+	}
+	if _, err := three.TryAcquire(t.Context()); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("3 permits while one of 2 is held: %v; want ErrInvalid", err)
+	}
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	labtest.Eventually(t, 5*time.Second, func() error {
+		for i := range c.N() {
+			if n, err := c.Client(i).Exists(t.Context(), meta).Result(); err != nil || n != 0 {
+				return fmt.Errorf("master %d still has the permits record (%v)", i, err)
+			}
+		}
+		return nil
+	})
+	q, err := three.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatalf("3 permits once nobody holds the semaphore: %v", err)
+	}
+	q.Unlock(t.Context())
+}
+
+// A semaphore takes up to MaxPermits, at least 1 024 permits: a round
+// takes a free slot among them, and Holders counts them.
+func TestSemaphoreManyPermits(t *testing.T) {
+	if redlock.MaxPermits < 1024 {
+		t.Fatalf("MaxPermits = %d; want at least 1024", redlock.MaxPermits)
+	}
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, nil)
+	s, err := l.Semaphore("wide", redlock.MaxPermits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*redlock.Lock
+	for range 40 { // past 32, the old cap of a Lua number's bit mask
+		lk, err := s.TryAcquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, lk)
+	}
+	if n, err := s.Holders(t.Context()); err != nil || n != 40 {
+		t.Fatalf("Holders = %d, %v; want 40", n, err)
+	}
+	for _, lk := range held {
+		if err := lk.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.Holders(t.Context()); err != nil || n != 0 {
+		t.Fatalf("Holders after Unlock = %d, %v; want 0", n, err)
+	}
+}

@@ -36,6 +36,9 @@ const (
 	attrValidity = attribute.Key("redlock.validity")
 	attrFence    = attribute.Key("redlock.fence")
 	attrLatency  = attribute.Key("redlock.latency")
+	// redlock.hold.duration's: the lock was kept in the background (Hold,
+	// Keep, Do), held by design for as long as its holder lives.
+	attrKept = attribute.Key("redlock.kept")
 	// OpenTelemetry's exception event (what Span.RecordError writes).
 	attrExcType    = attribute.Key("exception.type")
 	attrExcMessage = attribute.Key("exception.message")
@@ -91,6 +94,7 @@ type telemetry struct {
 	extensions metric.Int64Counter
 	lost       metric.Int64Counter
 	short      metric.Int64Counter // acquisitions left with under half their TTL (short.go)
+	stale      metric.Int64Counter // fenced writes rejected as stale (fenced.go)
 	// held and releases are synchronous instruments only when resources
 	// are labelled (ResourceLabel); otherwise they are counted in atomics
 	// (heldCount, releaseCount) and observed at collection, which costs
@@ -115,6 +119,10 @@ type telemetry struct {
 	// as slices so that passing them on allocates nothing.
 	outcomeOpt map[string]optSet
 	noAttrs    optSet
+
+	// holdOpt[outcome][kept]: redlock.hold.duration's attributes
+	// (holdOutcomes; kept 0 or 1), used when there is no resource label.
+	holdOpt [2][2][]metric.RecordOption
 
 	// per master i: master[i] for latency, callOut[i][outcome] for calls
 	master  [][]metric.RecordOption
@@ -191,6 +199,8 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	t.short, err = m.Int64Counter("redlock.acquire.short_validity", metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Acquisitions left with validity under half their TTL: the TTL is too short for the masters' latency, drift and SafetyMargin."))
 	keep(err)
+	t.stale, err = newStaleCounter(m)
+	keep(err)
 	const (
 		heldName, heldUnit, heldDesc = "redlock.leases.held", "{lease}", "Locks acquired and not yet unlocked (a lock never unlocked stays counted)."
 		relName, relUnit, relDesc    = "redlock.releases", "{release}", "Release rounds (Unlock, and cleanup after a failed acquisition), by outcome: released, deferred (a master not answering gets it later), not_ours."
@@ -249,12 +259,18 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		for _, r := range []string{"deadline", "expired_before_unlock", "taken"} {
 			t.lost.Add(context.Background(), 0, metric.WithAttributes(attrReason.String(r)))
 		}
+		t.stale.Add(context.Background(), 0)
 	}
 	ttl := l.opts.TTL.Seconds()
 	t.noAttrs = newOptSet()
 	t.outcomeOpt = map[string]optSet{}
 	for _, o := range opOutcomes {
 		t.outcomeOpt[o] = newOptSet(attrOutcome.String(o))
+	}
+	for o, out := range holdOutcomes {
+		for k := range 2 {
+			t.holdOpt[o][k] = newOptSet(attrOutcome.String(out), attrKept.Bool(k == 1)).rec
+		}
 	}
 	t.spanNames = map[string]string{}
 	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do", "Adopt"} {
@@ -469,6 +485,20 @@ func (t *telemetry) lostLease(ctx context.Context, resource, reason string) {
 	t.lost.Add(ctx, 1, t.opts(attrReason, reason, resource).add...)
 }
 
+// newStaleCounter makes the counter of stale fenced writes on m: the
+// Locker's meter, or the global one for a write with no lock known.
+func newStaleCounter(m metric.Meter) (metric.Int64Counter, error) {
+	return m.Int64Counter("redlock.fenced_writes.stale", metric.WithUnit("{write}"),
+		metric.WithDescription("Writes WriteFenced rejected as stale: a later holder had written."))
+}
+
+// staleWrite counts one fenced write of lk's rejected as stale.
+func (t *telemetry) staleWrite(ctx context.Context, resource string) {
+	if t.metering() {
+		t.stale.Add(ctx, 1, t.opts("", "", resource).add...)
+	}
+}
+
 // extension counts one extension with its outcome.
 func (t *telemetry) extension(ctx context.Context, outcome, resource string) {
 	if t.metering() {
@@ -521,6 +551,7 @@ type holdEntry struct {
 	shard      *holdShard  // set before the Lock is handed out
 	at         time.Time   // likewise
 	ended      atomic.Bool // redlock.hold.duration recorded
+	kept       atomic.Bool // kept in the background (Keep: Hold, Do)
 }
 
 // holdShards is how many lists of held locks a Locker keeps.
@@ -595,11 +626,28 @@ func (t *telemetry) holdEnded(ctx context.Context, lk *Lock, err error) {
 	if e == nil || !t.metering() || e.at.IsZero() || e.ended.Swap(true) {
 		return
 	}
-	outcome := outReleased
+	o, kept := 0, e.kept.Load()
 	if errors.Is(err, ErrLost) {
-		outcome = outLost
+		o = 1
 	}
-	t.holdDur.Record(ctx, time.Since(e.at).Seconds(), t.opts(attrOutcome, outcome, lk.resource).rec...)
+	var opts []metric.RecordOption
+	if t.label == nil {
+		opts = t.holdOpt[o][b2i(kept)]
+	} else {
+		attrs := append(t.resourceAttrs(lk.resource), attrOutcome.String(holdOutcomes[o]), attrKept.Bool(kept))
+		opts = newOptSet(attrs...).rec
+	}
+	t.holdDur.Record(ctx, time.Since(e.at).Seconds(), opts...)
+}
+
+// holdOutcomes are the outcomes of redlock.hold.duration, by index.
+var holdOutcomes = [2]string{outReleased, outLost}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // releaseOutcomes are the outcomes of redlock.releases, by index.

@@ -122,6 +122,7 @@ func clusterNodeOptions(cc *redis.ClusterClient) *redis.Options {
 // identities records which server (run_id) or Redis Cluster node each
 // master reaches, so that two masters that are one are caught.
 type identities struct {
+	addrs   []string // each master's address, set by New
 	mu      sync.Mutex
 	owner   map[identity]int
 	invalid error // the first duplicate found
@@ -150,10 +151,15 @@ func (d *identities) claim(i int, id identity) error {
 		return nil
 	}
 	var err error
+	a, b := min(i, j), max(i, j)
+	names := ""
+	if b < len(d.addrs) && d.addrs[a] != "" && d.addrs[b] != "" {
+		names = fmt.Sprintf(", %s and %s,", d.addrs[a], d.addrs[b])
+	}
 	if id.node {
-		err = invalid(fmt.Sprintf("masters %d and %d share the Redis Cluster node %s: a quorum needs independent masters (separate clusters, no replication between them)", min(i, j), max(i, j), id.id))
+		err = invalid(fmt.Sprintf("masters %d and %d%s share the Redis Cluster node %s: a quorum needs independent masters (separate clusters, no replication between them)", a, b, names, id.id))
 	} else {
-		err = invalid(fmt.Sprintf("masters %d and %d are the same server (run_id %s): a quorum needs independent masters", min(i, j), max(i, j), id.id))
+		err = invalid(fmt.Sprintf("masters %d and %d%s are the same server (run_id %s): a quorum needs independent masters", a, b, names, id.id))
 	}
 	if d.invalid == nil {
 		d.invalid = err

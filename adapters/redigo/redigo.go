@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gomodule/redigo/redis"
 	"github.com/quorumlab/redlock/redlock"
@@ -22,12 +23,17 @@ import (
 
 // Master returns p, a pool of connections to one Redis master, as a
 // redlock.Master on the client path, which also carries the
-// wake-on-release subscription. addr names the master in the
-// Locker's stats and errors ("" for none). The pool stays the caller's
-// to close, after the Locker.
+// wake-on-release subscription. addr, the address the pool dials, names
+// the master in the Locker's stats and errors, and lets redlock.New refuse
+// one server named twice; it must not be empty (a pool's Dial function
+// cannot be read for it). The pool stays the caller's to close, after the
+// Locker.
 func Master(p *redis.Pool, addr string) (redlock.Subscriber, error) {
-	if p == nil {
+	switch {
+	case p == nil:
 		return nil, fmt.Errorf("%w: nil redigo pool", redlock.ErrInvalid)
+	case strings.TrimSpace(addr) == "":
+		return nil, fmt.Errorf("%w: empty address (pass the host:port the pool dials)", redlock.ErrInvalid)
 	}
 	return &master{p: p, addr: addr}, nil
 }

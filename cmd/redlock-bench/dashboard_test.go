@@ -70,7 +70,8 @@ func dashboardMetrics(t *testing.T) []string {
 }
 
 // Every query of the dashboard passes promtool: each is checked as a
-// throwaway recording rule (Grafana's $__rate_interval as 5m).
+// throwaway recording rule (Grafana's $__rate_interval as 5m, the $job and
+// $instance variables as "All").
 func TestDashboardQueriesPassPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -81,7 +82,7 @@ func TestDashboardQueriesPassPromtool(t *testing.T) {
 	n := 0
 	for title, exprs := range dashboardExprs(t) {
 		for _, e := range exprs {
-			e = strings.ReplaceAll(e, "$__rate_interval", "5m")
+			e = strings.NewReplacer("$__rate_interval", "5m", "$job", ".*", "$instance", ".*").Replace(e)
 			q, _ := json.Marshal(e) // a JSON string is a YAML string
 			rules.WriteString("      # " + title + "\n      - record: dashboard:query:" + string(rune('a'+n%26)) + "\n        expr: " + string(q) + "\n")
 			n++
@@ -94,5 +95,55 @@ func TestDashboardQueriesPassPromtool(t *testing.T) {
 	out, err := exec.Command(promtool, "check", "rules", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules on the dashboard's %d queries: %v\n%s\n%s", n, err, out, rules.String())
+	}
+}
+
+// Several services often share one Prometheus: the dashboard has job and
+// instance variables, and every metric selector of every query filters by
+// both, so that one service's panels never merge another's series.
+func TestDashboardFiltersByJobAndInstance(t *testing.T) {
+	b, err := os.ReadFile("../../observability/redlock-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Type  string `json:"type"`
+				Query any    `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, v := range d.Templating.List {
+		q, _ := json.Marshal(v.Query)
+		vars[v.Name] = v.Type + " " + string(q)
+	}
+	for _, name := range []string{"job", "instance"} {
+		if v, ok := vars[name]; !ok || !strings.HasPrefix(v, "query ") || !strings.Contains(v, "label_values(") {
+			t.Errorf("template variable %q = %q, want a query variable over label_values(...)", name, v)
+		}
+	}
+	// A metric selector: a redlock_ metric name and its matchers, once
+	// grouping clauses (which name labels) are taken out; the label names
+	// in a matcher go with their selector.
+	groups := regexp.MustCompile(`\b(by|without|on|ignoring) \([^)]*\)`)
+	sel := regexp.MustCompile(`\bredlock_[a-z_]+(\{[^}]*\})?`)
+	for title, exprs := range dashboardExprs(t) {
+		for _, e := range exprs {
+			sels := sel.FindAllString(groups.ReplaceAllString(e, ""), -1)
+			if len(sels) == 0 {
+				t.Errorf("panel %q: no metric selector in %s", title, e)
+			}
+			for _, s := range sels {
+				if !strings.Contains(s, `job=~"$job"`) || !strings.Contains(s, `instance=~"$instance"`) {
+					t.Errorf("panel %q: selector %s does not filter by $job and $instance", title, s)
+				}
+			}
+		}
 	}
 }

@@ -331,7 +331,7 @@ func TestList(t *testing.T) {
 func auditLine(t *testing.T, stderr string) (string, auditRecord) {
 	t.Helper()
 	for _, line := range strings.Split(stderr, "\n") {
-		if strings.HasPrefix(line, `{"event":"force-release"`) {
+		if strings.HasPrefix(line, `{"event":"force-`) {
 			return line, decode[auditRecord](t, line)
 		}
 	}
@@ -597,7 +597,7 @@ func TestUsageErrors(t *testing.T) {
 func TestCLIConventions(t *testing.T) {
 	for _, h := range [][]string{{"-h"}, {"-help"}, {"help"}, {"inspect", "-h"}} {
 		code, out, errOut := cli(t, h...)
-		if code != exitOK || !strings.HasPrefix(out, "redlock: inspect, list and force-release") || errOut != "" {
+		if code != exitOK || !strings.HasPrefix(out, "redlock: inspect, list, force-release and reset") || errOut != "" {
 			t.Errorf("%q: exit %d, stdout %.80q, stderr %q", h, code, out, errOut)
 		}
 	}
@@ -817,5 +817,140 @@ func TestPrimitives(t *testing.T) {
 	// A mutex's inspect shows nothing of them.
 	if _, out, _ := cli(t, "inspect", "-json", "-masters", masters, "other"); decode[inspectResult](t, out).Primitives != nil {
 		t.Errorf("inspect other: %s", out)
+	}
+}
+
+// release -force -token releases one holder of a semaphore (its slot) or a
+// read-write lock (a reader, the writer), by compare-and-delete; reset
+// -force deletes every key of a semaphore and a read-write lock (not the
+// fence counter), after which another number of permits is accepted at
+// once. Both are audited as a release is.
+func TestPrimitivesReleaseAndReset(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l := newLocker(t, c, redlock.Options{OwnerLabel: "host-1:4242"})
+	opts := l.Options()
+	stem := func(name string) string { k, _, _ := redlock.KeyFor(&opts, name); return k }
+	sem, _ := l.Semaphore("jobs", 3)
+	p1, err := sem.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := sem.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, _ := l.RWMutex("docs")
+	r1, err := docs.TryRLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, _ := l.RWMutex("pages")
+	w, err := pages.TryLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotOf := func(tok string) string {
+		for j := 1; j <= 3; j++ {
+			if v, _ := c.Client(0).Get(t.Context(), fmt.Sprintf("%s:s:%d", stem("jobs"), j)).Result(); v == tok {
+				return fmt.Sprintf("%s:s:%d", stem("jobs"), j)
+			}
+		}
+		return ""
+	}
+	waitFor(t, "every holder on every master", func() bool {
+		for i := range c.N() {
+			cl := c.Client(i)
+			n, _ := cl.Exists(t.Context(), stem("jobs")+":s:1", stem("jobs")+":s:2", stem("jobs")+":s:3").Result()
+			r, _ := cl.ZCard(t.Context(), stem("docs")+":r").Result()
+			if n != 2 || r != 1 || cl.Get(t.Context(), stem("pages")+":w").Val() != w.Token() {
+				return false
+			}
+		}
+		return slotOf(p1.Token()) != ""
+	})
+	masters := mastersFlag(c.Addrs())
+	p1Slot := slotOf(p1.Token())
+
+	// Without -token: which holder is not for the tool to pick.
+	code, _, errOut := cli(t, "release", "jobs", "-force", "-reason", "x", "-masters", masters)
+	if code != exitRefused || !strings.Contains(errOut, "-token") {
+		t.Errorf("release jobs without -token: exit %d:\n%s", code, errOut)
+	}
+
+	// One permit, by its token as inspect shows it.
+	code, out, errOut := cli(t, "release", "jobs", "-force", "-reason", "worker died", "-token", short(p1.Token()), "-masters", masters)
+	if code != exitOK {
+		t.Fatalf("release jobs -token: exit %d:\n%s\n%s", code, out, errOut)
+	}
+	if _, rec := auditLine(t, errOut); rec.Event != "force-release" || rec.Key != p1Slot || rec.Token != short(p1.Token()) || rec.Chosen != "-token" {
+		t.Errorf("audit record %+v, want a release of %s", rec, p1Slot)
+	}
+	if got := values(t, c, p1Slot); !all(got, "") {
+		t.Errorf("the released slot is still on some master: %q", got)
+	}
+	if err := p1.Extend(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("the released permit's Extend: %v, want ErrLost", err)
+	}
+	if err := p2.Extend(t.Context()); err != nil {
+		t.Errorf("the other permit's Extend: %v", err)
+	}
+
+	// A reader, and a writer.
+	if code, _, errOut := cli(t, "release", "docs", "-force", "-reason", "x", "-token", short(r1.Token()), "-masters", masters); code != exitOK {
+		t.Fatalf("release docs -token: exit %d:\n%s", code, errOut)
+	}
+	for i := range c.N() {
+		if n, _ := c.Client(i).ZCard(t.Context(), stem("docs")+":r").Result(); n != 0 {
+			t.Errorf("master %d: %d readers after the release", i, n)
+		}
+	}
+	if err := r1.Extend(t.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("the released reader's Extend: %v, want ErrLost", err)
+	}
+	if code, _, errOut := cli(t, "release", "pages", "-force", "-reason", "x", "-token", short(w.Token()), "-masters", masters); code != exitOK {
+		t.Fatalf("release pages -token: exit %d:\n%s", code, errOut)
+	}
+	if got := values(t, c, stem("pages")+":w"); !all(got, "") {
+		t.Errorf("the writer key is still on some master: %q", got)
+	}
+
+	// reset: usage, then the semaphore's keys, after which 5 permits are
+	// accepted at once.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"reset", "jobs", "-reason", "x"}, "reset deletes other processes' locks: it needs -force"},
+		{[]string{"reset", "jobs", "-force"}, "reset -force needs -reason"},
+		{[]string{"reset", "jobs", "-force", "-reason", "x", "-token", "abcdef"}, "reset does not take -token"},
+	} {
+		if code, _, errOut := cli(t, append(tc.args, "-masters", masters)...); code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d:\n%s", tc.args, code, errOut)
+		}
+	}
+	five, _ := l.Semaphore("jobs", 5)
+	if _, err := five.TryAcquire(t.Context()); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("5 permits before the reset: %v, want ErrInvalid", err)
+	}
+	code, out, errOut = cli(t, "reset", "jobs", "-force", "-reason", "resize to 5", "-masters", masters)
+	if code != exitOK || !strings.Contains(out, "jobs: reset") {
+		t.Fatalf("reset jobs: exit %d:\n%s\n%s", code, out, errOut)
+	}
+	if _, rec := auditLine(t, errOut); rec.Event != "force-reset" || rec.Reason != "resize to 5" || len(rec.Masters) != 3 {
+		t.Errorf("audit record %+v", rec)
+	}
+	for i := range c.N() {
+		if keys, _ := c.Client(i).Keys(t.Context(), stem("jobs")+"*").Result(); len(keys) != 0 {
+			t.Errorf("master %d keeps %q after the reset", i, keys)
+		}
+	}
+	if lk, err := five.TryAcquire(t.Context()); err != nil {
+		t.Errorf("5 permits after the reset: %v", err)
+	} else {
+		lk.Unlock(t.Context())
+	}
+	code, _, errOut = cli(t, "reset", "nothing-here", "-force", "-reason", "x", "-masters", masters)
+	if code != exitRefused || !strings.Contains(errOut, "nothing to reset") || strings.Contains(errOut, `"event"`) {
+		t.Errorf("reset of nothing: exit %d:\n%s", code, errOut)
 	}
 }

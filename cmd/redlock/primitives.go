@@ -90,6 +90,8 @@ type primMaster struct {
 	Readers int        `json:"readers"`
 	Writer  *keyHolder `json:"writer,omitempty"`
 	Intent  *keyHolder `json:"intent,omitempty"`
+
+	readerTokens []string // the live readers' tokens
 }
 
 func holderOf(get *redis.StringCmd, pttl *redis.DurationCmd) (*keyHolder, error) {
@@ -164,6 +166,9 @@ func readPrimOn(ctx context.Context, c *redis.Client, stem string) (primMaster, 
 	for _, z := range zs {
 		if z.Score > ms { // as rw_read.lua: expired at score <= now
 			pm.Readers++
+			if tok, ok := z.Member.(string); ok {
+				pm.readerTokens = append(pm.readerTokens, tok)
+			}
 		}
 	}
 	pm.Answered = true

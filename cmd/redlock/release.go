@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,14 +86,14 @@ func whoAmI(override string) who {
 	return w
 }
 
-// checkRelease refuses a release called without -force or a reason,
-// before any master is contacted.
-func checkRelease(f releaseFlags) error {
+// checkRelease refuses a release or a reset (cmd) called without -force
+// or a reason, before any master is contacted.
+func checkRelease(cmd string, f releaseFlags) error {
 	if !f.force {
-		return usagef("release deletes another process's lock: it needs -force, and -reason TEXT")
+		return usagef("%s deletes other processes' locks: it needs -force, and -reason TEXT", cmd)
 	}
 	if strings.TrimSpace(f.reason) == "" {
-		return usagef("release -force needs -reason TEXT (it goes into the audit record)")
+		return usagef("%s -force needs -reason TEXT (it goes into the audit record)", cmd)
 	}
 	return nil
 }
@@ -124,6 +125,9 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 		}
 		switch len(matches) {
 		case 0:
+			if code, found := s.releasePrimitive(ctx, resource, key, q.Majority, f, asJSON, stdout, refuse); found {
+				return code
+			}
 			return refuse(exitRefused, "the token given with -token is on none of the %d masters that answered", q.Answered)
 		case 1:
 			target, chosen = matches[0].token, "-token"
@@ -136,8 +140,8 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 		target, chosen = q.top, "majority"
 	case len(q.Holders) == 0:
 		if v := newPrimView(s.readPrim(ctx, "release: semaphore and read-write keys", key)); v != nil {
-			return refuse(exitRefused, "%q names a semaphore or read-write lock, not a mutex: release -force does not release those "+
-				"(inspect %s shows their holders; each holder's keys expire at their PTTL)", printable(resource), printable(resource))
+			return refuse(exitRefused, "%q names a semaphore or read-write lock, not a mutex: name the permit, reader or writer "+
+				"to release with -token (inspect %s shows them), or reset it (reset -force)", printable(resource), printable(resource))
 		}
 		return refuse(exitRefused, "%q is not held on any master that answered: nothing to release", printable(resource))
 	default:
@@ -149,23 +153,54 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 			"If you are sure, name one with -token (as shown, e.g. -token %s)", q.Majority, n, strings.Join(seen, ", "), q.Holders[0].Holder)
 	}
 
+	return s.forceDelete(ctx, forced{
+		event: "force-release", resource: resource, key: key, target: target, chosen: chosen, majority: q.Majority,
+		note: fmt.Sprintf("fence counter %s left as it is (fences must stay monotonic)", printable(fenceKey)),
+		del: func(ctx context.Context, c *redis.Client) (int64, error) {
+			return compareAndDelete.Run(ctx, c, []string{key}, target).Int64()
+		},
+	}, f, asJSON, stdout)
+}
+
+// forced is one forced deletion on every master: what the audit record
+// names, and del, which runs on one master and returns 1 deleted, 0
+// absent, or -1 another token (left alone).
+type forced struct {
+	event, resource, key, target, chosen, note string
+	majority                                   int
+	del                                        func(ctx context.Context, c *redis.Client) (int64, error)
+}
+
+// forceDelete runs d.del on every master, writes the audit record to
+// stderr and to the audit stream, and reports; it fails (exitRefused)
+// when so many masters did not answer that the target may still be on a
+// majority.
+func (s *session) forceDelete(ctx context.Context, d forced, f releaseFlags, asJSON bool, stdout io.Writer) int {
+	n := len(s.clients)
 	rec := auditRecord{
-		Event: "force-release", Who: whoAmI(f.who), Reason: f.reason,
-		Resource: resource, Key: key, Token: shortToken(target), Chosen: chosen,
+		Event: d.event, Who: whoAmI(f.who), Reason: f.reason,
+		Resource: d.resource, Key: d.key, Token: shortToken(d.target), Chosen: d.chosen,
 		Masters: make([]auditMaster, n),
 	}
-	errs := s.each(ctx, "release: compare-and-delete of "+shortToken(target), func(ctx context.Context, i int, c *redis.Client) error {
+	what := d.event + ": compare-and-delete of " + shortToken(d.target)
+	if d.target == "" {
+		what = d.event + ": deleting the keys"
+	}
+	errs := s.each(ctx, what, func(ctx context.Context, i int, c *redis.Client) error {
 		ctx, cancel := s.req(ctx)
 		defer cancel()
-		r, err := compareAndDelete.Run(ctx, c, []string{key}, target).Int64()
+		r, err := d.del(ctx, c)
 		if err != nil {
 			return err
 		}
 		m := &rec.Masters[i]
-		switch r {
-		case 1:
+		switch {
+		case r > 0:
 			m.Deleted, m.Found = true, "token"
-		case 0:
+			if d.target == "" {
+				m.Found = fmt.Sprintf("%d keys", r)
+			}
+		case r == 0:
 			m.Found = "absent"
 		default:
 			m.Found = "other"
@@ -186,7 +221,7 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 	}
 	res.auditRecord = rec
 	// Released: the token can now be on fewer masters than a majority.
-	res.Released = res.MayStillHold < q.Majority
+	res.Released = res.MayStillHold < d.majority
 
 	line, err := json.Marshal(rec)
 	if err != nil {
@@ -196,12 +231,12 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 	s.mu.Lock()
 	fmt.Fprintf(s.stderr, "%s\n", line)
 	s.mu.Unlock()
-	aerrs := s.each(ctx, "release: writing the audit record to "+s.r.audit, func(ctx context.Context, i int, c *redis.Client) error {
+	aerrs := s.each(ctx, d.event+": writing the audit record to "+s.r.audit, func(ctx context.Context, i int, c *redis.Client) error {
 		ctx, cancel := s.req(ctx)
 		defer cancel()
 		return c.XAdd(ctx, &redis.XAddArgs{
 			Stream: s.r.audit, MaxLen: auditMaxLen, Approx: true,
-			Values: []any{"event", rec.Event, "resource", resource, "reason", rec.Reason, "who", rec.Who.Name, "record", string(line)},
+			Values: []any{"event", rec.Event, "resource", d.resource, "reason", rec.Reason, "who", rec.Who.Name, "record", string(line)},
 		}).Err()
 	})
 	for i, err := range aerrs {
@@ -218,25 +253,107 @@ func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags
 	if asJSON {
 		writeJSON(stdout, res)
 	} else {
-		fmt.Fprintf(stdout, "%s: deleted %s on %d of %d masters\n", printable(resource), res.Token, res.Deleted, n)
+		if d.target == "" {
+			fmt.Fprintf(stdout, "%s: reset: deleted its keys on %d of %d masters\n", printable(d.resource), res.Deleted, n)
+		} else {
+			fmt.Fprintf(stdout, "%s: deleted %s (%s) on %d of %d masters\n", printable(d.resource), res.Token, printable(d.key), res.Deleted, n)
+		}
 		for _, m := range rec.Masters {
 			what := m.Found
 			switch {
 			case m.Error != "":
 				what = m.Error
-			case m.Deleted:
+			case m.Deleted && d.target != "":
 				what = "deleted"
+			case m.Deleted:
+				what = "deleted " + m.Found
 			case m.Found == "other":
 				what = "holds another token: left alone"
 			}
 			fmt.Fprintf(stdout, "  %s: %s\n", m.Addr, what)
 		}
-		fmt.Fprintf(stdout, "fence counter %s left as it is (fences must stay monotonic)\n", printable(fenceKey))
+		if d.note != "" {
+			fmt.Fprintln(stdout, d.note)
+		}
 		fmt.Fprintf(stdout, "audit record in %s on %d of %d masters\n", s.r.audit, len(res.AuditWritten), n)
 	}
 	if !res.Released {
-		fmt.Fprintf(s.stderr, "redlock: %d masters did not answer the delete: the token may still be on a majority (exit %d)\n", res.MayStillHold, exitRefused)
+		fmt.Fprintf(s.stderr, "redlock: %d masters did not answer the delete: it may still be on a majority (exit %d)\n", res.MayStillHold, exitRefused)
 		return exitRefused
 	}
 	return exitOK
+}
+
+// place is where a semaphore's or read-write lock's holder is: a key that
+// holds its token (a slot, the writer, the intent), or the readers' set.
+type place struct {
+	key    string
+	reader bool
+}
+
+// releasePrimitive releases, on every master, the holder of a semaphore
+// permit, a read lock, a write lock or a writer's intent under stem key
+// whose token f.token names: a compare-and-delete of its key (the
+// library's release, which also announces it to waiters), or for a
+// reader its removal from the readers' set. found is false when f.token
+// names none of them.
+func (s *session) releasePrimitive(ctx context.Context, resource, stem string, majority int, f releaseFlags, asJSON bool, stdout io.Writer,
+	refuse func(code int, format string, a ...any) int) (code int, found bool) {
+	nodes := s.readPrim(ctx, "release: semaphore and read-write keys", stem)
+	seen := map[string]map[place]int{} // token → where → on how many masters
+	note := func(tok string, p place) {
+		if !matchToken(f.token, tok) {
+			return
+		}
+		if seen[tok] == nil {
+			seen[tok] = map[place]int{}
+		}
+		seen[tok][p]++
+	}
+	for _, pm := range nodes {
+		for _, sh := range pm.Slots {
+			note(sh.token, place{key: stem + ":s:" + strconv.Itoa(sh.Slot)})
+		}
+		if pm.Writer != nil {
+			note(pm.Writer.token, place{key: stem + ":w"})
+		}
+		if pm.Intent != nil {
+			note(pm.Intent.token, place{key: stem + ":wi"})
+		}
+		for _, tok := range pm.readerTokens {
+			note(tok, place{key: stem + ":r", reader: true})
+		}
+	}
+	switch len(seen) {
+	case 0:
+		return 0, false
+	case 1:
+	default:
+		return refuse(exitRefused, "-token matches %d different tokens; give more of it", len(seen)), true
+	}
+	var target string
+	var where place
+	for tok, ps := range seen {
+		target = tok
+		best := -1
+		for p, n := range ps {
+			if n > best || (n == best && p.key < where.key) {
+				where, best = p, n
+			}
+		}
+	}
+	d := forced{event: "force-release", resource: resource, key: where.key, target: target, chosen: "-token", majority: majority}
+	if where.reader {
+		d.del = func(ctx context.Context, c *redis.Client) (int64, error) {
+			return c.ZRem(ctx, where.key, target).Result()
+		}
+	} else {
+		d.del = func(ctx context.Context, c *redis.Client) (int64, error) {
+			return compareAndDelete.Run(ctx, c, []string{where.key}, target).Int64()
+		}
+	}
+	if strings.HasSuffix(where.key, ":w") {
+		d.note = fmt.Sprintf("fence counter %s left as it is (fences must stay monotonic)", printable(where.key+":fence"))
+	}
+	return s.forceDelete(ctx, d, f, asJSON, stdout), true
 }

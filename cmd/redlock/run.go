@@ -21,7 +21,7 @@ var isTerminal = func(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-const usageText = `redlock: inspect, list and force-release the locks of github.com/quorumlab/redlock
+const usageText = `redlock: inspect, list, force-release and reset the locks, semaphores and read-write locks of github.com/quorumlab/redlock
 
 usage:
   redlock [flags] inspect RESOURCE
@@ -38,10 +38,17 @@ usage:
       (never a blind DEL; the fence counter is never deleted). Refused when no
       token is on a majority unless -token names one (the whole token, or as
       inspect shows it). Writes an audit record (JSON) to stderr and to the
-      stream <prefix>audit on every master that answers.
+      stream <prefix>audit on every master that answers. For a semaphore or a
+      read-write lock, -token names the permit, reader, writer or writer's
+      intent to release (as inspect shows it).
+  redlock [flags] reset RESOURCE -force -reason TEXT [-who NAME]
+      deletes, on every master, every key of the semaphore and read-write lock
+      RESOURCE (permits record, slots, writer, intent, readers; never the fence
+      counter): for one whose holders are gone, or to change its permits at once.
+      A holder still running loses what it holds. Audited as release is.
 
 The common flags may come before or after the command and its arguments;
--limit and the release flags after the command.
+-limit and the release and reset flags after the command.
 
 masters (first found): -masters LIST, the "masters" of -config FILE, $REDLOCK_MASTERS
   LIST is comma-separated: redis://[user:pass@]host:port[/db], rediss://... (TLS),
@@ -50,7 +57,7 @@ masters (first found): -masters LIST, the "masters" of -config FILE, $REDLOCK_MA
 exit codes:
   0  done (inspect, list: the masters that answered settle the view)
   1  refused or failed: nothing held on a majority to release, masters disagree,
-     -token matches nothing, or the delete did not reach enough masters
+     -token matches nothing, nothing to reset, or the delete did not reach enough masters
   2  usage: bad flags or arguments, missing -force or -reason, bad address or config
   3  too few masters answered to decide (the output still shows what they said)
 
@@ -97,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if global.NArg() == 0 {
-		return fail(usagef("no command: give inspect, list or release"))
+		return fail(usagef("no command: give inspect, list, release or reset"))
 	}
 	cmd, rest := global.Arg(0), global.Args()[1:]
 	if cmd == "help" {
@@ -107,10 +114,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	c.register(fs)
 	switch cmd {
-	case "inspect", "list", "release":
+	case "inspect", "list", "release", "reset":
 		registerCommandFlags(fs, &rf, &limit)
 	default:
-		return fail(usagef("unknown command %q: give inspect, list or release", cmd))
+		return fail(usagef("unknown command %q: give inspect, list, release or reset", cmd))
 	}
 	pos, err := parseArgs(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
@@ -121,7 +128,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	for _, name := range []string{"force", "reason", "token", "who"} {
-		if c.set[name] && cmd != "release" {
+		if c.set[name] && cmd != "release" && (cmd != "reset" || name == "token") {
 			return fail(usagef("%s does not take -%s (release does)", cmd, name))
 		}
 	}
@@ -131,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	var resource string
 	switch cmd {
-	case "inspect", "release":
+	case "inspect", "release", "reset":
 		if len(pos) != 1 {
 			return fail(usagef("%s takes one RESOURCE, got %d arguments", cmd, len(pos)))
 		}
@@ -147,8 +154,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(usagef("-limit %d must be positive", limit))
 		}
 	}
-	if cmd == "release" {
-		if err := checkRelease(rf); err != nil {
+	if cmd == "release" || cmd == "reset" {
+		if err := checkRelease(cmd, rf); err != nil {
 			return fail(err)
 		}
 	}
@@ -163,6 +170,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdInspect(ctx, s, resource, c.json, stdout)
 	case "list":
 		return cmdList(ctx, s, resource, limit, c.json, stdout)
+	case "reset":
+		return cmdReset(ctx, s, resource, rf, c.json, stdout)
 	default:
 		return cmdRelease(ctx, s, resource, rf, c.json, stdout)
 	}
@@ -172,10 +181,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // refuses them on the other commands.
 func registerCommandFlags(fs *flag.FlagSet, rf *releaseFlags, limit *int) {
 	fs.IntVar(limit, "limit", *limit, "list: at most this many resources (and keys kept per master while scanning)")
-	fs.BoolVar(&rf.force, "force", false, "release: required; the release deletes another process's lock")
-	fs.StringVar(&rf.reason, "reason", "", "release: required; why, for the audit record")
+	fs.BoolVar(&rf.force, "force", false, "release, reset: required; they delete other processes' locks")
+	fs.StringVar(&rf.reason, "reason", "", "release, reset: required; why, for the audit record")
 	fs.StringVar(&rf.token, "token", "", "release: the token to delete when no token is on a majority (whole, or as inspect shows it)")
-	fs.StringVar(&rf.who, "who", "", "release: who is releasing, for the audit record (default: the OS user)")
+	fs.StringVar(&rf.who, "who", "", "release, reset: who is releasing, for the audit record (default: the OS user)")
 }
 
 func writeJSON(w io.Writer, v any) {

@@ -1,10 +1,8 @@
 -- Which of a semaphore's slots are held on this master (docs/design.md §18).
--- KEYS[1..k] the slot keys. Returns a bit mask: bit j-1 set when slot j
--- exists (k is at most 32, so the mask is exact in a Lua number).
-local mask = 0
+-- KEYS[1..k] the slot keys. Returns a string of k characters: the j-th is
+-- '1' when slot j exists, else '0'.
+local r = {}
 for j = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[j]) == 1 then
-    mask = mask + 2 ^ (j - 1)
-  end
+  r[j] = tostring(redis.call('EXISTS', KEYS[j]))
 end
-return mask
+return table.concat(r)

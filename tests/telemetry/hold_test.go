@@ -148,3 +148,44 @@ func TestHoldDuration(t *testing.T) {
 	}
 	noSecrets(t, reader, rec, "secret-77", lk.Token())
 }
+
+// redlock.hold.duration tells locks kept in the background (Hold, Keep,
+// Do: leaders, long consumers, held by design) from the others
+// (redlock.kept), so that an alert on hold time can leave them out.
+func TestHoldDurationKept(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	for _, labelled := range []bool{false, true} {
+		opts := redlock.Options{}
+		if labelled {
+			opts.ResourceLabel = func(string) string { return "kind" }
+		}
+		l, reader, _ := setup(t, c, opts)
+		ctx := t.Context()
+		lk, err := l.TryLock(ctx, "plain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lk.Unlock(ctx)
+		h, err := l.Hold(ctx, "leader")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Unlock(ctx)
+		kept, err := l.TryLock(ctx, "kept-later")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept.Keep().Unlock(ctx)
+		if err := l.Do(ctx, "done", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		ms := collect(t, reader)
+		keptAttr := attribute.Key("redlock.kept")
+		if n := count(t, ms, "redlock.hold.duration", outcome.String("released"), keptAttr.Bool(false)); n != 1 {
+			t.Errorf("labelled %v: hold.duration{released, kept=false} = %d values, want 1 (TryLock)", labelled, n)
+		}
+		if n := count(t, ms, "redlock.hold.duration", outcome.String("released"), keptAttr.Bool(true)); n != 3 {
+			t.Errorf("labelled %v: hold.duration{released, kept=true} = %d values, want 3 (Hold, Keep, Do)", labelled, n)
+		}
+	}
+}

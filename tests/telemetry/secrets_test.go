@@ -111,7 +111,7 @@ func TestNoResourceNameOrTokenAnywhere(t *testing.T) {
 	if !errors.Is(err, redlock.ErrNotAcquired) || !strings.Contains(err.Error(), secret) {
 		t.Fatalf("TryLock on a held resource: %v (the error returned to the caller names the resource)", err)
 	}
-	if err := l.Do(t.Context(), resource, func(context.Context) error { return nil }, redlock.WithTTL(0)); !errors.Is(err, redlock.ErrInvalid) {
+	if err := l.Do(t.Context(), resource, func(context.Context) error { return nil }, redlock.WithTTL(-1)); !errors.Is(err, redlock.ErrInvalid) {
 		t.Fatalf("Do with an invalid TTL: %v", err)
 	}
 	secrets := []string{secret, lk.Token(), held.Token()}

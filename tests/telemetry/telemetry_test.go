@@ -359,8 +359,8 @@ func TestLostLease(t *testing.T) {
 
 // A Locker on the default (global) providers records nothing until the
 // application installs an SDK, and everything after, even when the SDK is
-// installed after New. WriteFenced, which has no Locker, counts stale
-// writes on the global meter provider. (This test sets the process-wide
+// installed after New. WriteFenced with no lock in its context counts
+// stale writes on the global meter provider. (This test sets the process-wide
 // providers: the other tests here pass their own.)
 func TestGlobalProviders(t *testing.T) {
 	// OpenTelemetry's globals delegate once: after this test has installed
@@ -454,4 +454,43 @@ func TestResourceLabel(t *testing.T) {
 		t.Fatalf("leases.held{label=invoice} = %d while one is held, want 1", n)
 	}
 	noSecrets(t, reader, rec, "secret-42", lk.Token())
+}
+
+// Stale fenced writes are counted on the Locker's MeterProvider, not the
+// global one, when the lock is known: WriteFenced under Do's context (the
+// README's pattern).
+func TestStaleWritesOnTheLockersProvider(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	l, reader, _ := setup(t, c, redlock.Options{Fencing: true})
+	var db redis.Scripter = c.Client(0)
+	err := l.Do(t.Context(), "acct", func(ctx context.Context) error {
+		lk, _ := redlock.FromContext(ctx)
+		// A later holder (a larger fence) has written first.
+		if err := redlock.WriteFenced(ctx, db, "acct-row", lk.Fence()+1, "a-later-holder", "v2"); err != nil {
+			return err
+		}
+		return redlock.WriteFenced(ctx, db, "acct-row", lk.Fence(), lk.Token(), "v1")
+	})
+	if !errors.Is(err, redlock.ErrStaleFence) {
+		t.Fatalf("Do: %v, want ErrStaleFence", err)
+	}
+	if n := sum(t, collect(t, reader), "redlock.fenced_writes.stale"); n != 1 {
+		t.Fatalf("fenced_writes.stale on the Locker's provider = %d, want 1", n)
+	}
+
+	// Lock.WriteFenced, on a lock taken by TryLock (no lock in ctx).
+	lk, err := l.TryLock(t.Context(), "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(t.Context())
+	if err := redlock.WriteFenced(t.Context(), db, "acct-row", lk.Fence()+1, "a-later-holder", "v3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.WriteFenced(t.Context(), db, "acct-row", "v4"); !errors.Is(err, redlock.ErrStaleFence) {
+		t.Fatalf("Lock.WriteFenced: %v, want ErrStaleFence", err)
+	}
+	if n := sum(t, collect(t, reader), "redlock.fenced_writes.stale"); n != 2 {
+		t.Fatalf("fenced_writes.stale on the Locker's provider = %d, want 2", n)
+	}
 }
