@@ -252,8 +252,12 @@ func (g *gen) script() []string {
 		for i := range slots {
 			slots[i] = g.key(slots[i])
 		}
-		if g.chance(0.3) {
+		switch {
+		case g.chance(0.25):
 			return g.evalsha("sem_holders.lua", slots, nil)
+		case g.chance(0.3):
+			// A permit's extension: its slot and the permits record.
+			return g.evalsha("sem_extend.lua", []string{slots[0], g.key(semMeta)}, []string{g.token(), g.ttl(), g.pick("1", "2", "3")})
 		}
 		return g.evalsha("sem_acquire.lua", append([]string{g.key(semMeta)}, slots...), []string{g.token(), g.ttl()})
 	case 14:

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"math"
+	"strconv"
 )
 
 // The models of the library's scripts (redlock/scripts/*.lua), one per
@@ -527,7 +528,8 @@ func adoptModel(m *Master, c clock, keys, argv []string) Reply {
 	return bulkReply(pttl)
 }
 
-// sem_acquire.lua: the first free slot, in the caller's order.
+// sem_acquire.lua: the first free slot, in the caller's order; a slot
+// taken pushes the permits record's expiry to the slot's.
 func semAcquireModel(m *Master, c clock, keys, argv []string) Reply {
 	k := luaString(float64(len(keys) - 1))
 	meta, ok := at(keys, 1)
@@ -541,11 +543,6 @@ func semAcquireModel(m *Master, c clock, keys, argv []string) Reply {
 	if has && rec != k {
 		return errReply("ERR redlock semaphore: permits mismatch: " + rec + " recorded, " + k + " asked")
 	}
-	if !has {
-		if err := m.setPlain(c.ms, meta, k); err != "" {
-			return errReply(err)
-		}
-	}
 	for j := 2; j <= len(keys); j++ {
 		tok, ok1 := at(argv, 1)
 		ttl, ok2 := at(argv, 2)
@@ -557,21 +554,78 @@ func semAcquireModel(m *Master, c clock, keys, argv []string) Reply {
 			return errReply(err)
 		}
 		if set {
+			if r := keepRecord(m, c, meta, k, ttl); r.Kind == Error {
+				return r
+			}
 			return intReply(int64(j - 1))
 		}
 	}
 	return nilReply()
 }
 
-// sem_holders.lua: a bit mask of the slots that exist.
-func semHoldersModel(m *Master, c clock, keys, argv []string) Reply {
-	mask := 0.0
-	for j, k := range keys {
-		if m.exists(c.ms, k) == 1 {
-			mask += math.Pow(2, float64(j))
+// keepRecord is sem_acquire.lua's and sem_extend.lua's
+// "if PTTL(record) < ttl then SET record value PX ttl": ttl is a TTL that
+// SET or PEXPIRE has accepted already, so a number.
+func keepRecord(m *Master, c clock, record, value, ttl string) Reply {
+	n, _ := strconv.ParseFloat(ttl, 64)
+	if float64(m.pttl(c.ms, record)) < n {
+		if err := m.setPX(c.ms, record, value, ttl); err != "" {
+			return errReply(err)
 		}
 	}
-	return luaInt(mask)
+	return nilReply()
+}
+
+// sem_extend.lua: compare-and-PEXPIRE of a permit's slot, keeping the
+// permits record alive at least as long.
+func semExtendModel(m *Master, c clock, keys, argv []string) Reply {
+	slot, ok := at(keys, 1)
+	if !ok {
+		return errReply(errArgType)
+	}
+	v, has, err := m.get(c.ms, slot)
+	if err != "" {
+		return errReply(err)
+	}
+	if tok, ok := at(argv, 1); !has || !ok || v != tok {
+		return intReply(0)
+	}
+	ttl, ok := at(argv, 2)
+	if !ok {
+		return errReply(errArgType)
+	}
+	if _, err := m.pexpire(c.ms, slot, ttl); err != "" {
+		return errReply(err)
+	}
+	record, ok := at(keys, 2)
+	if !ok {
+		return errReply(errArgType)
+	}
+	n, _ := strconv.ParseFloat(ttl, 64)
+	if float64(m.pttl(c.ms, record)) < n {
+		value, has, err := m.get(c.ms, record)
+		if err != "" {
+			return errReply(err)
+		}
+		if !has {
+			if value, ok = at(argv, 3); !ok {
+				return errReply(errArgType)
+			}
+		}
+		if err := m.setPX(c.ms, record, value, ttl); err != "" {
+			return errReply(err)
+		}
+	}
+	return intReply(1)
+}
+
+// sem_holders.lua: one character per slot, '1' where it exists.
+func semHoldersModel(m *Master, c clock, keys, argv []string) Reply {
+	b := make([]byte, len(keys))
+	for j, k := range keys {
+		b[j] = byte('0' + m.exists(c.ms, k))
+	}
+	return bulkReply(string(b))
 }
 
 // timeMs is rw_*.lua's `now` from TIME: seconds * 1000 + floor(µs / 1000).

@@ -44,6 +44,8 @@ func modelFor(name string) model {
 		return semAcquireModel
 	case "sem_holders.lua":
 		return semHoldersModel
+	case "sem_extend.lua":
+		return semExtendModel
 	case "rw_write.lua":
 		return rwWriteModel
 	case "rw_read.lua":
