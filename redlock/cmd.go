@@ -295,15 +295,28 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 	if r.typ == '-' {
 		return quorum.Reply{Outcome: quorum.Failed, Err: c.replyError(r.text)}
 	}
+	if rep, ok := c.interpretLock(r); ok {
+		return rep
+	}
+	if rep, ok := c.interpretOther(r); ok {
+		return rep
+	}
+	return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("%w: type %q to command %d", errUnexpected, r.typ, c.kind)}
+}
+
+// interpretLock reads the reply to a lock's acquisition, fence
+// write-back, extension or release; false when c is not one, or r is not
+// a reply it can have.
+func (c *cmd) interpretLock(r raw) (quorum.Reply, bool) {
 	ok := quorum.Reply{Outcome: quorum.OK}
 	no := quorum.Reply{Outcome: quorum.Refused}
 	switch c.kind {
 	case cmdSetNX:
 		switch r.typ {
 		case '+':
-			return ok
+			return ok, true
 		case '_':
-			return no
+			return no, true
 		}
 	case cmdAcquireFenced, cmdAcquireMulti, cmdWrite, cmdWriteWait:
 		switch r.typ {
@@ -313,24 +326,24 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 			// ahead of the writer in the queue (asked with c.ask).
 			if r.n == -1 || r.n == -2 || r.n < -2 && c.ask {
 				no.Value = uint64(-r.n)
-				return no
+				return no, true
 			}
 		case '$':
 			v, err := strconv.ParseUint(r.text, 10, 64)
 			if err != nil {
-				return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: corrupt fence counter %q: %w", r.text, err)}
+				return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: corrupt fence counter %q: %w", r.text, err)}, true
 			}
 			ok.Value = v
-			return ok
+			return ok, true
 		case '_':
-			return no
+			return no, true
 		}
 	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti, cmdReadExtend, cmdSemExtend:
 		if r.typ == ':' {
 			if r.n == 1 {
-				return ok
+				return ok, true
 			}
-			return no
+			return no, true
 		}
 	case cmdRelease, cmdReleaseMulti, cmdUnread:
 		// 1 deleted, 0 already gone (both: the key is not ours any more),
@@ -338,13 +351,25 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		if r.typ == ':' {
 			if r.n >= 0 {
 				ok.Value = uint64(r.n) // release.lua: 2 when it woke a queued caller
-				return ok
+				return ok, true
 			}
-			return no
+			return no, true
 		}
+	}
+	return quorum.Reply{}, false
+}
+
+// interpretOther reads the reply to a queue command, a permit's or read
+// lock's acquisition, a count of a semaphore's holders, a poll, a rank,
+// an adoption, a batched extension or a script load; false as for
+// interpretLock.
+func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
+	ok := quorum.Reply{Outcome: quorum.OK}
+	no := quorum.Reply{Outcome: quorum.Refused}
+	switch c.kind {
 	case cmdJoin, cmdLeave:
 		if r.typ == ':' {
-			return ok
+			return ok, true
 		}
 	case cmdSemAcquire, cmdRead:
 		// Value: the position of the slot taken (cmdRead: 1). A refused
@@ -353,18 +378,18 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		case ':':
 			if r.n < 0 && c.kind == cmdRead {
 				no.Value = uint64(-(r.n + 1))
-				return no
+				return no, true
 			}
 			ok.Value = uint64(r.n)
-			return ok
+			return ok, true
 		case '_':
-			return no
+			return no, true
 		}
 	case cmdSemHolders:
 		// One character per slot, '1' where it is held here.
 		if r.typ == '$' && len(r.text) == len(c.keys) && c.bits != nil {
 			c.bits.record(c.node, r.text)
-			return ok
+			return ok, true
 		}
 	case cmdProbe, cmdProbeMine:
 		// OK: the key is absent here (−2), or (cmdProbeMine, Value
@@ -374,40 +399,40 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 		if r.typ == ':' {
 			switch {
 			case r.n == -2:
-				return ok
+				return ok, true
 			case r.n == -3 && c.kind == cmdProbeMine:
 				ok.Value = probeMine
-				return ok
+				return ok, true
 			case r.n >= 0:
 				no.Value = uint64(r.n)
 			default:
 				no.Value = math.MaxUint64
 			}
-			return no
+			return no, true
 		}
 	case cmdRank:
 		// Value: 0 when id is not in the queue here, else its rank + 1.
 		switch r.typ {
 		case ':':
 			ok.Value = uint64(r.n) + 1
-			return ok
+			return ok, true
 		case '_':
-			return ok
+			return ok, true
 		}
 	case cmdAdopt:
 		switch r.typ {
 		case '$':
-			return adoptReply(r.text)
+			return adoptReply(r.text), true
 		case '_':
-			return no
+			return no, true
 		}
 	case cmdExtendBatch:
 		if r.typ == '$' && len(r.text) == len(c.ext.keys) {
 			c.ext.record(c.node, r.text)
-			return ok
+			return ok, true
 		}
 	case cmdLoad:
-		return ok
+		return ok, true
 	}
-	return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("%w: type %q to command %d", errUnexpected, r.typ, c.kind)}
+	return quorum.Reply{}, false
 }

@@ -337,13 +337,50 @@ func (lk *Lock) batchable() bool {
 // carry: unlocked, lapsed, Locker closed) goes down the single path,
 // extendOnce, which retries it or ends it as before.
 func extendBatch(hs []*Held) {
-	var single, in []*Held
 	l := hs[0].lk.locker
+	in, single := claimBatch(hs)
+	// After every lock is unlocked: the workers take them one by one, in
+	// parallel, as they take the locks that are never batched.
+	defer func() { l.keeper.single(single) }()
+	if len(in) == 0 {
+		return
+	}
+	if !l.enter() {
+		for _, h := range in {
+			h.unlockBatched()
+		}
+		single = in // each gets ErrClosed and leaves
+		return
+	}
+	defer l.ops.Done()
+	start := time.Now()
+	in, b, first, last, late := batchOf(in, start)
+	single = append(single, late...)
+	if len(in) == 0 {
+		return
+	}
+	// An answer after the last deadline is worthless to every lock.
+	ctx, cancel := context.WithDeadline(context.Background(), last)
+	defer cancel()
+	ctx, stop := l.keepContext(ctx, start)
+	defer stop()
+	res := l.extendRound(ctx, start, l.keepWait(first), b)
+	elapsed := time.Since(start)
+	l.pace.record(elapsed)
+	l.tel.round(ctx, l, "extend", res)
+	single = append(single, settleBatch(in, b, res, start, elapsed)...)
+}
+
+// claimBatch takes each of hs for a batched extension: its busy mutex and
+// its Lock's mutex held (in), or, when another worker or an Unlock has it,
+// for the single path (single); one that left the keeper, or whose
+// context ended, is dropped.
+func claimBatch(hs []*Held) (in, single []*Held) {
 	for _, h := range hs {
 		k := &h.lk.locker.keeper
 		if !h.busy.TryLock() {
-			// Another worker extends it, or Unlock stops it: the
-			// single path waits for that, then does what is left.
+			// Another worker extends it, or Unlock stops it: the single
+			// path waits for that, then does what is left.
 			single = append(single, h)
 			continue
 		}
@@ -362,33 +399,26 @@ func extendBatch(hs []*Held) {
 		h.lk.mu.Lock()
 		in = append(in, h)
 	}
-	unlock := func(h *Held) {
-		h.lk.mu.Unlock()
-		h.busy.Unlock()
-	}
-	// After every lock is unlocked: the workers take them one by one, in
-	// parallel, as they take the locks that are never batched.
-	defer func() { l.keeper.single(single) }()
-	if len(in) == 0 {
-		return
-	}
-	if !l.enter() {
-		for _, h := range in {
-			unlock(h)
-		}
-		single = in // each gets ErrClosed and leaves
-		return
-	}
-	defer l.ops.Done()
-	start := time.Now()
-	b := &extBatch{need: l.need}
-	var first, last time.Time
+	return in, single
+}
+
+// unlockBatched releases what claimBatch took of h.
+func (h *Held) unlockBatched() {
+	h.lk.mu.Unlock()
+	h.busy.Unlock()
+}
+
+// batchOf is the batch of in's locks still to extend at start (in, kept in
+// place), their earliest and latest deadlines, and those released or past
+// their deadline (late: unlocked, for the single path).
+func batchOf(in []*Held, start time.Time) (kept []*Held, b *extBatch, first, last time.Time, late []*Held) {
+	b = &extBatch{need: in[0].lk.locker.need}
 	n := 0
 	for _, h := range in {
 		lk := h.lk
 		if lk.released || !start.Before(lk.deadline) {
-			unlock(h)
-			single = append(single, h)
+			h.unlockBatched()
+			late = append(late, h)
 			continue
 		}
 		in[n] = h
@@ -401,19 +431,14 @@ func extendBatch(hs []*Held) {
 			first = lk.deadline
 		}
 	}
-	in = in[:n]
-	if n == 0 {
-		return
-	}
-	// An answer after the last deadline is worthless to every lock.
-	ctx, cancel := context.WithDeadline(context.Background(), last)
-	defer cancel()
-	ctx, stop := l.keepContext(ctx, start)
-	defer stop()
-	res := l.extendRound(ctx, start, l.keepWait(first), b)
-	elapsed := time.Since(start)
-	l.pace.record(elapsed)
-	l.tel.round(ctx, l, "extend", res)
+	return in[:n], b, first, last, late
+}
+
+// settleBatch decides each lock of a batched extension begun at start
+// from the round res, and unlocks it; those for the single path are
+// returned.
+func settleBatch(in []*Held, b *extBatch, res quorum.Result, start time.Time, elapsed time.Duration) (single []*Held) {
+	l := in[0].lk.locker
 	now := time.Now()
 	refused := refusal(l.nodeResults(res))
 	for i, h := range in {
@@ -425,17 +450,17 @@ func extendBatch(hs []*Held) {
 				l.log.InfoContext(h.ctx, "redlock: extended after a failure", l.logResource(lk.resource), "token", shortToken(lk.token), "failed", h.failed)
 			}
 			h.failed = 0
-			unlock(h)
+			h.unlockBatched()
 			continue
 		}
 		// Not extended. A refusal by the masters' ACL ends the keeping
-		// (the single path returns ErrInvalid and leaves); otherwise,
-		// as after a failed Extend, retry while time remains (in a
-		// batch again: a failed batch must not turn into one call per
-		// lock, just when the masters are slow), or leave past the
-		// deadline, where the timer ends the lock.
+		// (the single path returns ErrInvalid and leaves); otherwise, as
+		// after a failed Extend, retry while time remains (in a batch
+		// again: a failed batch must not turn into one call per lock,
+		// just when the masters are slow), or leave past the deadline,
+		// where the timer ends the lock.
 		if refused != nil {
-			unlock(h)
+			h.unlockBatched()
 			single = append(single, h)
 			continue
 		}
@@ -454,8 +479,9 @@ func extendBatch(hs []*Held) {
 		if err != nil {
 			h.retryLocked(err, deadline)
 		}
-		unlock(h)
+		h.unlockBatched()
 	}
+	return single
 }
 
 func later(a, b time.Time) time.Time {

@@ -170,6 +170,28 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	if l.opts.TracerProvider == nil && builtinGlobal(tp) {
 		t.globalTP = tp
 	}
+	o, err := t.instruments(m)
+	if err != nil {
+		return nil, err
+	}
+	t.prepare(l)
+	if err := t.observe(m, l, o); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// observables are the instruments observed by the callback that
+// telemetry.observe registers.
+type observables struct {
+	held                     metric.Int64ObservableUpDownCounter // without a ResourceLabel
+	releases, calls, dropped metric.Int64ObservableCounter
+	deferred, skipped        metric.Int64ObservableGauge
+	oldest, ttlGauge         metric.Float64ObservableGauge
+}
+
+// instruments creates t's instruments on m, and returns the observed ones.
+func (t *telemetry) instruments(m metric.Meter) (observables, error) {
 	var errs []error
 	keep := func(err error) {
 		if err != nil {
@@ -179,6 +201,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	// Buckets for lock latencies: 0.1 ms to 10 s.
 	secs := metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 	var err error
+	var o observables
 	t.acquireDur, err = m.Float64Histogram("redlock.acquire.duration", metric.WithUnit("s"), secs,
 		metric.WithDescription("Time of one acquisition round (TryLock, or one attempt of Lock; and their All forms), by outcome."))
 	keep(err)
@@ -205,47 +228,51 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		heldName, heldUnit, heldDesc = "redlock.leases.held", "{lease}", "Locks acquired and not yet unlocked (a lock never unlocked stays counted)."
 		relName, relUnit, relDesc    = "redlock.releases", "{release}", "Release rounds (Unlock, and cleanup after a failed acquisition), by outcome: released, deferred (a master not answering gets it later), not_ours."
 	)
-	var heldObs metric.Int64ObservableUpDownCounter
-	var relObs metric.Int64ObservableCounter
 	if t.label != nil {
 		t.held, err = m.Int64UpDownCounter(heldName, metric.WithUnit(heldUnit), metric.WithDescription(heldDesc))
 		keep(err)
 		t.releases, err = m.Int64Counter(relName, metric.WithUnit(relUnit), metric.WithDescription(relDesc))
 		keep(err)
 	} else {
-		heldObs, err = m.Int64ObservableUpDownCounter(heldName, metric.WithUnit(heldUnit), metric.WithDescription(heldDesc))
+		o.held, err = m.Int64ObservableUpDownCounter(heldName, metric.WithUnit(heldUnit), metric.WithDescription(heldDesc))
 		keep(err)
-		relObs, err = m.Int64ObservableCounter(relName, metric.WithUnit(relUnit), metric.WithDescription(relDesc))
+		o.releases, err = m.Int64ObservableCounter(relName, metric.WithUnit(relUnit), metric.WithDescription(relDesc))
 		keep(err)
 	}
-	calls, err := m.Int64ObservableCounter("redlock.master.calls", metric.WithUnit("{call}"),
+	o.calls, err = m.Int64ObservableCounter("redlock.master.calls", metric.WithUnit("{call}"),
 		metric.WithDescription("Commands to each master, by outcome (ok, refused, failed, timed out, unavailable, canceled, pending)."))
 	keep(err)
 	t.callDur, err = m.Float64Histogram("redlock.master.duration", metric.WithUnit("s"), secs,
 		metric.WithDescription("Latency of each master's replies in acquire and extend rounds, from the start of the round."))
 	keep(err)
-	deferred, err := m.Int64ObservableGauge("redlock.releases.deferred", metric.WithUnit("{release}"),
+	o.deferred, err = m.Int64ObservableGauge("redlock.releases.deferred", metric.WithUnit("{release}"),
 		metric.WithDescription("Releases waiting for their master to answer again."))
 	keep(err)
-	dropped, err := m.Int64ObservableCounter("redlock.releases.dropped", metric.WithUnit("{release}"),
+	o.dropped, err = m.Int64ObservableCounter("redlock.releases.dropped", metric.WithUnit("{release}"),
 		metric.WithDescription("Deferred releases given up for room (their keys expire with their TTL)."))
 	keep(err)
-	skipped, err := m.Int64ObservableGauge("redlock.master.skipped", metric.WithUnit("{master}"),
+	o.skipped, err = m.Int64ObservableGauge("redlock.master.skipped", metric.WithUnit("{master}"),
 		metric.WithDescription("1 while a master is skipped as not answering (silent for NodeTimeout with commands unanswered), else 0."))
 	keep(err)
 	t.holdDur, err = m.Float64Histogram("redlock.hold.duration", metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
 		metric.WithDescription("How long a lock was held, from its acquisition to its release (released) or loss (lost: its deadline passed, or another owner took it)."))
 	keep(err)
-	oldest, err := m.Float64ObservableGauge("redlock.hold.oldest", metric.WithUnit("s"),
+	o.oldest, err = m.Float64ObservableGauge("redlock.hold.oldest", metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest lock acquired and not yet unlocked (a lock never unlocked stays counted), 0 when none."))
 	keep(err)
-	ttlGauge, err := m.Float64ObservableGauge("redlock.ttl", metric.WithUnit("s"),
+	o.ttlGauge, err = m.Float64ObservableGauge("redlock.ttl", metric.WithUnit("s"),
 		metric.WithDescription("The Locker's TTL (Options.TTL; WithTTL may set another per lock)."))
 	keep(err)
 	if len(errs) > 0 {
-		return nil, errs[0]
+		return o, errs[0]
 	}
+	return o, nil
+}
+
+// prepare makes what recording needs ready: the holding lists, the rare
+// counters at 0, and the attribute sets recorded with.
+func (t *telemetry) prepare(l *Locker) {
 	for i := range t.holding {
 		h := &t.holding[i].head
 		h.prev, h.next = h, h
@@ -261,7 +288,6 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		}
 		t.stale.Add(context.Background(), 0)
 	}
-	ttl := l.opts.TTL.Seconds()
 	t.noAttrs = newOptSet()
 	t.outcomeOpt = map[string]optSet{}
 	for _, o := range opOutcomes {
@@ -276,6 +302,11 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do", "Adopt"} {
 		t.spanNames[op] = "redlock." + op
 	}
+}
+
+// observe registers the callback that reports o.
+func (t *telemetry) observe(m metric.Meter, l *Locker, obs observables) error {
+	ttl := l.opts.TTL.Seconds()
 	n := len(l.masters)
 	t.master = make([][]metric.RecordOption, n)
 	t.callOut = make([][]metric.ObserveOption, n)
@@ -294,42 +325,40 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 	for k, out := range releaseOutcomes {
 		relOpts[k] = metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(out)))
 	}
-	observed := []metric.Observable{deferred, dropped, skipped, calls, oldest, ttlGauge}
+	observed := []metric.Observable{obs.deferred, obs.dropped, obs.skipped, obs.calls, obs.oldest, obs.ttlGauge}
 	if t.label == nil {
-		observed = append(observed, heldObs, relObs)
+		observed = append(observed, obs.held, obs.releases)
 	}
+	var err error
 	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveFloat64(ttlGauge, ttl)
-		o.ObserveFloat64(oldest, t.oldestAge().Seconds())
+		o.ObserveFloat64(obs.ttlGauge, ttl)
+		o.ObserveFloat64(obs.oldest, t.oldestAge().Seconds())
 		if t.label == nil {
-			o.ObserveInt64(heldObs, t.heldCount.Load())
+			o.ObserveInt64(obs.held, t.heldCount.Load())
 			for k := range releaseOutcomes {
 				if c := t.releaseCount[k].Load(); c > 0 {
-					o.ObserveInt64(relObs, c, relOpts[k])
+					o.ObserveInt64(obs.releases, c, relOpts[k])
 				}
 			}
 		}
 		for i, s := range l.streams {
 			st := s.stats()
-			o.ObserveInt64(deferred, int64(st.Deferred), masterAttrs[i])
-			o.ObserveInt64(dropped, int64(st.Dropped), masterAttrs[i])
+			o.ObserveInt64(obs.deferred, int64(st.Deferred), masterAttrs[i])
+			o.ObserveInt64(obs.dropped, int64(st.Dropped), masterAttrs[i])
 			v := int64(0)
 			if st.Skipped {
 				v = 1
 			}
-			o.ObserveInt64(skipped, v, masterAttrs[i])
+			o.ObserveInt64(obs.skipped, v, masterAttrs[i])
 			for out := range t.callCount[i] {
 				if c := t.callCount[i][out].Load(); c > 0 {
-					o.ObserveInt64(calls, c, t.callOut[i][out])
+					o.ObserveInt64(obs.calls, c, t.callOut[i][out])
 				}
 			}
 		}
 		return nil
 	}, observed...)
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	return err
 }
 
 // builtinGlobal reports whether p is OpenTelemetry's built-in global
