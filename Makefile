@@ -9,6 +9,10 @@ LAB_TIMEOUT   ?= 60
 FUZZTIME      ?= 10s
 # The client adapters, each a module of its own (adapters/*/go.mod).
 ADAPTERS      ?= adapters/rueidis adapters/valkey adapters/redigo
+# The modules whose tests run first, in one go test through go.work: the
+# library (./...), the two commands and the repository's test suites. ./...
+# stops at a nested go.mod, so each of the others is named.
+TEST_PKGS     ?= ./... ./cmd/redlock/... ./cmd/redlock-bench/... ./tests/...
 # FSYNC=1 adds compose.fsync.yaml (AOF, appendfsync always) to lab-up.
 FSYNC         ?=
 # FORCE=1 rebuilds the local image even if it exists.
@@ -51,13 +55,16 @@ help: ## list the verbs
 # -p 1: one package at a time. The tests stall, slow and kill real masters
 # and measure rounds against node timeouts; packages racing each other for
 # two cores under -race turn healthy masters into "slow" ones.
-# labdocker (the lab's Docker backend on testcontainers-go) is a module of
-# its own, which ./... does not descend into: its tests run second; so are
-# the client adapters (their examples compile; tests/clients, in ./...,
-# runs the safety tests once per client kind).
+# Every folder with a go.mod is a module of its own (docs/releasing.md);
+# go.work ties them together, so one go test from the root runs TEST_PKGS.
+# labdocker (the lab's Docker backend on testcontainers-go) runs second,
+# with its own timeout; then the client adapters (their examples compile;
+# tests/clients runs the safety tests once per client kind).
+# tests/consumer publishes the modules to a local module proxy and builds
+# and installs from it as a user would.
 test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
-	echo "$(GO) test -race -count=1 -p 1 -timeout 15m ./..."; $(GO) test -race -count=1 -p 1 -timeout 15m ./... && \
+	echo "$(GO) test -race -count=1 -p 1 -timeout 15m $(TEST_PKGS)"; $(GO) test -race -count=1 -p 1 -timeout 15m $(TEST_PKGS) && \
 	{ echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; (cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...); } && \
 	for m in $(ADAPTERS); do \
 		echo "(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...)"; \
