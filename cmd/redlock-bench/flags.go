@@ -202,6 +202,14 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		}
 		cfg.masters = cfg.clusters
 	}
+	switch {
+	case cfg.docker && !dockerBuilt:
+		return nil, usagef("-docker: %s", extraHint("docker"))
+	case cfg.chartPath != "" && !chartsBuilt:
+		return nil, usagef("-chart: %s", extraHint("charts"))
+	case cfg.metricsAddr != "" && !otelBuilt:
+		return nil, usagef("-metrics-addr: %s", extraHint("otel"))
+	}
 	if cfg.docker && (len(cfg.addrs) > 0 || cfg.embedded || cfg.clusters > 0) {
 		return nil, usagef("-docker excludes -addrs, -embedded and -cluster")
 	}
@@ -235,6 +243,12 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 			return nil, usagef("-scenarios partition needs -docker (only containers can be cut off their network)")
 		}
 		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "partition" })
+	}
+	if slices.Contains(cfg.scenarios, "telemetry") && !otelBuilt {
+		if strings.TrimSpace(scenarios) != "all" {
+			return nil, usagef("-scenarios telemetry: %s", extraHint("otel"))
+		}
+		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "telemetry" })
 	}
 	known := implNames()
 	if s := strings.TrimSpace(impls); s != "" && s != "all" {
