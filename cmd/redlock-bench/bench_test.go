@@ -98,8 +98,8 @@ func TestParseFlags(t *testing.T) {
 			return c.masters == 3 && len(c.addrs) == 3 && c.addrs[1] == "127.0.0.1:7002"
 		}},
 		{"all", []string{"-scenarios", "all", "-impls", "all"}, func(c *config) bool { return len(c.impls) == 4 }},
-		{"other clients only when named", []string{"-impls", "redislock,redlock,rueidislock"}, func(c *config) bool {
-			return slices.Equal(c.impls, []string{"redlock", "rueidislock", "redislock"})
+		{"other clients only when named", []string{"-impls", "redlock-viaclient,redlock,redlock-url"}, func(c *config) bool {
+			return slices.Equal(c.impls, []string{"redlock", "redlock-url", "redlock-viaclient"})
 		}},
 		{"one worker count", []string{"-workers", "64"}, func(c *config) bool { return slices.Equal(c.workers, []int{64}) }},
 		{"worker sweep keeps the order given", []string{"-workers", "64, 1,8,256"}, func(c *config) bool {
@@ -741,6 +741,25 @@ func TestParseDockerFlags(t *testing.T) {
 	}
 }
 
+// The other clients and locks, when built, are the ones peerNames lists,
+// in its order, and -impls takes them only when named.
+func TestPeerNames(t *testing.T) {
+	if !peersBuilt {
+		t.Skip("built without -tags peers")
+	}
+	var names []string
+	for _, s := range peerImpls {
+		names = append(names, s.name)
+	}
+	if !slices.Equal(names, peerNames) {
+		t.Errorf("peerImpls are %q, peerNames %q", names, peerNames)
+	}
+	c, err := parseFlags([]string{"-impls", "redislock,redlock,rueidislock"}, io.Discard)
+	if err != nil || !slices.Equal(c.impls, []string{"redlock", "rueidislock", "redislock"}) {
+		t.Errorf("-impls redislock,redlock,rueidislock: %v, %v", c, err)
+	}
+}
+
 // Without its build tag, each optional part's flag is a usage error that
 // names the tag, and -scenarios all leaves out what it cannot run.
 func TestExtrasNeedTheirTag(t *testing.T) {
@@ -753,6 +772,7 @@ func TestExtrasNeedTheirTag(t *testing.T) {
 		{dockerBuilt, "docker", []string{"-docker"}},
 		{otelBuilt, "otel", []string{"-metrics-addr", "127.0.0.1:0"}},
 		{otelBuilt, "otel", []string{"-scenarios", "telemetry"}},
+		{peersBuilt, "peers", []string{"-impls", "redlock,rueidislock"}},
 	} {
 		if c.built {
 			continue

@@ -11,11 +11,13 @@ import "fmt"
 //	docker  -docker and the partition scenario: labdocker, testcontainers-go
 //	otel    the telemetry scenario and -metrics-addr: the OpenTelemetry SDK
 //	        and its Prometheus exporter
+//	peers   the -impls on other clients and the other locks (peerNames):
+//	        rueidis, valkey-go, redigo, rueidislock, bsm/redislock
 //
-// Each has a file with the tag (chart.go, docker.go, telemetry.go) and one
-// without it (*_off.go) that sets <tag>Built to false; parseFlags then
-// refuses the flag with extraHint. -tags charts,docker,otel builds them
-// all, as make test does.
+// Each has a file with the tag (chart.go, docker.go, telemetry.go,
+// peers.go) and one without it (*_off.go) that sets <tag>Built to false;
+// parseFlags then refuses the flag with extraHint. -tags
+// charts,docker,otel,peers builds them all, as make test does.
 
 // extraHint says how to get the optional part tag.
 func extraHint(tag string) string {

@@ -250,6 +250,13 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		}
 		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "telemetry" })
 	}
+	if !peersBuilt {
+		for n := range strings.SplitSeq(impls, ",") {
+			if n = strings.TrimSpace(n); slices.Contains(peerNames, n) {
+				return nil, usagef("-impls %s: %s", n, extraHint("peers"))
+			}
+		}
+	}
 	known := implNames()
 	if s := strings.TrimSpace(impls); s != "" && s != "all" {
 		known = append(known, optInImplNames()...) // named ones only
