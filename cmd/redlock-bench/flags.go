@@ -89,6 +89,11 @@ jittered backoff; single: ours). Both redsync variants get -ttl as expiry so
 validity is comparable. Failures that happen because the cell's time ran out
 are not counted.
 
+Build tags add what the default build leaves out (their flags say so when
+it is missing): charts (-chart), docker (-docker, the partition scenario),
+otel (the telemetry scenario, -metrics-addr), peers (the -impls on other
+clients, and the other locks): go run -tags charts,peers ./cmd/redlock-bench
+
 Usage: redlock-bench [flags]
 
 Flags:
