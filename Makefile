@@ -9,6 +9,15 @@ LAB_TIMEOUT   ?= 60
 FUZZTIME      ?= 10s
 # The client adapters, each a module of its own (adapters/*/go.mod).
 ADAPTERS      ?= adapters/rueidis adapters/valkey adapters/redigo
+# The modules whose tests run first, in one go test through go.work: the
+# library (./...), the two commands and the repository's test suites. ./...
+# stops at a nested go.mod, so each of the others is named.
+TEST_PKGS     ?= ./... ./cmd/redlock/... ./cmd/redlock-bench/... ./tests/...
+# The bench's optional parts (cmd/redlock-bench/extras.go): make test builds
+# them all, so their tests run; tests/consumer installs the default build.
+TEST_TAGS     ?= charts,docker,otel,peers
+# Build tags for make bench, e.g. BENCH_TAGS=charts for -chart.
+BENCH_TAGS    ?=
 # FSYNC=1 adds compose.fsync.yaml (AOF, appendfsync always) to lab-up.
 FSYNC         ?=
 # FORCE=1 rebuilds the local image even if it exists.
@@ -23,6 +32,7 @@ COMPOSE := $(shell if docker compose version >/dev/null 2>&1; then echo "docker 
 endif
 COMPOSE_FILES  = -f compose.yaml $(if $(FSYNC),-f compose.fsync.yaml)
 DC             = $(COMPOSE) -p $(PROJECT) $(COMPOSE_FILES)
+comma := ,
 # Shell snippets used in recipes.
 define need_n
 case "$(N)" in [1-5]) ;; *) echo "error: give the master as N=1..5, e.g. make $@ N=2" >&2; exit 1;; esac
@@ -51,13 +61,17 @@ help: ## list the verbs
 # -p 1: one package at a time. The tests stall, slow and kill real masters
 # and measure rounds against node timeouts; packages racing each other for
 # two cores under -race turn healthy masters into "slow" ones.
-# labdocker (the lab's Docker backend on testcontainers-go) is a module of
-# its own, which ./... does not descend into: its tests run second; so are
-# the client adapters (their examples compile; tests/clients, in ./...,
-# runs the safety tests once per client kind).
+# Every folder with a go.mod is a module of its own (docs/releasing.md);
+# go.work ties them together, so one go test from the root runs TEST_PKGS.
+# labdocker (the lab's Docker backend on testcontainers-go) runs second,
+# with its own timeout; then the client adapters (their examples compile;
+# tests/clients runs the safety tests once per client kind).
+# tests/consumer publishes the modules to a local module proxy and builds
+# and installs from it as a user would.
 test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
-	echo "$(GO) test -race -count=1 -p 1 -timeout 15m ./..."; $(GO) test -race -count=1 -p 1 -timeout 15m ./... && \
+	echo "$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS)"; \
+	$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS) && \
 	{ echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; (cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...); } && \
 	for m in $(ADAPTERS); do \
 		echo "(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...)"; \
@@ -133,15 +147,15 @@ lab-heal-%:    ; @$(MAKE) --no-print-directory lab-heal N=$*
 
 # ---- bench -------------------------------------------------------------------
 .PHONY: bench bench-docker
-bench: ## compare redlock with redsync on five masters (BENCH_FLAGS="-workers 64 -json out.json -chart out.svg")
-	$(GO) run ./cmd/redlock-bench $(BENCH_FLAGS)
+bench: ## compare redlock with redsync on five masters (BENCH_FLAGS="-workers 64 -json out.json"; BENCH_TAGS=charts for -chart out.svg)
+	$(GO) run $(if $(BENCH_TAGS),-tags $(BENCH_TAGS)) ./cmd/redlock-bench $(BENCH_FLAGS)
 
 # One step: the local image if missing, then five containers the bench
 # starts and removes itself (stall = docker pause, partition = network
 # disconnect).
 bench-docker: image ## the bench on five Docker containers it starts itself, with the partition scenario (BENCH_FLAGS as for bench)
 	REDLOCK_REDIS_IMAGE=$${REDLOCK_REDIS_IMAGE:-$(LOCAL_IMAGE)} \
-	$(GO) run ./cmd/redlock-bench -docker -scenarios uncontended,contended,stall,partition $(BENCH_FLAGS)
+	$(GO) run -tags docker$(if $(BENCH_TAGS),$(comma)$(BENCH_TAGS)) ./cmd/redlock-bench -docker -scenarios uncontended,contended,stall,partition $(BENCH_FLAGS)
 
 # ---- chaos -------------------------------------------------------------------
 # CHAOS_BACKEND=docker faults Docker containers instead of processes

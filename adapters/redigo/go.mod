@@ -2,13 +2,15 @@ module github.com/quorumlab/redlock/adapters/redigo
 
 go 1.26.0
 
-require github.com/quorumlab/redlock v0.0.0
+require (
+	github.com/gomodule/redigo v1.9.3
+	github.com/quorumlab/redlock v0.1.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/gomodule/redigo v1.9.3
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -18,6 +20,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
-
-// The library from this tree.
-replace github.com/quorumlab/redlock => ../..

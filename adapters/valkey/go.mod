@@ -3,7 +3,7 @@ module github.com/quorumlab/redlock/adapters/valkey
 go 1.26.0
 
 require (
-	github.com/quorumlab/redlock v0.0.0
+	github.com/quorumlab/redlock v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/valkey-io/valkey-go v1.0.79
 )
@@ -20,6 +20,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
-
-// The library from this tree.
-replace github.com/quorumlab/redlock => ../..

@@ -17,7 +17,6 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/quorumlab/redlock/labdocker"
 	"go.uber.org/goleak"
 )
 
@@ -99,8 +98,8 @@ func TestParseFlags(t *testing.T) {
 			return c.masters == 3 && len(c.addrs) == 3 && c.addrs[1] == "127.0.0.1:7002"
 		}},
 		{"all", []string{"-scenarios", "all", "-impls", "all"}, func(c *config) bool { return len(c.impls) == 4 }},
-		{"other clients only when named", []string{"-impls", "redislock,redlock,rueidislock"}, func(c *config) bool {
-			return slices.Equal(c.impls, []string{"redlock", "rueidislock", "redislock"})
+		{"other clients only when named", []string{"-impls", "redlock-viaclient,redlock,redlock-url"}, func(c *config) bool {
+			return slices.Equal(c.impls, []string{"redlock", "redlock-url", "redlock-viaclient"})
 		}},
 		{"one worker count", []string{"-workers", "64"}, func(c *config) bool { return slices.Equal(c.workers, []int{64}) }},
 		{"worker sweep keeps the order given", []string{"-workers", "64, 1,8,256"}, func(c *config) bool {
@@ -492,7 +491,10 @@ func TestSmokeLab(t *testing.T) {
 func smoke(t *testing.T, extra ...string) {
 	dir := t.TempDir()
 	jsonPath, chartPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
-	args := append([]string{"-duration", "1s", "-workers", "2", "-q", "-json", jsonPath, "-chart", chartPath}, extra...)
+	args := append([]string{"-duration", "1s", "-workers", "2", "-q", "-json", jsonPath}, extra...)
+	if chartsBuilt {
+		args = append(args, "-chart", chartPath)
+	}
 	var stdout, stderr bytes.Buffer
 	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run %q: %v\nstderr:\n%s", args, err, stderr.String())
@@ -548,6 +550,9 @@ func smoke(t *testing.T, extra ...string) {
 	if n := phaseOps(cells["stall/redlock"], "2 stopped"); n == 0 {
 		t.Error("ours completed nothing with two of five masters stopped")
 	}
+	if !chartsBuilt {
+		return
+	}
 	svg, err := os.ReadFile(chartPath)
 	if err != nil {
 		t.Fatal(err)
@@ -584,48 +589,6 @@ func TestSmokeOtherClients(t *testing.T) {
 	}
 }
 
-// TestChartSkipsEmptySeries: an implementation with no samples gets a
-// legend entry and no line, and a latency plot with nothing (or one value
-// under 1 ms) to draw does not make gonum/plot panic on its log axis. With
-// several worker counts only the largest is drawn.
-func TestChartSkipsEmptySeries(t *testing.T) {
-	rep := syntheticReport()
-	for i := range rep.Results {
-		r := &rep.Results[i]
-		switch {
-		case r.Workers == 1: // charted only if the largest count were 1
-			r.acquireSorted, r.validitySorted = []float64{1, 2, 3}, []float64{0.98, 0.99}
-		case r.Scenario == "stall" && r.Impl == oursName: // one sample, under 1 ms
-			r.acquireSorted, r.validitySorted = []float64{0.5}, []float64{0.99}
-		default: // no samples at all (contended at 8 workers: every series empty)
-			r.acquireSorted, r.validitySorted = nil, nil
-		}
-	}
-	path := filepath.Join(t.TempDir(), "c.svg")
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				t.Fatalf("writeChart panicked: %v", p)
-			}
-		}()
-		if err := writeChart(path, rep); err != nil {
-			t.Fatal(err)
-		}
-	}()
-	svg, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"<svg", "contended, 8 workers", "stall, 8 workers", "redsync-failfast (no samples)", "redsync (no samples)"} {
-		if !bytes.Contains(svg, []byte(want)) {
-			t.Errorf("chart lacks %q", want)
-		}
-	}
-	if bytes.Contains(svg, []byte("1 workers")) {
-		t.Error("chart draws the smaller worker count too")
-	}
-}
-
 // TestSmokeEmbeddedSweep runs two worker counts for a moment on embedded
 // masters: every cell runs once per count, each result and ratio carries
 // its count, ratios pair cells of the same count, and the summary line and
@@ -634,7 +597,10 @@ func TestSmokeEmbeddedSweep(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath, chartPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
 	args := []string{"-embedded", "-duration", "100ms", "-workers", "1,3", "-scenarios", "uncontended,contended", "-q",
-		"-json", jsonPath, "-chart", chartPath}
+		"-json", jsonPath}
+	if chartsBuilt {
+		args = append(args, "-chart", chartPath)
+	}
 	var stdout, stderr bytes.Buffer
 	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run %q: %v\nstderr:\n%s", args, err, stderr.String())
@@ -688,6 +654,9 @@ func TestSmokeEmbeddedSweep(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	if !chartsBuilt {
+		return
 	}
 	svg, err := os.ReadFile(chartPath)
 	if err != nil {
@@ -745,58 +714,6 @@ func TestRepeat(t *testing.T) {
 	}
 }
 
-// TestSmokeDocker runs the stall and partition scenarios on five
-// containers the bench starts itself: the header names the masters and
-// both fault methods, stall freezes masters (redsync completes nothing
-// with two paused) and ours goes on with two cut off the network.
-func TestSmokeDocker(t *testing.T) {
-	if err := labdocker.Available(t.Context()); err != nil {
-		t.Skipf("skipping: needs Docker: %v", err)
-	}
-	jsonPath := filepath.Join(t.TempDir(), "r.json")
-	args := []string{"-docker", "-scenarios", "stall,partition", "-impls", "redlock,redsync", "-duration", "2s", "-workers", "2", "-q", "-json", jsonPath}
-	var stdout, stderr bytes.Buffer
-	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
-		t.Fatalf("run %q: %v\nstderr:\n%s", args, err, stderr.String())
-	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := checkJSON(t, b)
-	if rep.Masters.Kind != "lab-docker" || rep.Masters.N != 5 {
-		t.Errorf("masters = %s × %d, want lab-docker × 5", rep.Masters.Kind, rep.Masters.N)
-	}
-	for _, want := range []string{"docker pause", "partition: docker network disconnect"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("header lacks %q:\n%s", want, stdout.String())
-		}
-	}
-	phaseOps := func(sc, im, name string) int64 {
-		for _, r := range rep.Results {
-			if r.Scenario != sc || r.Impl != im {
-				continue
-			}
-			for _, p := range r.Phases {
-				if p.Name == name {
-					return p.Ops
-				}
-			}
-		}
-		t.Fatalf("no phase %s/%s/%q", sc, im, name)
-		return 0
-	}
-	if n := phaseOps("stall", "redsync", "2 stopped"); n != 0 {
-		t.Errorf("redsync completed %d ops with two containers paused; the pause did not take effect", n)
-	}
-	if n := phaseOps("stall", "redlock", "2 stopped"); n == 0 {
-		t.Error("ours completed nothing with two of five containers paused")
-	}
-	if n := phaseOps("partition", "redlock", "2 cut"); n == 0 {
-		t.Error("ours completed nothing with two of five containers cut")
-	}
-}
-
 // -docker excludes the other masters, partition needs -docker, and "all"
 // without -docker leaves partition out.
 func TestParseDockerFlags(t *testing.T) {
@@ -815,9 +732,60 @@ func TestParseDockerFlags(t *testing.T) {
 	if err != nil || slices.Contains(cfg.scenarios, "partition") {
 		t.Errorf("-scenarios all without -docker: %v, %v; want no partition", cfg, err)
 	}
+	if !dockerBuilt {
+		return
+	}
 	cfg, err = parseFlags([]string{"-docker", "-scenarios", "all"}, io.Discard)
 	if err != nil || !slices.Contains(cfg.scenarios, "partition") || !cfg.docker {
 		t.Errorf("-docker -scenarios all: %+v, %v; want partition", cfg, err)
+	}
+}
+
+// The other clients and locks, when built, are the ones peerNames lists,
+// in its order, and -impls takes them only when named.
+func TestPeerNames(t *testing.T) {
+	if !peersBuilt {
+		t.Skip("built without -tags peers")
+	}
+	var names []string
+	for _, s := range peerImpls {
+		names = append(names, s.name)
+	}
+	if !slices.Equal(names, peerNames) {
+		t.Errorf("peerImpls are %q, peerNames %q", names, peerNames)
+	}
+	c, err := parseFlags([]string{"-impls", "redislock,redlock,rueidislock"}, io.Discard)
+	if err != nil || !slices.Equal(c.impls, []string{"redlock", "rueidislock", "redislock"}) {
+		t.Errorf("-impls redislock,redlock,rueidislock: %v, %v", c, err)
+	}
+}
+
+// Without its build tag, each optional part's flag is a usage error that
+// names the tag, and -scenarios all leaves out what it cannot run.
+func TestExtrasNeedTheirTag(t *testing.T) {
+	for _, c := range []struct {
+		built bool
+		tag   string
+		args  []string
+	}{
+		{chartsBuilt, "charts", []string{"-chart", "x.svg"}},
+		{dockerBuilt, "docker", []string{"-docker"}},
+		{otelBuilt, "otel", []string{"-metrics-addr", "127.0.0.1:0"}},
+		{otelBuilt, "otel", []string{"-scenarios", "telemetry"}},
+		{peersBuilt, "peers", []string{"-impls", "redlock,rueidislock"}},
+	} {
+		if c.built {
+			continue
+		}
+		var ue *usageError
+		_, err := parseFlags(c.args, io.Discard)
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "-tags "+c.tag) {
+			t.Errorf("parseFlags(%q) = %v, want a usage error naming -tags %s", c.args, err, c.tag)
+		}
+	}
+	cfg, err := parseFlags([]string{"-scenarios", "all"}, io.Discard)
+	if err != nil || slices.Contains(cfg.scenarios, "telemetry") != otelBuilt {
+		t.Errorf("-scenarios all: %v, %v; want telemetry exactly when the otel tag is built", cfg, err)
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build charts
+
 package main
 
 import (
@@ -12,6 +14,9 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 )
+
+// chartsBuilt: -chart works in this build (extras.go).
+const chartsBuilt = true
 
 // cdfPoints is the most points one CDF line gets; more only grows the file.
 const cdfPoints = 400

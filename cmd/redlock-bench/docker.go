@@ -1,3 +1,5 @@
+//go:build docker
+
 package main
 
 import (
@@ -7,6 +9,9 @@ import (
 
 	"github.com/quorumlab/redlock/labdocker"
 )
+
+// dockerBuilt: -docker works in this build (extras.go).
+const dockerBuilt = true
 
 // startDockerMasters starts n containers of the local image with labdocker
 // (testcontainers-go, nothing pulled): stall is docker pause, partition is

@@ -89,6 +89,11 @@ jittered backoff; single: ours). Both redsync variants get -ttl as expiry so
 validity is comparable. Failures that happen because the cell's time ran out
 are not counted.
 
+Build tags add what the default build leaves out (their flags say so when
+it is missing): charts (-chart), docker (-docker, the partition scenario),
+otel (the telemetry scenario, -metrics-addr), peers (the -impls on other
+clients, and the other locks): go run -tags charts,peers ./cmd/redlock-bench
+
 Usage: redlock-bench [flags]
 
 Flags:
@@ -202,6 +207,14 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		}
 		cfg.masters = cfg.clusters
 	}
+	switch {
+	case cfg.docker && !dockerBuilt:
+		return nil, usagef("-docker: %s", extraHint("docker"))
+	case cfg.chartPath != "" && !chartsBuilt:
+		return nil, usagef("-chart: %s", extraHint("charts"))
+	case cfg.metricsAddr != "" && !otelBuilt:
+		return nil, usagef("-metrics-addr: %s", extraHint("otel"))
+	}
 	if cfg.docker && (len(cfg.addrs) > 0 || cfg.embedded || cfg.clusters > 0) {
 		return nil, usagef("-docker excludes -addrs, -embedded and -cluster")
 	}
@@ -235,6 +248,19 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 			return nil, usagef("-scenarios partition needs -docker (only containers can be cut off their network)")
 		}
 		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "partition" })
+	}
+	if slices.Contains(cfg.scenarios, "telemetry") && !otelBuilt {
+		if strings.TrimSpace(scenarios) != "all" {
+			return nil, usagef("-scenarios telemetry: %s", extraHint("otel"))
+		}
+		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "telemetry" })
+	}
+	if !peersBuilt {
+		for n := range strings.SplitSeq(impls, ",") {
+			if n = strings.TrimSpace(n); slices.Contains(peerNames, n) {
+				return nil, usagef("-impls %s: %s", n, extraHint("peers"))
+			}
+		}
 	}
 	known := implNames()
 	if s := strings.TrimSpace(impls); s != "" && s != "all" {

@@ -1,3 +1,5 @@
+//go:build otel
+
 package main
 
 import (
@@ -21,6 +23,10 @@ import (
 
 	"github.com/quorumlab/redlock/redlock"
 )
+
+// otelBuilt: the telemetry scenario and -metrics-addr work in this build
+// (extras.go).
+const otelBuilt = true
 
 // benchTelemetry is the OpenTelemetry SDK the redlock-otel implementations
 // report to: a meter provider whose reader is the Prometheus exporter,

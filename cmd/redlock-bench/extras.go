@@ -1,0 +1,25 @@
+package main
+
+import "fmt"
+
+// The bench's optional parts are compiled in only with their build tag, so
+// that the default run (go run ./cmd/redlock-bench, the README's first
+// command) neither downloads nor compiles what they import (docs/bench.md,
+// "The first run"):
+//
+//	charts  -chart: gonum.org/v1/plot and its fonts
+//	docker  -docker and the partition scenario: labdocker, testcontainers-go
+//	otel    the telemetry scenario and -metrics-addr: the OpenTelemetry SDK
+//	        and its Prometheus exporter
+//	peers   the -impls on other clients and the other locks (peerNames):
+//	        rueidis, valkey-go, redigo, rueidislock, bsm/redislock
+//
+// Each has a file with the tag (chart.go, docker.go, telemetry.go,
+// peers.go) and one without it (*_off.go) that sets <tag>Built to false;
+// parseFlags then refuses the flag with extraHint. -tags
+// charts,docker,otel,peers builds them all, as make test does.
+
+// extraHint says how to get the optional part tag.
+func extraHint(tag string) string {
+	return fmt.Sprintf("not in this build; build the bench with -tags %s (go run -tags %s ./cmd/redlock-bench ...)", tag, tag)
+}
