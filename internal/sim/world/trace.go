@@ -1,0 +1,80 @@
+package world
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quorumlab/redlock/internal/sim"
+)
+
+// TraceEvent is one event of a traced run (Options.Trace): a command a
+// client sent (send) or a master executed (exec), an event delivered to a
+// client (Reply, Lost, Message, Timer…), a note, a fault or its end.
+type TraceEvent struct {
+	At               time.Duration
+	What             string
+	Client, Master   int
+	Tag              uint64
+	Args             []string
+	Reply            sim.Reply
+	Channel, Payload string
+	Note             Note
+}
+
+func (e TraceEvent) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%12v %-8s", e.At, e.What)
+	switch e.What {
+	case "send", "exec":
+		fmt.Fprintf(&b, " c%d→m%d #%d", e.Client, e.Master, e.Tag)
+		for _, a := range e.Args {
+			if len(a) > 40 { // a script's source
+				a = a[:40] + "…"
+			}
+			b.WriteString(" " + a)
+		}
+		if e.What == "exec" {
+			fmt.Fprintf(&b, " = %v", e.Reply)
+		}
+	case "Reply":
+		fmt.Fprintf(&b, " m%d→c%d #%d %v", e.Master, e.Client, e.Tag, e.Reply)
+	case "Lost":
+		fmt.Fprintf(&b, " m%d→c%d #%d", e.Master, e.Client, e.Tag)
+	case "Message":
+		fmt.Fprintf(&b, " m%d→c%d %s %q", e.Master, e.Client, e.Channel, e.Payload)
+	case "Timer":
+		fmt.Fprintf(&b, " c%d id %d", e.Client, e.Tag)
+	case "note":
+		n := e.Note
+		fmt.Fprintf(&b, " c%d %v call %d", e.Client, n.Kind, n.Call)
+		if n.Resource != "" {
+			fmt.Fprintf(&b, " %q", n.Resource)
+		}
+		if n.Kind == Acquired || n.Kind == Extended {
+			fmt.Fprintf(&b, " %v fence %d deadline %v (client clock)", n.Mode, n.Fence, n.Deadline)
+		}
+	case "Start", "Stop", "Resubscribe":
+		fmt.Fprintf(&b, " c%d", e.Client)
+		if e.What == "Resubscribe" {
+			fmt.Fprintf(&b, " m%d", e.Master)
+		}
+	}
+	return b.String()
+}
+
+// Trace returns the traced events (Options.Trace) from from to to, at
+// most max of them centred on the span (0: all).
+func (w *World) Trace(from, to time.Duration, max int) []TraceEvent {
+	var out []TraceEvent
+	for _, e := range w.trace {
+		if e.At >= from && e.At <= to {
+			out = append(out, e)
+		}
+	}
+	if max > 0 && len(out) > max {
+		cut := (len(out) - max) / 2
+		out = out[cut : cut+max]
+	}
+	return out
+}
