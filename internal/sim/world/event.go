@@ -9,15 +9,15 @@ import (
 type evKind uint8
 
 const (
-	_         evKind = iota
-	evStart          // client x's Start
-	evStop           // client x's Stop
-	evPipe           // the head of pair x's pipe fam arrives
-	evTimer          // client x's timer id
-	evBroken         // pair x's lost commands are told
-	evResub          // pair x's pub/sub connection is back
-	evFault          // fault x begins
-	evHeal           // fault x ends
+	_        evKind = iota
+	evStart         // client x's Start
+	evStop          // client x's Stop
+	evPipe          // the head of pair x's pipe fam arrives
+	evTimer         // client x's timer id
+	evBroken        // pair x's lost commands are told
+	evResub         // pair x's pub/sub connection is back
+	evFault         // fault x begins
+	evHeal          // fault x ends
 )
 
 // The pipes of a pair.
