@@ -45,7 +45,8 @@ func (a *event) before(b *event) bool {
 }
 
 // schedule puts ev on the heap (a binary min-heap on a slice: no
-// interface calls, no allocation once the slice has grown).
+// interface calls, no allocation once the slice has grown; the sifts move
+// a hole rather than swap).
 func (w *World) schedule(ev event) {
 	if ev.at < w.now {
 		ev.at = w.now
@@ -56,12 +57,13 @@ func (w *World) schedule(ev event) {
 	i := len(h) - 1
 	for i > 0 {
 		p := (i - 1) / 2
-		if !h[i].before(&h[p]) {
+		if !ev.before(&h[p]) {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = ev
 	w.heap = h
 }
 
@@ -69,23 +71,25 @@ func (w *World) pop() event {
 	h := w.heap
 	top := h[0]
 	last := len(h) - 1
-	h[0] = h[last]
+	ev := h[last]
 	h = h[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
+	if last > 0 {
+		i := 0
+		for {
+			c := 2*i + 1
+			if c >= last {
+				break
+			}
+			if r := c + 1; r < last && h[r].before(&h[c]) {
+				c = r
+			}
+			if !h[c].before(&ev) {
+				break
+			}
+			h[i] = h[c]
+			i = c
 		}
-		c := l
-		if r := l + 1; r < len(h) && h[r].before(&h[l]) {
-			c = r
-		}
-		if !h[c].before(&h[i]) {
-			break
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
+		h[i] = ev
 	}
 	w.heap = h
 	return top
