@@ -1,7 +1,9 @@
 package world
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,4 +79,20 @@ func (w *World) Trace(from, to time.Duration, max int) []TraceEvent {
 		out = out[cut : cut+max]
 	}
 	return out
+}
+
+// TraceAround returns the traced events (Options.Trace) around at: the
+// faults that began or ended from since to at (the cause is often
+// earlier than the symptom), then the last before events up to at and
+// the first after events after it.
+func (w *World) TraceAround(at, since time.Duration, before, after int) []TraceEvent {
+	i, _ := slices.BinarySearchFunc(w.trace, at+1, func(e TraceEvent, t time.Duration) int { return cmp.Compare(e.At, t) })
+	lo, hi := max(0, i-before), min(len(w.trace), i+after)
+	var out []TraceEvent
+	for _, e := range w.trace[:lo] {
+		if e.At >= since && (strings.HasPrefix(e.What, "fault") || strings.HasPrefix(e.What, "heal")) {
+			out = append(out, e)
+		}
+	}
+	return append(out, w.trace[lo:hi]...)
 }

@@ -94,7 +94,7 @@ func report(t *testing.T, r row, vs []world.Violation) string {
 	t.Helper()
 	r.opts.Trace = true
 	w := run(t, r)
-	return world.Report(r.opts.Seed, vs, w.Trace(vs[0].At-2*ms, vs[0].At+ms, 40))
+	return world.Report(r.opts.Seed, vs, w.TraceAround(vs[0].At, vs[0].At-2*r.cfg.budget.TTL, 30, 10))
 }
 
 // The same seed replays the same run: the same history hash and the same
