@@ -43,6 +43,7 @@ type lockerConfig struct {
 	budget      validity.Budget
 	nodeTimeout time.Duration
 	resources   []string
+	own         bool // client i locks resources[i] only: no contention
 	attempts    int           // rounds per call
 	backoff     time.Duration // the retry's jitter, up to
 	hold        time.Duration // a section lasts up to (and ends before its deadline)
@@ -135,13 +136,24 @@ func (c *tryLocker) note(n world.Note) {
 
 func (c *tryLocker) Start(now time.Duration) []world.Action {
 	c.out = c.out[:0]
+	// Load the script where it connects, as the library does (a release
+	// number 0: its reply is ignored). A master restarted since answers
+	// NOSCRIPT, and the release falls back to EVAL.
+	for m := range c.cfg.masters {
+		c.out = append(c.out, world.Action{Kind: world.Send, Master: m, Tag: uint64(m)<<1 | cRelease,
+			Args: []string{"SCRIPT", "LOAD", c.cfg.releaseSrc}})
+	}
 	c.begin(now)
 	return c.out
 }
 
 func (c *tryLocker) begin(now time.Duration) {
 	c.call++
-	c.res = c.cfg.resources[c.rng.IntN(len(c.cfg.resources))]
+	if c.cfg.own {
+		c.res = c.cfg.resources[c.id]
+	} else {
+		c.res = c.cfg.resources[c.rng.IntN(len(c.cfg.resources))]
+	}
 	c.attempt = 0
 	c.note(world.Note{Kind: world.Begin, Call: c.call, Resource: c.res})
 	c.tryRound(now)

@@ -192,3 +192,35 @@ func TestPausedHolderOutlivesDeadline(t *testing.T) {
 	}
 	t.Logf("%d violations, the first: %v", len(vs), vs[0])
 }
+
+// Each client alone on its resource, under stalls, cuts and restarts:
+// every call that had a majority of masters reachable and stable acquires
+// within its rounds. The window: a TTL and a half before the call (a key
+// a lost release left behind expires on its master within a TTL, times
+// the drift) and through the bound. The bound: the fixture's three
+// rounds, each up to NodeTimeout, and two backoffs.
+func TestLivenessUncontended(t *testing.T) {
+	calls := 0
+	for seed := range uint64(4) {
+		r := insideRow(100 + seed)
+		r.cfg.own = true
+		r.cfg.resources = []string{"{a}", "{b}", "{c}", "{d}", "{e}", "{f}", "{g}", "{h}"}
+		w := run(t, r)
+		h := w.History()
+		window := r.cfg.budget.TTL * 3 / 2
+		bound := 3*r.cfg.nodeTimeout + 2*r.cfg.backoff
+		if vs := world.Liveness(h, window, bound); len(vs) > 0 {
+			t.Fatal(report(t, r, vs))
+		}
+		// The check judged these calls: a bound shorter than a round's
+		// two network delays fails them.
+		if vs := world.Liveness(h, window, 100*time.Microsecond); len(vs) == 0 {
+			t.Fatal("a bound of 100µs failed no call: the check judged none")
+		}
+		if vs := check(t, r, w); len(vs) > 0 {
+			t.Fatal(report(t, r, vs))
+		}
+		calls += len(h.Calls)
+	}
+	t.Logf("%d calls", calls)
+}
