@@ -43,7 +43,7 @@ type lockerConfig struct {
 	budget      validity.Budget
 	nodeTimeout time.Duration
 	resources   []string
-	own         bool // client i locks resources[i] only: no contention
+	own         bool          // client i locks resources[i] only: no contention
 	attempts    int           // rounds per call
 	backoff     time.Duration // the retry's jitter, up to
 	hold        time.Duration // a section lasts up to (and ends before its deadline)
