@@ -53,7 +53,9 @@
 // # What it does not model
 //
 // Connections, pipelines, latency, stalls and partitions: they are the
-// simulated network's. Persistence (Restart keeps or drops the keyspace
+// simulated network's, in package world (internal/sim/world), which runs
+// masters, clients, their clocks and faults from one seed and checks the
+// history a run leaves. Persistence (Restart keeps or drops the keyspace
 // whole), replication, Redis Cluster, ACLs, memory limits and eviction,
 // RESP3, pattern subscriptions, and commands the library does not send.
 // The scripts are not interpreted: a script without a model (or one whose
