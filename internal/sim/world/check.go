@@ -161,8 +161,8 @@ func DoneByDeadline(ivs []Interval) []Violation {
 
 // Liveness checks that every Lock call acquired within bound of its start
 // when it could: when a majority of the masters had no outage for its
-// client from window before its start until bound after it, and its
-// context allowed bound. A call that began less than bound before the
+// client (nor the client a pause) from window before its start until
+// bound after it, and its context allowed bound. A call that began less than bound before the
 // history's end is not judged.
 func Liveness(h History, window, bound time.Duration) []Violation {
 	need := validity.Majority(h.Masters)
@@ -179,7 +179,7 @@ func Liveness(h History, window, bound time.Duration) []Violation {
 		for m := range h.Masters {
 			ok := true
 			for _, o := range h.Outages {
-				if o.Master == m && (o.Client == -1 || o.Client == c.Client) && o.From <= to && o.To >= from {
+				if (o.Master == m || o.Master == -1) && (o.Client == -1 || o.Client == c.Client) && o.From <= to && o.To >= from {
 					ok = false
 					break
 				}

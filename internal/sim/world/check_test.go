@@ -154,6 +154,8 @@ func TestLiveness(t *testing.T) {
 		{"another client cut", call(200, 230, false), []world.Outage{down(5, 0, 100, 400), down(5, 2, 100, 400)}, 1},
 		{"an outage over before the window", call(200, 230, false), []world.Outage{down(-1, 0, 0, 140), down(-1, 1, 0, 149)}, 1},
 		{"an outage in the window", call(200, 230, false), []world.Outage{down(-1, 0, 0, 150), down(-1, 1, 0, 150)}, 0},
+		{"the client paused", call(200, 230, false), []world.Outage{down(0, -1, 250, 260)}, 0},
+		{"another client paused", call(200, 230, false), []world.Outage{down(4, -1, 250, 260)}, 1},
 		{"its context allowed less", limited, nil, 0},
 		{"too near the end to judge", call(950, 960, false), nil, 0},
 	} {

@@ -130,7 +130,7 @@ type Note struct {
 	Limit    time.Duration
 	// Acquired: the mode and fence (0: none). Acquired and Extended: the
 	// deadline, the instant on the client's clock until which it may act
-	// on the lock.
+	// on the lock (0: none; the holder counts on the lock until it exits).
 	Mode     Mode
 	Fence    uint64
 	Deadline time.Duration

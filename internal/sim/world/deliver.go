@@ -1,6 +1,8 @@
 package world
 
 import (
+	"time"
+
 	"github.com/quorumlab/redlock/internal/sim"
 )
 
@@ -126,7 +128,7 @@ func (w *World) note(c int, n *Note) {
 		if n.Kind == Acquired {
 			w.open[k] = len(w.hist.Intervals)
 			w.hist.Intervals = append(w.hist.Intervals, Interval{Client: c, Call: n.Call, Resource: res, Mode: n.Mode,
-				Fence: n.Fence, Enter: w.now, Exit: Never, Deadline: clk.global(n.Deadline), Done: Never})
+				Fence: n.Fence, Enter: w.now, Exit: Never, Deadline: deadline(clk, n.Deadline), Done: Never})
 		}
 	case Extended, Done, Exit:
 		i, ok := w.open[k]
@@ -136,7 +138,7 @@ func (w *World) note(c int, n *Note) {
 		iv := &w.hist.Intervals[i]
 		switch n.Kind {
 		case Extended:
-			iv.Deadline = clk.global(n.Deadline)
+			iv.Deadline = deadline(clk, n.Deadline)
 		case Done:
 			iv.Done = min(iv.Done, w.now)
 		case Exit:
@@ -144,4 +146,13 @@ func (w *World) note(c int, n *Note) {
 			delete(w.open, k)
 		}
 	}
+}
+
+// deadline puts a holder's deadline on the global clock (0: none, the
+// holder counts on the lock until it exits).
+func deadline(clk clock, local time.Duration) time.Duration {
+	if local == 0 {
+		return Never
+	}
+	return clk.global(local)
 }

@@ -328,6 +328,8 @@ func (w *World) lose(x int, tag uint64) {
 	p.lost = append(p.lost, tag)
 	if !p.broken {
 		p.broken = true
-		w.schedule(event{at: w.now + w.opts.Delay.Min, kind: evBroken, x: int32(x)})
+		// At least a microsecond on: a client that resends at once on Lost
+		// to a link still down must not loop at one instant.
+		w.schedule(event{at: w.now + max(w.opts.Delay.Min, time.Microsecond), kind: evBroken, x: int32(x)})
 	}
 }

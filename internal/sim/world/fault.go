@@ -179,6 +179,8 @@ func (w *World) heal(i int) {
 		w.hist.Outages = append(w.hist.Outages, Outage{Client: f.Client, Master: f.Master, From: f.At, To: w.now})
 	case StallMaster, RestartMaster:
 		w.hist.Outages = append(w.hist.Outages, Outage{Client: -1, Master: f.Master, From: f.At, To: w.now})
+	case PauseClient:
+		w.hist.Outages = append(w.hist.Outages, Outage{Client: f.Client, Master: -1, From: f.At, To: w.now})
 	}
 }
 

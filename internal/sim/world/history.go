@@ -76,8 +76,10 @@ type Call struct {
 }
 
 // Outage is a span of global time in which Master was not reachable and
-// stable for Client (Client −1: for every client): its process stalled
-// or restarting, or the client's connection to it stalled or cut.
+// stable for Client (Client −1: for every client; Master −1: no master,
+// the client itself paused): its process stalled or restarting, or the
+// client's connection to it stalled or cut. A pub/sub connection cut is
+// no outage: it costs wakes, not the rounds.
 type Outage struct {
 	Client, Master int
 	From, To       time.Duration

@@ -65,22 +65,6 @@ func (e TraceEvent) String() string {
 	return b.String()
 }
 
-// Trace returns the traced events (Options.Trace) from from to to, at
-// most max of them centred on the span (0: all).
-func (w *World) Trace(from, to time.Duration, max int) []TraceEvent {
-	var out []TraceEvent
-	for _, e := range w.trace {
-		if e.At >= from && e.At <= to {
-			out = append(out, e)
-		}
-	}
-	if max > 0 && len(out) > max {
-		cut := (len(out) - max) / 2
-		out = out[cut : cut+max]
-	}
-	return out
-}
-
 // TraceAround returns the traced events (Options.Trace) around at: the
 // faults that began or ended from since to at (the cause is often
 // earlier than the symptom), then the last before events up to at and

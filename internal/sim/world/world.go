@@ -46,12 +46,13 @@ type Options struct {
 	// above the clients' DriftFactor.
 	Drift float64
 	// Offset bounds every clock's offset: drawn uniformly from
-	// [−Offset, Offset]. Default: 1h.
+	// [−Offset, Offset] for a master (plus Epoch), from [0, 2 × Offset]
+	// for a client. Default: 1h.
 	Offset time.Duration
 	// Epoch is added to every master's clock, so that TIME and PXAT see
 	// a plausible Unix time. Default: 1 800 000 000 s.
 	Epoch time.Duration
-	// Trace keeps every event for Trace (costly; a failing seed is
+	// Trace keeps every event for TraceAround (costly: a failing seed is
 	// replayed with it).
 	Trace bool
 }
@@ -207,7 +208,9 @@ func (w *World) MasterNow(i int) time.Duration { return w.masters[i].clk.read(w.
 // the current time; it returns the client's index.
 func (w *World) Add(c Client) int {
 	i := len(w.clients)
-	w.clients = append(w.clients, client{c: c, clk: w.drawClock()})
+	clk := w.drawClock()
+	clk.offset += w.opts.Offset // a monotonic clock's reading: not negative
+	w.clients = append(w.clients, client{c: c, clk: clk})
 	for m := range w.masters {
 		w.pairs = append(w.pairs, pair{c: i, m: m})
 	}
@@ -236,6 +239,8 @@ func (w *World) History() History {
 			h.Outages = append(h.Outages, Outage{Client: f.Client, Master: f.Master, From: f.At, To: Never})
 		case StallMaster, RestartMaster:
 			h.Outages = append(h.Outages, Outage{Client: -1, Master: f.Master, From: f.At, To: Never})
+		case PauseClient:
+			h.Outages = append(h.Outages, Outage{Client: f.Client, Master: -1, From: f.At, To: Never})
 		}
 	}
 	return h
