@@ -13,7 +13,9 @@ import (
 // NX PX on five masters counted by quorum.Round, a hold, a release by
 // EVALSHA on each) in the world, all costs in: the world's events, the
 // masters' commands and the fixture's own work. One op is one section;
-// events/section and allocs/event come beside it. A world runs 10 s of
+// events/section, allocs/event and the CPU time per section (user and
+// system, GC included: the machine is shared, so wall time overstates)
+// come beside it. A world runs 10 s of
 // simulated time and the next one starts (its setup is in the cost).
 func BenchmarkSection(b *testing.B) {
 	for _, bc := range []struct {
@@ -57,6 +59,7 @@ func BenchmarkSection(b *testing.B) {
 			var events uint64
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
+			cpu0 := cpuTime()
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {
@@ -69,6 +72,10 @@ func BenchmarkSection(b *testing.B) {
 				n++
 			}
 			events += w.Events()
+			if cpu := cpuTime() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/section")
+				b.ReportMetric(float64(b.N)/(cpu.Minutes()), "sections/cpu-min")
+			}
 			runtime.ReadMemStats(&ms1)
 			b.ReportMetric(float64(events)/float64(b.N), "events/section")
 			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(events), "allocs/event")

@@ -274,11 +274,11 @@ func (w *World) Step() bool {
 	return true
 }
 
-// Drain runs until no event is left, or max events have been handled (it
+// Drain runs until no event is left, or limit events have been handled (it
 // then reports false: something keeps the world busy).
-func (w *World) Drain(max uint64) bool {
+func (w *World) Drain(limit uint64) bool {
 	for n := uint64(0); len(w.heap) > 0; n++ {
-		if n == max {
+		if n == limit {
 			return false
 		}
 		w.step()
