@@ -105,11 +105,12 @@ func (p *pinger) Reply(_ time.Duration, m int, _ uint64, _ sim.Reply) []world.Ac
 	p.out = append(p.out[:0], world.Action{Kind: world.Send, Master: m, Args: p.args})
 	return p.out
 }
-func (p *pinger) Lost(time.Duration, int, uint64) []world.Action            { return nil }
-func (p *pinger) Message(time.Duration, int, string, string) []world.Action { return nil }
-func (p *pinger) Resubscribe(time.Duration, int) []world.Action             { return nil }
-func (p *pinger) Timer(time.Duration, uint64) []world.Action                { return nil }
-func (p *pinger) Stop(time.Duration) []world.Action                         { return nil }
+func (p *pinger) Lost(time.Duration, int, uint64) []world.Action             { return nil }
+func (p *pinger) Message(time.Duration, int, string, string) []world.Action  { return nil }
+func (p *pinger) Subscribed(time.Duration, int, string, bool) []world.Action { return nil }
+func (p *pinger) Resubscribe(time.Duration, int) []world.Action              { return nil }
+func (p *pinger) Timer(time.Duration, uint64) []world.Action                 { return nil }
+func (p *pinger) Stop(time.Duration) []world.Action                          { return nil }
 
 // BenchmarkEvent is one event of the world (a command's arrival at a
 // master, or its reply's at the client): 8 clients keep 4 PINGs in flight

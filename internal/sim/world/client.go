@@ -21,8 +21,8 @@ import (
 // The events are what a driver of a sans-I/O client gets from its
 // connections and timers: the reply to a command (matched by Tag, as a
 // pipelining connection matches replies in order), a command lost with its
-// connection, a pub/sub message, the pub/sub connection's subscriptions
-// lost, a timer.
+// connection, a pub/sub message, a subscription confirmed, the pub/sub
+// connection's subscriptions lost, a timer.
 type Client interface {
 	// Start is the first event.
 	Start(now time.Duration) []Action
@@ -39,6 +39,11 @@ type Client interface {
 	// which the client's pub/sub connection to master was subscribed
 	// (possibly lost, delayed or duplicated on its way).
 	Message(now time.Duration, master int, channel, payload string) []Action
+	// Subscribed: master confirmed a Subscribe (subscribed true) or an
+	// Unsubscribe of channel. The confirmation comes on the pub/sub
+	// connection in order with the messages, as Redis sends it: messages
+	// published after the subscription took effect come after it.
+	Subscribed(now time.Duration, master int, channel string, subscribed bool) []Action
 	// Resubscribe: the pub/sub connection to master broke and is back; its
 	// subscriptions are gone, and messages published meanwhile were lost.
 	Resubscribe(now time.Duration, master int) []Action

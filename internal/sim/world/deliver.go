@@ -17,9 +17,10 @@ const (
 	dMessage
 	dResub
 	dTimer
+	dSubscribed
 )
 
-var dNames = [...]string{"", "Start", "Stop", "Reply", "Lost", "Message", "Resubscribe", "Timer"}
+var dNames = [...]string{"", "Start", "Stop", "Reply", "Lost", "Message", "Resubscribe", "Timer", "Subscribed"}
 
 // delivery is one event for a client.
 type delivery struct {
@@ -60,6 +61,9 @@ func (w *World) deliver(c int, d delivery) {
 		w.mixString(d.channel)
 		w.mixString(d.payload)
 		acts = cl.c.Message(now, d.master, d.channel, d.payload)
+	case dSubscribed:
+		w.mixString(d.channel)
+		acts = cl.c.Subscribed(now, d.master, d.channel, d.tag == msgSubscribed)
 	case dResub:
 		acts = cl.c.Resubscribe(now, d.master)
 	case dTimer:

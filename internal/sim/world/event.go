@@ -20,6 +20,13 @@ const (
 	evHeal          // fault x ends
 )
 
+// What an item of a pub/sub connection's messages is (its tag).
+const (
+	msgPublished uint64 = iota
+	msgSubscribed
+	msgUnsubscribed
+)
+
 // The pipes of a pair.
 const (
 	famReq uint8 = iota
@@ -258,6 +265,14 @@ func (w *World) arrive(x int, fam uint8, epoch uint32) {
 		w.mixEvent(evPipe, x, uint64(famSub))
 		w.mixString(q.v.channel)
 		w.arm(x, famSub)
+		// The confirmation comes back on the pub/sub connection, in order
+		// with the messages (and is not lost: it is TCP's).
+		confirm := uint64(msgUnsubscribed)
+		if q.v.on {
+			confirm = msgSubscribed
+		}
+		p.msg.push(w.now+w.opts.PubSubDelay.draw(w.rng), confirm, sim.Message{Channel: q.v.channel})
+		w.arm(x, famMsg)
 	case famMsg:
 		if epoch != p.msg.epoch {
 			return
@@ -265,7 +280,11 @@ func (w *World) arrive(x int, fam uint8, epoch uint32) {
 		p.msg.armed = false
 		q := p.msg.pop()
 		w.arm(x, famMsg)
-		w.deliver(p.c, delivery{kind: dMessage, master: p.m, channel: q.v.Channel, payload: q.v.Payload})
+		d := delivery{kind: dMessage, master: p.m, channel: q.v.Channel, payload: q.v.Payload}
+		if q.tag != msgPublished {
+			d.kind, d.tag = dSubscribed, q.tag
+		}
+		w.deliver(p.c, d)
 	}
 }
 

@@ -37,10 +37,11 @@ func (s *setter) Timer(_ time.Duration, id uint64) []world.Action {
 	return s.out
 }
 
-func (s *setter) Lost(time.Duration, int, uint64) []world.Action            { return nil }
-func (s *setter) Message(time.Duration, int, string, string) []world.Action { return nil }
-func (s *setter) Resubscribe(time.Duration, int) []world.Action             { return nil }
-func (s *setter) Stop(time.Duration) []world.Action                         { return nil }
+func (s *setter) Lost(time.Duration, int, uint64) []world.Action             { return nil }
+func (s *setter) Message(time.Duration, int, string, string) []world.Action  { return nil }
+func (s *setter) Subscribed(time.Duration, int, string, bool) []world.Action { return nil }
+func (s *setter) Resubscribe(time.Duration, int) []world.Action              { return nil }
+func (s *setter) Stop(time.Duration) []world.Action                          { return nil }
 
 // A world of two masters and one client. Master 1 stalls for its first
 // 50 ms: the SET runs there when the stall ends, so at 120 ms the key has

@@ -310,8 +310,9 @@ func (c *tryLocker) Lost(now time.Duration, m int, tag uint64) []world.Action {
 	return c.out
 }
 
-func (c *tryLocker) Message(time.Duration, int, string, string) []world.Action { return nil }
-func (c *tryLocker) Resubscribe(time.Duration, int) []world.Action             { return nil }
+func (c *tryLocker) Message(time.Duration, int, string, string) []world.Action  { return nil }
+func (c *tryLocker) Subscribed(time.Duration, int, string, bool) []world.Action { return nil }
+func (c *tryLocker) Resubscribe(time.Duration, int) []world.Action              { return nil }
 
 func (c *tryLocker) Timer(now time.Duration, id uint64) []world.Action {
 	c.out = c.out[:0]

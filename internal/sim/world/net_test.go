@@ -43,6 +43,14 @@ func (s *scripted) Message(_ time.Duration, m int, ch, payload string) []world.A
 	s.got = append(s.got, got{kind: "message", at: s.w.Now(), master: m, channel: ch, payload: payload})
 	return nil
 }
+func (s *scripted) Subscribed(_ time.Duration, m int, ch string, on bool) []world.Action {
+	kind := "unsubscribed"
+	if on {
+		kind = "subscribed"
+	}
+	s.got = append(s.got, got{kind: kind, at: s.w.Now(), master: m, channel: ch})
+	return nil
+}
 func (s *scripted) Resubscribe(time.Duration, int) []world.Action { s.resubs++; return nil }
 func (s *scripted) Timer(_ time.Duration, id uint64) []world.Action {
 	if s.timer != nil {
@@ -202,8 +210,8 @@ func TestRestartMaster(t *testing.T) {
 		if !keep {
 			want = "(nil)"
 		}
-		if len(c.got) != 3 || c.got[1].kind != "lost" || c.got[1].tag != 11 || c.got[2].r.String() != want {
-			t.Fatalf("keep %v: %+v, want the SET's reply, the GET sent while down lost, and GET = %s", keep, c.got, want)
+		if len(c.got) != 4 || c.got[1].kind != "subscribed" || c.got[2].kind != "lost" || c.got[2].tag != 11 || c.got[3].r.String() != want {
+			t.Fatalf("keep %v: %+v, want the SET's reply, the subscription, the GET sent while down lost, and GET = %s", keep, c.got, want)
 		}
 		if c.resubs != 1 || w.Master(0).Subscribers("ch") != 0 {
 			t.Fatalf("keep %v: told %d times to resubscribe, %d subscribers left", keep, c.resubs, w.Master(0).Subscribers("ch"))
@@ -229,9 +237,12 @@ func TestPubSubLossAndDuplication(t *testing.T) {
 	w.Add(sub)
 	w.Add(pub)
 	w.Drain(1e6)
+	if len(sub.got) == 0 || sub.got[0].kind != "subscribed" || sub.got[0].channel != "ch" {
+		t.Fatalf("the first event is not the subscription's confirmation: %+v", sub.got[:1])
+	}
 	seen := map[string]int{}
 	last := -1
-	for _, g := range sub.got {
+	for _, g := range sub.got[1:] {
 		i, _ := strconv.Atoi(g.payload)
 		if i < last {
 			t.Fatalf("message %d after %d: out of order", i, last)

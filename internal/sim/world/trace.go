@@ -45,6 +45,12 @@ func (e TraceEvent) String() string {
 		fmt.Fprintf(&b, " m%d→c%d #%d", e.Master, e.Client, e.Tag)
 	case "Message":
 		fmt.Fprintf(&b, " m%d→c%d %s %q", e.Master, e.Client, e.Channel, e.Payload)
+	case "Subscribed":
+		state := "off"
+		if e.Tag == msgSubscribed {
+			state = "on"
+		}
+		fmt.Fprintf(&b, " m%d→c%d %s (%s)", e.Master, e.Client, e.Channel, state)
 	case "Timer":
 		fmt.Fprintf(&b, " c%d id %d", e.Client, e.Tag)
 	case "note":
