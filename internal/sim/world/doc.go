@@ -27,9 +27,14 @@
 //     replies each take a delay drawn from Options.Delay (a minimum plus
 //     an exponential tail, capped) and arrive in the order sent, as TCP
 //     delivers: a reply is matched to its command by the Tag the client
-//     gave it. Published messages take Options.PubSubDelay, in order, and
-//     each is lost with chance PubSubLoss or else comes twice with chance
-//     PubSubDup (the copy later in the same stream).
+//     gave it. A pipeline is several Sends in a row: they never overtake
+//     each other, but other clients' commands may run between them, as on
+//     a real server. On the pub/sub connection, subscriptions take
+//     Options.Delay to reach the master; published messages and the
+//     confirmations of subscriptions (Subscribed) take
+//     Options.PubSubDelay, in order; each message is lost with chance
+//     PubSubLoss or else comes twice with chance PubSubDup (the copy later
+//     in the same stream); a confirmation is never lost.
 //   - Faults (Inject, or Chaos for a random schedule): a connection that
 //     stalls (nothing delivered either way, then everything in order), or
 //     is cut (what was in flight either way is lost, the client told
