@@ -62,11 +62,13 @@
 //     the faults.
 //
 // The assumptions of the library's safety (docs/design.md §3) hold in a
-// run unless it breaks them: a Drift above half the clients'
-// DriftFactor, a master restarted empty and back before a TTL has
-// passed (Chaos.EmptyDown 0), a client paused past its deadline. A run
-// that breaks one must show the violation; Exclusion and DoneByDeadline
-// do.
+// run unless it breaks them, and a world told them (Options.Assume)
+// refuses to break them by mistake: a Drift that lets two clocks differ
+// by more than the clients' DriftFactor, a master restarted empty and
+// back within TTL × (1 + DriftFactor), a client paused longer than the
+// SafetyMargin each need their Options.Outside flag. A run that breaks
+// one must show the violation (Exclusion, DoneByDeadline); the same run
+// without it must show none.
 //
 // # Checkers
 //

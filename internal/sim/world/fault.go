@@ -82,6 +82,15 @@ func (w *World) Inject(f Fault) error {
 	case f.For < 0:
 		return fmt.Errorf("world: %v for %v", f.Kind, f.For)
 	}
+	if a := w.opts.Assume; a.TTL > 0 {
+		down := a.TTL + time.Duration(float64(a.TTL)*a.DriftFactor)
+		switch {
+		case f.Kind == RestartMaster && !f.Keep && f.For < down && !w.opts.Outside.RestartEmptyAtOnce:
+			return fmt.Errorf("world: %v: a master restarted empty must stay down %v (TTL × (1 + DriftFactor)); Outside.RestartEmptyAtOnce for a run that means not to", f, down)
+		case f.Kind == PauseClient && f.For > a.SafetyMargin && !w.opts.Outside.PausePastMargin:
+			return fmt.Errorf("world: %v: longer than the SafetyMargin %v; Outside.PausePastMargin for a run that means to", f, a.SafetyMargin)
+		}
+	}
 	f.At = max(f.At, w.now)
 	w.faults = append(w.faults, f)
 	w.active = append(w.active, false)

@@ -55,6 +55,39 @@ type Options struct {
 	// Trace keeps every event for TraceAround (costly: a failing seed is
 	// replayed with it).
 	Trace bool
+	// Assume is what the clients assume; with it set, the world refuses a
+	// fault or a drift that breaks it unless Outside says the run breaks
+	// it on purpose. Zero: nothing is checked.
+	Assume Assumptions
+	// Outside lists the assumptions the run breaks on purpose.
+	Outside Outside
+}
+
+// Assumptions are what the library's safety rests on (docs/design.md §3),
+// in the clients' own terms.
+type Assumptions struct {
+	// TTL is the longest lease a client takes.
+	TTL time.Duration
+	// DriftFactor is the clients' budget's: a master's clock runs at a
+	// rate within DriftFactor of a client's.
+	DriftFactor float64
+	// SafetyMargin is the longest a holder may pause between checking its
+	// deadline and acting.
+	SafetyMargin time.Duration
+}
+
+// Outside names the assumptions a run breaks on purpose: a run that
+// breaks one must show a violation, one that keeps all must show none.
+type Outside struct {
+	// RestartEmptyAtOnce (assumption 2): a master restarted empty may come
+	// back before TTL × (1 + DriftFactor) has passed.
+	RestartEmptyAtOnce bool
+	// DriftBeyond (assumption 3): two clocks may differ in rate by more
+	// than DriftFactor: (1 + Drift) / (1 − Drift) > 1 + DriftFactor.
+	DriftBeyond bool
+	// PausePastMargin (assumption 4): a client may pause for longer than
+	// SafetyMargin.
+	PausePastMargin bool
 }
 
 func (o *Options) fill() error {
@@ -87,6 +120,9 @@ func (o *Options) fill() error {
 		return fmt.Errorf("world: pub/sub loss %v and duplication %v must be chances", o.PubSubLoss, o.PubSubDup)
 	case o.Offset < 0:
 		return fmt.Errorf("world: Offset %v is negative", o.Offset)
+	case o.Assume.TTL > 0 && !o.Outside.DriftBeyond && (1+o.Drift)/(1-o.Drift) > 1+o.Assume.DriftFactor:
+		return fmt.Errorf("world: Drift %v lets two clocks differ in rate by more than the DriftFactor %v assumed (Outside.DriftBeyond for a run that means to)",
+			o.Drift, o.Assume.DriftFactor)
 	}
 	return nil
 }

@@ -28,7 +28,8 @@ type row struct {
 func insideRow(seed uint64) row {
 	ttl := 50 * ms
 	return row{
-		opts:    world.Options{Seed: seed, Masters: 5, Drift: 0.0005, PubSubLoss: 0.1, PubSubDup: 0.1},
+		opts: world.Options{Seed: seed, Masters: 5, Drift: 0.0005, PubSubLoss: 0.1, PubSubDup: 0.1,
+			Assume: world.Assumptions{TTL: ttl, DriftFactor: 0.01}},
 		clients: 8,
 		cfg: lockerConfig{
 			masters:     5,
@@ -161,9 +162,11 @@ func outsideRow(seed uint64, restart, drift bool) row {
 	if restart {
 		r.chaos = &world.Chaos{Every: 30 * ms, Kinds: []world.FaultKind{world.RestartMaster},
 			For: world.Dist{}, Keep: 0, EmptyDown: 0}
+		r.opts.Outside.RestartEmptyAtOnce = true
 	}
 	if drift {
 		r.opts.Drift = 0.2
+		r.opts.Outside.DriftBeyond = true
 	}
 	r.length = time.Second
 	return r
@@ -208,6 +211,7 @@ func TestPausedHolderOutlivesDeadline(t *testing.T) {
 	r := insideRow(3)
 	r.chaos = &world.Chaos{Every: 20 * ms, Kinds: []world.FaultKind{world.PauseClient},
 		For: world.Dist{Min: 60 * ms, Mean: 80 * ms, Max: 100 * ms}}
+	r.opts.Outside.PausePastMargin = true
 	r.length = time.Second
 	w := run(t, r)
 	vs := world.DoneByDeadline(w.History().Intervals)
@@ -247,4 +251,42 @@ func TestLivenessUncontended(t *testing.T) {
 		calls += len(h.Calls)
 	}
 	t.Logf("%d calls", calls)
+}
+
+// A world told what its clients assume refuses what breaks it, unless the
+// run says it breaks it on purpose: an inside row cannot hold an outside
+// fault by mistake.
+func TestAssumptionsGuarded(t *testing.T) {
+	assume := world.Assumptions{TTL: 100 * ms, DriftFactor: 0.01, SafetyMargin: 5 * ms}
+	if _, err := world.New(world.Options{Drift: 0.006, Assume: assume}); err == nil {
+		t.Error("Drift 0.006 (clocks up to 1.2% apart) accepted against a DriftFactor of 1%")
+	}
+	if _, err := world.New(world.Options{Drift: 0.006, Assume: assume, Outside: world.Outside{DriftBeyond: true}}); err != nil {
+		t.Errorf("DriftBeyond: %v", err)
+	}
+	if _, err := world.New(world.Options{Drift: 0.004, Assume: assume}); err != nil {
+		t.Errorf("Drift 0.004 (clocks up to 0.8%% apart): %v", err)
+	}
+	for _, tc := range []struct {
+		f       world.Fault
+		outside world.Outside
+		ok      bool
+	}{
+		{world.Fault{Kind: world.RestartMaster, For: 100 * ms}, world.Outside{}, false},
+		{world.Fault{Kind: world.RestartMaster, For: 101 * ms}, world.Outside{}, true},
+		{world.Fault{Kind: world.RestartMaster, For: 0, Keep: true}, world.Outside{}, true},
+		{world.Fault{Kind: world.RestartMaster, For: 0}, world.Outside{RestartEmptyAtOnce: true}, true},
+		{world.Fault{Kind: world.PauseClient, For: 5 * ms}, world.Outside{}, true},
+		{world.Fault{Kind: world.PauseClient, For: 6 * ms}, world.Outside{}, false},
+		{world.Fault{Kind: world.PauseClient, For: time.Second}, world.Outside{PausePastMargin: true}, true},
+	} {
+		w, err := world.New(world.Options{Masters: 1, Assume: assume, Outside: tc.outside})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Add(&scripted{w: w})
+		if err := w.Inject(tc.f); (err == nil) != tc.ok {
+			t.Errorf("%v with %+v: error %v, want accepted %v", tc.f, tc.outside, err, tc.ok)
+		}
+	}
 }
