@@ -79,10 +79,8 @@ func run(t testing.TB, r row) *world.World {
 	return w
 }
 
-// check runs the checkers a mutex's history must pass; on a violation it
-// replays the seed with a trace and prints the report.
-func check(t *testing.T, r row, w *world.World) []world.Violation {
-	t.Helper()
+// check runs the checkers a mutex's run must pass.
+func check(w *world.World) []world.Violation {
 	h := w.History()
 	vs := world.Exclusion(h.Intervals, 0)
 	vs = append(vs, world.DoneByDeadline(h.Intervals)...)
@@ -90,12 +88,16 @@ func check(t *testing.T, r row, w *world.World) []world.Violation {
 	return vs
 }
 
-// report replays r with a trace and returns the report of vs.
-func report(t *testing.T, r row, vs []world.Violation) string {
+// report replays r with a trace and returns the report of vs, which the
+// run w found; the replay must be the same run (the same hash).
+func report(t *testing.T, r row, w *world.World, vs []world.Violation) string {
 	t.Helper()
 	r.opts.Trace = true
-	w := run(t, r)
-	return world.Report(r.opts.Seed, vs, w.TraceAround(vs[0].At, vs[0].At-2*r.cfg.budget.TTL, 30, 10))
+	again := run(t, r)
+	if again.Hash() != w.Hash() {
+		t.Errorf("seed %d replayed with a trace: hash %x, the run's %x", r.opts.Seed, again.Hash(), w.Hash())
+	}
+	return world.Report(r.opts.Seed, vs, again.TraceAround(vs[0].At, vs[0].At-2*r.cfg.budget.TTL, 30, 10))
 }
 
 // The same seed replays the same run: the same history hash and the same
@@ -137,8 +139,8 @@ func TestInsideAssumptions(t *testing.T) {
 		r := insideRow(seed)
 		w := run(t, r)
 		sections += w.Sections()
-		if vs := check(t, r, w); len(vs) > 0 {
-			t.Fatal(report(t, r, vs))
+		if vs := check(w); len(vs) > 0 {
+			t.Fatal(report(t, r, w, vs))
 		}
 	}
 	if sections < 1000 {
@@ -189,7 +191,7 @@ func TestOutsideAssumptionsTwoHolders(t *testing.T) {
 				r := outsideRow(seed, tc.restart, tc.drift)
 				w := run(t, r)
 				if vs := world.Exclusion(w.History().Intervals, 0); len(vs) > 0 {
-					t.Logf("found in seed %d:\n%s", seed, report(t, r, vs[:1]))
+					t.Logf("found in seed %d:\n%s", seed, report(t, r, w, vs[:1]))
 					return
 				}
 			}
@@ -199,8 +201,8 @@ func TestOutsideAssumptionsTwoHolders(t *testing.T) {
 	// The control: the same rows with neither fault find nothing.
 	for seed := range uint64(10) {
 		r := outsideRow(seed, false, false)
-		if vs := check(t, r, run(t, r)); len(vs) > 0 {
-			t.Fatalf("the control row, inside the assumptions:\n%s", report(t, r, vs))
+		if w := run(t, r); len(check(w)) > 0 {
+			t.Fatalf("the control row, inside the assumptions:\n%s", report(t, r, w, check(w)))
 		}
 	}
 }
@@ -238,15 +240,15 @@ func TestLivenessUncontended(t *testing.T) {
 		window := r.cfg.budget.TTL * 3 / 2
 		bound := 3*r.cfg.nodeTimeout + 2*r.cfg.backoff
 		if vs := world.Liveness(h, window, bound); len(vs) > 0 {
-			t.Fatal(report(t, r, vs))
+			t.Fatal(report(t, r, w, vs))
 		}
 		// The check judged these calls: a bound shorter than a round's
 		// two network delays fails them.
 		if vs := world.Liveness(h, window, 100*time.Microsecond); len(vs) == 0 {
 			t.Fatal("a bound of 100µs failed no call: the check judged none")
 		}
-		if vs := check(t, r, w); len(vs) > 0 {
-			t.Fatal(report(t, r, vs))
+		if vs := check(w); len(vs) > 0 {
+			t.Fatal(report(t, r, w, vs))
 		}
 		calls += len(h.Calls)
 	}
