@@ -44,6 +44,7 @@ type lockerConfig struct {
 	nodeTimeout time.Duration
 	resources   []string
 	own         bool          // client i locks resources[i] only: no contention
+	subscribe   bool          // hear releases (release.lua publishes on the key's name) and retry at once
 	attempts    int           // rounds per call
 	backoff     time.Duration // the retry's jitter, up to
 	hold        time.Duration // a section lasts up to (and ends before its deadline)
@@ -142,6 +143,7 @@ func (c *tryLocker) Start(now time.Duration) []world.Action {
 	for m := range c.cfg.masters {
 		c.out = append(c.out, world.Action{Kind: world.Send, Master: m, Tag: uint64(m)<<1 | cRelease,
 			Args: []string{"SCRIPT", "LOAD", c.cfg.releaseSrc}})
+		c.subscribeAll(m)
 	}
 	c.begin(now)
 	return c.out
@@ -310,9 +312,31 @@ func (c *tryLocker) Lost(now time.Duration, m int, tag uint64) []world.Action {
 	return c.out
 }
 
-func (c *tryLocker) Message(time.Duration, int, string, string) []world.Action  { return nil }
+func (c *tryLocker) subscribeAll(m int) {
+	if !c.cfg.subscribe {
+		return
+	}
+	for _, res := range c.cfg.resources {
+		c.out = append(c.out, world.Action{Kind: world.Subscribe, Master: m, Channel: res})
+	}
+}
+
+// Message: a release of the resource it backs off from: retry now.
+func (c *tryLocker) Message(now time.Duration, _ int, channel, _ string) []world.Action {
+	c.out = c.out[:0]
+	if c.phase == backingOff && channel == c.res && !c.stopping {
+		c.tryRound(now)
+	}
+	return c.out
+}
+
 func (c *tryLocker) Subscribed(time.Duration, int, string, bool) []world.Action { return nil }
-func (c *tryLocker) Resubscribe(time.Duration, int) []world.Action              { return nil }
+
+func (c *tryLocker) Resubscribe(_ time.Duration, m int) []world.Action {
+	c.out = c.out[:0]
+	c.subscribeAll(m)
+	return c.out
+}
 
 func (c *tryLocker) Timer(now time.Duration, id uint64) []world.Action {
 	c.out = c.out[:0]

@@ -36,6 +36,7 @@ func insideRow(seed uint64) row {
 			budget:      validity.Budget{TTL: ttl, DriftFactor: 0.01, DriftConstant: 2 * ms},
 			nodeTimeout: 5 * ms,
 			resources:   []string{"{a}", "{b}"},
+			subscribe:   true,
 			attempts:    3,
 			backoff:     3 * ms,
 			hold:        10 * ms,
