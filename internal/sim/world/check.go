@@ -21,6 +21,7 @@ type Violation struct {
 	What string
 }
 
+// String renders v on one line (its What may span more).
 func (v Violation) String() string { return fmt.Sprintf("%s at %v: %s", v.Check, v.At, v.What) }
 
 // maxViolations bounds what one checker reports: the first ones say

@@ -78,6 +78,7 @@ const (
 
 var actionNames = [...]string{"", "Send", "Subscribe", "Unsubscribe", "After", "Record"}
 
+// String returns the kind's name, e.g. "Send".
 func (k ActionKind) String() string {
 	if int(k) < len(actionNames) {
 		return actionNames[k]
@@ -115,6 +116,7 @@ const (
 
 var noteNames = [...]string{"", "Begin", "Acquired", "Failed", "Extended", "Done", "Exit"}
 
+// String returns the kind's name, e.g. "Acquired".
 func (k NoteKind) String() string {
 	if int(k) < len(noteNames) {
 		return noteNames[k]

@@ -40,6 +40,7 @@ const (
 
 var faultNames = [...]string{"", "StallConn", "CutConn", "CutPubSub", "StallMaster", "RestartMaster", "PauseClient"}
 
+// String returns the kind's name, e.g. "CutConn".
 func (k FaultKind) String() string {
 	if int(k) < len(faultNames) {
 		return faultNames[k]
@@ -56,6 +57,7 @@ type Fault struct {
 	Keep           bool
 }
 
+// String describes f with the fields its kind uses.
 func (f Fault) String() string {
 	switch f.Kind {
 	case StallConn, CutConn, CutPubSub:

@@ -26,6 +26,7 @@ const (
 
 var modeNames = [...]string{"exclusive", "shared", "permit"}
 
+// String returns the mode's name, e.g. "shared".
 func (m Mode) String() string {
 	if int(m) < len(modeNames) {
 		return modeNames[m]
@@ -53,6 +54,7 @@ type Interval struct {
 // Exit, Deadline and Done.
 func (iv Interval) End() time.Duration { return min(iv.Exit, iv.Deadline, iv.Done) }
 
+// String describes iv on one line, for a report.
 func (iv Interval) String() string {
 	done := "never"
 	if iv.Done != Never {

@@ -24,6 +24,7 @@ type TraceEvent struct {
 	Note             Note
 }
 
+// String renders e on one line, its time first.
 func (e TraceEvent) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%12v %-8s", e.At, e.What)

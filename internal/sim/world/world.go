@@ -254,9 +254,6 @@ func (w *World) Add(c Client) int {
 	return i
 }
 
-// Clients is how many clients were added.
-func (w *World) Clients() int { return len(w.clients) }
-
 // Sections is how many critical sections have begun.
 func (w *World) Sections() int { return len(w.hist.Intervals) }
 
@@ -321,6 +318,3 @@ func (w *World) Drain(limit uint64) bool {
 	}
 	return true
 }
-
-// Idle reports whether no event is left.
-func (w *World) Idle() bool { return len(w.heap) == 0 }
