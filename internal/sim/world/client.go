@@ -15,8 +15,9 @@ import (
 // replays the client too.
 //
 // The returned slice is read before the next event is delivered, so a
-// client may reuse one buffer for it; the Args of a Send are kept until
-// the master has executed them and must not be changed after.
+// client may reuse one buffer for it. The Args of a Send are kept (until
+// the master runs them, and for ever in a trace): a client must not
+// change a slice it has sent.
 //
 // The events are what a driver of a sans-I/O client gets from its
 // connections and timers: the reply to a command (matched by Tag, as a
