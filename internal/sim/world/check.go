@@ -99,10 +99,14 @@ func boolCmp(a, b bool) int {
 	return 1
 }
 
-// Fences checks, resource by resource, that a holder that entered after
-// another stopped counting on the lock (its End) has a greater fence:
-// fences strictly increase from holder to holder. Intervals without a
-// fence (0) are left out.
+// Fences checks, resource by resource, that fences strictly increase
+// from holder to holder: a holder that entered after another stopped
+// counting on the lock (its End) has a greater fence, and an Exclusive
+// holder has a greater fence than every Exclusive holder that entered
+// before it, even one still holding (two at once is Exclusion's
+// violation; the later must still have the greater fence, so that the
+// resource turns the earlier away). Intervals without a fence (0) are
+// left out.
 func Fences(ivs []Interval) []Violation {
 	var fenced []int
 	for i := range ivs {
@@ -120,10 +124,14 @@ func Fences(ivs []Interval) []Violation {
 	})
 	var out []Violation
 	j, top := 0, -1 // top: the ended interval with the greatest fence so far, on this resource
+	prevX := -1     // the last Exclusive interval entered on this resource
 	for _, i := range byEnter {
 		cur := &ivs[i]
 		if top >= 0 && ivs[top].Resource != cur.Resource {
 			top = -1
+		}
+		if prevX >= 0 && ivs[prevX].Resource != cur.Resource {
+			prevX = -1
 		}
 		for j < len(byEnd) {
 			e := &ivs[byEnd[j]]
@@ -134,9 +142,16 @@ func Fences(ivs []Interval) []Violation {
 			}
 			j++
 		}
-		if top >= 0 && cur.Fence <= ivs[top].Fence && len(out) < maxViolations {
+		before := top
+		if cur.Mode == Exclusive {
+			if prevX >= 0 && (before < 0 || ivs[prevX].Fence > ivs[before].Fence) {
+				before = prevX
+			}
+			prevX = i
+		}
+		if before >= 0 && cur.Fence <= ivs[before].Fence && len(out) < maxViolations {
 			out = append(out, Violation{Check: "fence", At: cur.Enter,
-				What: fmt.Sprintf("%q: fence %d after %d:\n\t%v\n\tafter %v", cur.Resource, cur.Fence, ivs[top].Fence, *cur, ivs[top])})
+				What: fmt.Sprintf("%q: fence %d after %d:\n\t%v\n\tafter %v", cur.Resource, cur.Fence, ivs[before].Fence, *cur, ivs[before])})
 		}
 	}
 	return out

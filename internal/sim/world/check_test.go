@@ -91,6 +91,9 @@ func TestFences(t *testing.T) {
 		{"back past a gap", []world.Interval{fenced(0, world.Exclusive, 0, 10, 5), fenced(1, world.Exclusive, 10, 20, 6), fenced(2, world.Exclusive, 30, 40, 5)}, 1},
 		{"readers at once share one", []world.Interval{fenced(0, world.Shared, 0, 10, 3), fenced(1, world.Shared, 2, 12, 3), fenced(2, world.Exclusive, 12, 20, 4)}, 0},
 		{"a writer after readers, not above them", []world.Interval{fenced(0, world.Shared, 0, 10, 3), fenced(1, world.Shared, 2, 12, 3), fenced(2, world.Exclusive, 12, 20, 3)}, 1},
+		{"two writers at once, the later lower", []world.Interval{fenced(0, world.Exclusive, 0, 10, 5), fenced(1, world.Exclusive, 5, 20, 4)}, 1},
+		{"two writers at once, the later higher", []world.Interval{fenced(0, world.Exclusive, 0, 10, 5), fenced(1, world.Exclusive, 5, 20, 6)}, 0},
+		{"readers at once, the later lower", []world.Interval{fenced(0, world.Shared, 0, 10, 5), fenced(1, world.Shared, 5, 20, 4)}, 0},
 		{"unfenced left out", []world.Interval{fenced(0, world.Exclusive, 0, 10, 5), iv(1, world.Exclusive, 10, 20)}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantViolations(t, world.Fences(tc.ivs), tc.n, "fence") })

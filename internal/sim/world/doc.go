@@ -75,7 +75,8 @@
 // Exclusion (a mutex, a semaphore of k permits, readers or one writer,
 // from the Mode of each interval; a holder counts until the first of its
 // Exit, Deadline and Done), Fences (a holder that entered after another
-// stopped counting has a greater fence), DoneByDeadline (a holder still
+// stopped counting has a greater fence, and so does an exclusive holder
+// that entered after another exclusive one), DoneByDeadline (a holder still
 // in its section at its deadline had its Done closed by then), Liveness
 // (a call whose client had a majority of masters without an outage from
 // a window before it until a bound after it acquired within the bound)
