@@ -12,7 +12,9 @@ import (
 // is comparable only with the client's own readings); it returns the
 // actions to take. A method must not block, start a goroutine or read a
 // clock, and may draw randomness only from the world's Rand: then a seed
-// replays the client too.
+// replays the client too. Code that counts in time.Time (internal/wait,
+// quorum.Round) takes a fixed base plus now, e.g. time.Unix(0, 0).Add(now):
+// with no monotonic reading in it, Add, Sub and Before work as usual.
 //
 // The returned slice is read before the next event is delivered, so a
 // client may reuse one buffer for it. The Args of a Send are kept (until
