@@ -50,10 +50,25 @@
 // TTLs, more than three slots, or fences past twenty digits are modelled
 // from Redis's and Lua's rules but not compared.
 //
+// # The world around the masters
+//
+// Package world (internal/sim/world) runs these masters with clients,
+// from one seed, on a global simulated clock: FIFO connections with drawn
+// delays that stall and are cut, pub/sub connections whose messages are
+// lost, delayed or duplicated, masters that stall and restart with or
+// without their data, a clock per process with its own offset and rate,
+// and clients paused. Clients are state machines that take events and
+// return actions, so the library's protocol code can run there; the
+// world's checkers judge the history a run leaves (mutual exclusion,
+// fences, Done by the deadline, liveness, nothing left behind). It does
+// not model Redis's own execution time, partitions between masters,
+// clocks that jump, or partial persistence; its package doc says exactly
+// what it does and does not.
+//
 // # What it does not model
 //
 // Connections, pipelines, latency, stalls and partitions: they are the
-// simulated network's. Persistence (Restart keeps or drops the keyspace
+// world's. Persistence (Restart keeps or drops the keyspace
 // whole), replication, Redis Cluster, ACLs, memory limits and eviction,
 // RESP3, pattern subscriptions, and commands the library does not send.
 // The scripts are not interpreted: a script without a model (or one whose

@@ -1,0 +1,254 @@
+package world
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quorumlab/redlock/validity"
+)
+
+// Violation is one thing a checker found wrong with a history.
+type Violation struct {
+	// Check names the checker: "exclusion", "fence", "done", "liveness",
+	// "leftover".
+	Check string
+	// At is when it happened, on the global clock (for a trace around
+	// it).
+	At   time.Duration
+	What string
+}
+
+// String renders v on one line (its What may span more).
+func (v Violation) String() string { return fmt.Sprintf("%s at %v: %s", v.Check, v.At, v.What) }
+
+// maxViolations bounds what one checker reports: the first ones say
+// what broke.
+const maxViolations = 20
+
+// Exclusion checks, resource by resource, that the holders at every
+// instant may hold together: each holder counts from Enter until End (the
+// first of Exit, Deadline and Done: after its deadline a holder no longer
+// counts on the lock, so it is not the lock's to exclude). Together, at
+// most one Exclusive and nothing else; any number of Shared; at most
+// permits Permit (0: the check for a mutex or a read-write lock).
+// Intervals are half open: a holder may enter at the instant another's
+// ends.
+func Exclusion(ivs []Interval, permits int) []Violation {
+	type point struct {
+		at    time.Duration
+		iv    int
+		enter bool
+	}
+	pts := make([]point, 0, 2*len(ivs))
+	for i := range ivs {
+		if ivs[i].End() > ivs[i].Enter {
+			pts = append(pts, point{ivs[i].Enter, i, true}, point{ivs[i].End(), i, false})
+		}
+	}
+	slices.SortFunc(pts, func(a, b point) int {
+		return cmp.Or(strings.Compare(ivs[a.iv].Resource, ivs[b.iv].Resource), cmp.Compare(a.at, b.at),
+			boolCmp(a.enter, b.enter), cmp.Compare(a.iv, b.iv))
+	})
+	var out []Violation
+	var held []int // intervals holding now, on the current resource
+	var count [3]int
+	res := ""
+	for _, p := range pts {
+		iv := &ivs[p.iv]
+		if iv.Resource != res {
+			res, held, count = iv.Resource, held[:0], [3]int{}
+		}
+		if !p.enter {
+			held = slices.DeleteFunc(held, func(i int) bool { return i == p.iv })
+			count[iv.Mode]--
+			continue
+		}
+		count[iv.Mode]++
+		held = append(held, p.iv)
+		bad := ""
+		switch {
+		case count[Exclusive] > 1 || count[Exclusive] == 1 && len(held) > 1:
+			bad = "an exclusive holder with another"
+		case permits > 0 && count[Permit] > permits:
+			bad = fmt.Sprintf("%d permit holders of %d", count[Permit], permits)
+		case permits == 0 && count[Permit] > 0:
+			bad = "a permit with no permits allowed"
+		}
+		if bad != "" && len(out) < maxViolations {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%q: %s:", res, bad)
+			for _, h := range held {
+				fmt.Fprintf(&b, "\n\t%v", ivs[h])
+			}
+			out = append(out, Violation{Check: "exclusion", At: p.at, What: b.String()})
+		}
+	}
+	return out
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1 // an end before an enter at the same instant
+	}
+	return 1
+}
+
+// Fences checks, resource by resource, that fences strictly increase
+// from holder to holder: a holder that entered after another stopped
+// counting on the lock (its End) has a greater fence, and an Exclusive
+// holder has a greater fence than every Exclusive holder that entered
+// before it, even one still holding (two at once is Exclusion's
+// violation; the later must still have the greater fence, so that the
+// resource turns the earlier away). Intervals without a fence (0) are
+// left out.
+func Fences(ivs []Interval) []Violation {
+	var fenced []int
+	for i := range ivs {
+		if ivs[i].Fence != 0 {
+			fenced = append(fenced, i)
+		}
+	}
+	byEnter := slices.Clone(fenced)
+	slices.SortFunc(byEnter, func(a, b int) int {
+		return cmp.Or(strings.Compare(ivs[a].Resource, ivs[b].Resource), cmp.Compare(ivs[a].Enter, ivs[b].Enter), cmp.Compare(a, b))
+	})
+	byEnd := fenced
+	slices.SortFunc(byEnd, func(a, b int) int {
+		return cmp.Or(strings.Compare(ivs[a].Resource, ivs[b].Resource), cmp.Compare(ivs[a].End(), ivs[b].End()), cmp.Compare(a, b))
+	})
+	var out []Violation
+	j, top := 0, -1 // top: the ended interval with the greatest fence so far, on this resource
+	prevX := -1     // the last Exclusive interval entered on this resource
+	for _, i := range byEnter {
+		cur := &ivs[i]
+		if top >= 0 && ivs[top].Resource != cur.Resource {
+			top = -1
+		}
+		if prevX >= 0 && ivs[prevX].Resource != cur.Resource {
+			prevX = -1
+		}
+		for j < len(byEnd) {
+			e := &ivs[byEnd[j]]
+			if c := strings.Compare(e.Resource, cur.Resource); c > 0 || c == 0 && e.End() > cur.Enter {
+				break
+			} else if c == 0 && (top < 0 || e.Fence > ivs[top].Fence) {
+				top = byEnd[j]
+			}
+			j++
+		}
+		before := top
+		if cur.Mode == Exclusive {
+			if prevX >= 0 && (before < 0 || ivs[prevX].Fence > ivs[before].Fence) {
+				before = prevX
+			}
+			prevX = i
+		}
+		if before >= 0 && cur.Fence <= ivs[before].Fence && len(out) < maxViolations {
+			out = append(out, Violation{Check: "fence", At: cur.Enter,
+				What: fmt.Sprintf("%q: fence %d after %d:\n\t%v\n\tafter %v", cur.Resource, cur.Fence, ivs[before].Fence, *cur, ivs[before])})
+		}
+	}
+	return out
+}
+
+// DoneByDeadline checks that every holder still in its section at its
+// deadline had been told by then: its lock's Done closed no later than
+// the deadline (a lock kept by extending it has the extended deadline).
+func DoneByDeadline(ivs []Interval) []Violation {
+	var out []Violation
+	for _, iv := range ivs {
+		if iv.Exit > iv.Deadline && iv.Done > iv.Deadline && len(out) < maxViolations {
+			what := "still held, Done not closed"
+			if iv.Done != Never {
+				what = fmt.Sprintf("Done closed %v late", iv.Done-iv.Deadline)
+			}
+			out = append(out, Violation{Check: "done", At: iv.Deadline,
+				What: fmt.Sprintf("%s at the deadline: %v", what, iv)})
+		}
+	}
+	return out
+}
+
+// Liveness checks that every Lock call acquired within bound of its start
+// when it could: when a majority of the masters had no outage for its
+// client (nor the client a pause) from window before its start until
+// bound after it, and its context allowed bound. A call that began less than bound before the
+// history's end is not judged.
+func Liveness(h History, window, bound time.Duration) []Violation {
+	need := validity.Majority(h.Masters)
+	var out []Violation
+	for _, c := range h.Calls {
+		from, to := c.Start-window, c.Start+bound
+		if to > h.End || c.Limit < to {
+			continue
+		}
+		if c.Acquired && c.End-c.Start <= bound {
+			continue
+		}
+		stable := 0
+		for m := range h.Masters {
+			ok := true
+			for _, o := range h.Outages {
+				if (o.Master == m || o.Master == -1) && (o.Client == -1 || o.Client == c.Client) && o.From <= to && o.To >= from {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				stable++
+			}
+		}
+		if stable < need || len(out) >= maxViolations {
+			continue
+		}
+		what := "did not acquire"
+		if c.Acquired {
+			what = fmt.Sprintf("acquired after %v", c.End-c.Start)
+		} else if c.End != Never {
+			what = fmt.Sprintf("failed after %v", c.End-c.Start)
+		}
+		out = append(out, Violation{Check: "liveness", At: c.Start,
+			What: fmt.Sprintf("client %d call %d on %q %s, bound %v, with %d of %d masters stable from %v to %v",
+				c.Client, c.Call, c.Resource, what, bound, stable, h.Masters, from, to)})
+	}
+	return out
+}
+
+// Leftovers checks that no master holds a key, other than those keep
+// allows (a fence counter, say; nil: none), once the run is over: no lock
+// key, no queue member, no reader.
+func Leftovers(w *World, keep func(key string) bool) []Violation {
+	var out []Violation
+	for i := range w.masters {
+		for _, k := range w.masters[i].m.Keys(w.MasterNow(i)) {
+			if (keep == nil || !keep(k)) && len(out) < maxViolations {
+				out = append(out, Violation{Check: "leftover", At: w.now, What: fmt.Sprintf("master %d holds %q", i, k)})
+			}
+		}
+	}
+	return out
+}
+
+// Report is what a failing run prints: the seed that replays it, each
+// violation, and the traced events around the first (trace: from a
+// replay with Options.Trace; nil for none).
+func Report(seed uint64, vs []Violation, trace []TraceEvent) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d violations\n", seed, len(vs))
+	for _, v := range vs {
+		fmt.Fprintf(&b, "%v\n", v)
+	}
+	if len(trace) > 0 {
+		fmt.Fprintf(&b, "events around the first:\n")
+		for _, e := range trace {
+			fmt.Fprintf(&b, "%v\n", e)
+		}
+	}
+	return b.String()
+}
