@@ -237,10 +237,15 @@ func (c *cmd) parks() bool { return c.isRelease() || c.kind == cmdLeave }
 
 // cmd is one command to one master, and where its reply goes.
 type cmd struct {
+	// The one-byte fields first, together: a round allocates one cmd per
+	// master in one slice, and padding between them would cost a size
+	// class (5 × 160 bytes: 896 allocated, against 704 for 5 × 136).
 	kind   cmdKind
+	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
+	resent bool     // sent again after a NOSCRIPT reply
+	ask    bool     // cmdWriteWait: a master refuses it while others are ahead of it in the queue (rw_write.lua)
 	key    string   // the lock key (the first of keys); the fence key is key + ":fence"
 	keys   []string // every lock key, for the Multi kinds
-	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
 	token  string
 	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey), 2 to also hand the key itself (§14.3)
 	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits
@@ -249,13 +254,10 @@ type cmd struct {
 	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes
 	bits   *semBits  // cmdSemHolders: where each master's answer goes
 	node   int
-	resent bool // sent again after a NOSCRIPT reply
 	// cmdWriteWait: the writer's id in the masters' queue ("" when it is
-	// not in it), and whether a master refuses it while others are ahead
-	// of it there (rw_write.lua). cmdRelease: the releasing waiter's own
-	// member in the queue, to take off.
+	// not in it). cmdRelease: the releasing waiter's own member in the
+	// queue, to take off.
 	waiter string
-	ask    bool
 }
 
 // done hands the command's reply, which came at now, to its round, if the
