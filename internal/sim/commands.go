@@ -21,28 +21,44 @@ func (m *Master) exec(now, us int64, args []string) Reply {
 	case "EVALSHA":
 		return m.cmdEvalSHA(now, us, args)
 	}
-	switch strings.ToUpper(name) {
+	upper := strings.ToUpper(name)
+	if r, ok := m.execKeys(now, us, upper, name, args); ok {
+		return r
+	}
+	if r, ok := m.execHash(now, upper, name, args); ok {
+		return r
+	}
+	if r, ok := m.execServer(now, us, upper, name, args); ok {
+		return r
+	}
+	return errReply("ERR unknown command '" + name + "'")
+}
+
+// execKeys runs the scripts and the string and hash commands (upper is the
+// command's name in upper case, name as sent); false for another command.
+func (m *Master) execKeys(now, us int64, upper, name string, args []string) (Reply, bool) {
+	switch upper {
 	case "SET":
-		return m.cmdSet(now, args)
+		return m.cmdSet(now, args), true
 	case "EVALSHA":
-		return m.cmdEvalSHA(now, us, args)
+		return m.cmdEvalSHA(now, us, args), true
 	case "EVAL":
-		return m.cmdEval(now, us, args)
+		return m.cmdEval(now, us, args), true
 	case "GET":
 		if len(args) != 2 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		v, ok, err := m.get(now, args[1])
 		switch {
 		case err != "":
-			return errReply(err)
+			return errReply(err), true
 		case !ok:
-			return nilReply()
+			return nilReply(), true
 		}
-		return bulkReply(v)
+		return bulkReply(v), true
 	case "DEL":
 		if len(args) < 2 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		var n int64
 		for _, k := range args[1:] {
@@ -50,170 +66,186 @@ func (m *Master) exec(now, us int64, args []string) Reply {
 				n++
 			}
 		}
-		return intReply(n)
+		return intReply(n), true
 	case "EXISTS":
 		if len(args) < 2 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
-		return intReply(m.exists(now, args[1:]...))
+		return intReply(m.exists(now, args[1:]...)), true
 	case "TYPE":
 		if len(args) != 2 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		e, ok := m.lookup(args[1], now)
 		if !ok {
-			return Reply{Kind: Status, Text: "none"}
+			return Reply{Kind: Status, Text: "none"}, true
 		}
-		return Reply{Kind: Status, Text: [...]string{"", "string", "hash", "zset"}[e.typ]}
+		return Reply{Kind: Status, Text: [...]string{"", "string", "hash", "zset"}[e.typ]}, true
 	case "PTTL":
 		if len(args) != 2 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
-		return intReply(m.pttl(now, args[1]))
+		return intReply(m.pttl(now, args[1])), true
 	case "PEXPIRE":
 		if len(args) != 3 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		n, err := m.pexpire(now, args[1], args[2])
 		if err != "" {
-			return errReply(err)
+			return errReply(err), true
 		}
-		return intReply(n)
+		return intReply(n), true
 	case "INCR":
 		if len(args) != 2 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
-		return m.incr(now, args[1])
+		return m.incr(now, args[1]), true
+	}
+	return Reply{}, false
+}
+
+// execHash runs the hash commands (ReadFenced's HMGET, the fence record's
+// HGET and HSET); false for another command.
+func (m *Master) execHash(now int64, upper, name string, args []string) (Reply, bool) {
+	switch upper {
 	case "HGET":
 		if len(args) != 3 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		v, ok, err := m.hget(now, args[1], args[2])
 		switch {
 		case err != "":
-			return errReply(err)
+			return errReply(err), true
 		case !ok:
-			return nilReply()
+			return nilReply(), true
 		}
-		return bulkReply(v)
+		return bulkReply(v), true
 	case "HMGET":
 		if len(args) < 3 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		out := make([]Reply, 0, len(args)-2)
 		for _, f := range args[2:] {
 			v, ok, err := m.hget(now, args[1], f)
 			switch {
 			case err != "":
-				return errReply(err)
+				return errReply(err), true
 			case !ok:
 				out = append(out, nilReply())
 			default:
 				out = append(out, bulkReply(v))
 			}
 		}
-		return Reply{Kind: Array, Array: out}
+		return Reply{Kind: Array, Array: out}, true
 	case "HSET":
 		if len(args) < 4 || len(args)%2 != 0 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		n, err := m.hset(now, args[1], args[2:]...)
 		if err != "" {
-			return errReply(err)
+			return errReply(err), true
 		}
-		return intReply(n)
+		return intReply(n), true
+	}
+	return Reply{}, false
+}
+
+// execServer runs the sorted-set, pub/sub, script-cache and server
+// commands; false for another command.
+func (m *Master) execServer(now, us int64, upper, name string, args []string) (Reply, bool) {
+	switch upper {
 	case "ZADD":
-		return m.cmdZAdd(now, args)
+		return m.cmdZAdd(now, args), true
 	case "ZREM":
 		if len(args) < 3 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		var n int64
 		for _, mem := range args[2:] {
 			r, err := m.zrem(now, args[1], mem)
 			if err != "" {
-				return errReply(err)
+				return errReply(err), true
 			}
 			n += r
 		}
-		return intReply(n)
+		return intReply(n), true
 	case "ZRANK":
 		if len(args) != 3 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		r, ok, err := m.zrank(now, args[1], args[2])
 		switch {
 		case err != "":
-			return errReply(err)
+			return errReply(err), true
 		case !ok:
-			return nilReply()
+			return nilReply(), true
 		}
-		return intReply(r)
+		return intReply(r), true
 	case "ZSCORE":
 		if len(args) != 3 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		s, ok, err := m.zscore(now, args[1], args[2])
 		switch {
 		case err != "":
-			return errReply(err)
+			return errReply(err), true
 		case !ok:
-			return nilReply()
+			return nilReply(), true
 		}
-		return bulkReply(formatScore(s))
+		return bulkReply(formatScore(s)), true
 	case "ZCARD":
 		if len(args) != 2 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		n, err := m.zcard(now, args[1])
 		if err != "" {
-			return errReply(err)
+			return errReply(err), true
 		}
-		return intReply(n)
+		return intReply(n), true
 	case "ZCOUNT", "ZREMRANGEBYSCORE":
 		if len(args) != 4 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
 		n, err := m.zcount(now, args[1], args[2], args[3], strings.EqualFold(name, "ZREMRANGEBYSCORE"))
 		if err != "" {
-			return errReply(err)
+			return errReply(err), true
 		}
-		return intReply(n)
+		return intReply(n), true
 	case "ZPOPMIN":
-		return m.cmdZPopMin(now, args)
+		return m.cmdZPopMin(now, args), true
 	case "ZRANGE":
-		return m.cmdZRange(now, args)
+		return m.cmdZRange(now, args), true
 	case "PUBLISH":
 		if len(args) != 3 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
-		return intReply(m.publish(args[1], args[2]))
+		return intReply(m.publish(args[1], args[2])), true
 	case "PUBSUB":
-		return m.cmdPubSub(args)
+		return m.cmdPubSub(args), true
 	case "SCRIPT":
-		return m.cmdScript(args)
+		return m.cmdScript(args), true
 	case "PING":
 		switch len(args) {
 		case 1:
-			return Reply{Kind: Status, Text: "PONG"}
+			return Reply{Kind: Status, Text: "PONG"}, true
 		case 2:
-			return bulkReply(args[1])
+			return bulkReply(args[1]), true
 		}
-		return wrongArgs(name)
+		return wrongArgs(name), true
 	case "TIME":
 		if len(args) != 1 {
-			return wrongArgs(name)
+			return wrongArgs(name), true
 		}
-		return timeReply(us)
+		return timeReply(us), true
 	case "INFO":
-		return bulkReply("# Server\r\nredis_version:7.0.15\r\nrun_id:" + m.runID + "\r\n")
+		return bulkReply("# Server\r\nredis_version:7.0.15\r\nrun_id:" + m.runID + "\r\n"), true
 	case "DBSIZE":
-		return intReply(int64(len(m.liveKeys(now))))
+		return intReply(int64(len(m.liveKeys(now)))), true
 	case "FLUSHALL", "FLUSHDB":
 		clear(m.keys)
-		return okReply()
+		return okReply(), true
 	}
-	return errReply("ERR unknown command '" + name + "'")
+	return Reply{}, false
 }
 
 func timeReply(us int64) Reply {
