@@ -99,16 +99,18 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 			if err != nil {
 				return err
 			}
+			// A matching key left out for -limit means there may be
+			// more, even when every master left out the same ones.
 			for _, k := range batch {
 				if r, _, ok := primitiveOf(opts, k); ok {
-					if strings.HasPrefix(r, resPrefix) && len(prims[i]) < limit {
-						prims[i] = append(prims[i], k)
+					if strings.HasPrefix(r, resPrefix) {
+						prims[i], truncated[i] = keep(prims[i], k, limit, truncated[i])
 					}
 					continue
 				}
 				r, ok := redlock.ResourceFor(opts, k)
-				if ok && k != s.r.audit && strings.HasPrefix(r, resPrefix) && len(scanned[i]) < limit {
-					scanned[i] = append(scanned[i], k)
+				if ok && k != s.r.audit && strings.HasPrefix(r, resPrefix) {
+					scanned[i], truncated[i] = keep(scanned[i], k, limit, truncated[i])
 				}
 			}
 			if cursor = next; cursor == 0 {
@@ -286,4 +288,13 @@ func printList(w io.Writer, res listResult, n int) {
 	if res.Truncated {
 		fmt.Fprintf(w, "(truncated at -limit %d resources, or %d SCAN calls per master: there may be more)\n", res.Limit, maxScanCalls)
 	}
+}
+
+// keep appends k to keys while they are fewer than limit; past it, k is
+// left out and the listing is truncated.
+func keep(keys []string, k string, limit int, truncated bool) ([]string, bool) {
+	if len(keys) < limit {
+		return append(keys, k), truncated
+	}
+	return keys, true
 }
