@@ -192,21 +192,10 @@ func writebackModel(m *Master, c clock, keys, argv []string) Reply {
 	if !ok {
 		return errReply(errArgType)
 	}
-	stored, hasFence, err := m.hget(c.ms, fk, "fence")
-	if err != "" {
-		return errReply(err)
-	}
-	if !hasFence {
-		stored = "0"
-	}
-	cur, okC := dec(stored)
-	targ, hasT := at(argv, 2)
-	t, okT, lerr := decNil(targ, hasT)
-	if lerr.Kind == Error {
-		return lerr
-	}
-	if !okC || !okT {
-		return errReply("ERR redlock write-back: a fence is not a decimal number")
+	targ, _ := at(argv, 2)
+	cur, t, r := fences(m, c, fk, argv, 2, "write-back")
+	if r.Kind == Error {
+		return r
 	}
 	order := cmpDec(cur, t)
 	if order < 0 {
@@ -227,6 +216,30 @@ func writebackModel(m *Master, c clock, keys, argv []string) Reply {
 	return intReply(0)
 }
 
+// fences is writeback.lua's and fenced_write.lua's reading of the fences
+// they compare: the one stored in key's hash ("0" when none) and the
+// caller's, argv[i]; an error reply (Kind Error) when either is not a
+// decimal number, as the scripts' dec() raises (what names the script).
+func fences(m *Master, c clock, key string, argv []string, i int, what string) (stored, given string, r Reply) {
+	s, has, err := m.hget(c.ms, key, "fence")
+	if err != "" {
+		return "", "", errReply(err)
+	}
+	if !has {
+		s = "0"
+	}
+	cur, okC := dec(s)
+	a, hasA := at(argv, i)
+	g, okG, lerr := decNil(a, hasA)
+	if lerr.Kind == Error {
+		return "", "", lerr
+	}
+	if !okC || !okG {
+		return "", "", errReply("ERR redlock " + what + ": a fence is not a decimal number")
+	}
+	return cur, g, nilReply()
+}
+
 // fenced_write.lua: a write to a resource, accepted only past the last
 // fence, or at it from the same owner.
 func fencedWriteModel(m *Master, c clock, keys, argv []string) Reply {
@@ -234,21 +247,10 @@ func fencedWriteModel(m *Master, c clock, keys, argv []string) Reply {
 	if !ok {
 		return errReply(errArgType)
 	}
-	stored, has, err := m.hget(c.ms, k, "fence")
-	if err != "" {
-		return errReply(err)
-	}
-	if !has {
-		stored = "0"
-	}
-	last, okL := dec(stored)
-	fa, hasF := at(argv, 1)
-	fence, okF, lerr := decNil(fa, hasF)
-	if lerr.Kind == Error {
-		return lerr
-	}
-	if !okL || !okF {
-		return errReply("ERR redlock fenced write: a fence is not a decimal number")
+	fa, _ := at(argv, 1)
+	last, fence, r := fences(m, c, k, argv, 1, "fenced write")
+	if r.Kind == Error {
+		return r
 	}
 	order := cmpDec(fence, last)
 	if order < 0 {

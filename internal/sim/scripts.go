@@ -143,6 +143,17 @@ func ReadScripts(dir string) (map[string]string, error) {
 	return out, nil
 }
 
+// LoadScripts is ReadScripts then NewScripts: the library's scripts in dir
+// (redlock/scripts), and their models bound to them.
+func LoadScripts(dir string) (map[string]string, *Scripts, error) {
+	srcs, err := ReadScripts(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := NewScripts(srcs)
+	return srcs, s, err
+}
+
 // usesDecimal reports whether a script's code (not its comments) calls
 // decimal.lua's functions.
 func usesDecimal(src string) bool {

@@ -26,11 +26,7 @@ const scriptsDir = "../../../redlock/scripts"
 
 func loadScripts(t testing.TB) (map[string]string, *sim.Scripts) {
 	t.Helper()
-	srcs, err := sim.ReadScripts(scriptsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sim.NewScripts(srcs)
+	srcs, s, err := sim.LoadScripts(scriptsDir)
 	if err != nil {
 		t.Fatal(err)
 	}
