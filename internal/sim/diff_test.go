@@ -793,6 +793,17 @@ func startReal(t *testing.T) (*respConn, *respConn) {
 // subscriber connection.
 const subscriberConn sim.Conn = 1
 
+// scriptIndex is each script's file name by SHA1 (names) and SHA1 by file
+// name (shas).
+func scriptIndex(scripts *sim.Scripts) (names, shas map[string]string) {
+	names, shas = map[string]string{}, map[string]string{}
+	for _, n := range scripts.Names() {
+		names[scripts.SHA(n)] = n
+		shas[n] = scripts.SHA(n)
+	}
+	return names, shas
+}
+
 // TestDifferential sends generated command sequences, scripts included,
 // to a real redis-server and to a simulated master, and requires the same
 // reply to every command, the same keyspace after each sequence, and the
@@ -800,12 +811,7 @@ const subscriberConn sim.Conn = 1
 func TestDifferential(t *testing.T) {
 	srcs, scripts := loadScripts(t)
 	real, sub := startReal(t)
-	names := map[string]string{}
-	shas := map[string]string{}
-	for _, n := range scripts.Names() {
-		names[scripts.SHA(n)] = n
-		shas[n] = scripts.SHA(n)
-	}
+	names, shas := scriptIndex(scripts)
 	first := *diffSeed
 	if first == 0 {
 		first = uint64(time.Now().UnixNano())
@@ -854,12 +860,7 @@ func TestDifferential(t *testing.T) {
 func TestDifferentialExpiry(t *testing.T) {
 	srcs, scripts := loadScripts(t)
 	real, sub := startReal(t)
-	names := map[string]string{}
-	shas := map[string]string{}
-	for _, n := range scripts.Names() {
-		names[scripts.SHA(n)] = n
-		shas[n] = scripts.SHA(n)
-	}
+	names, shas := scriptIndex(scripts)
 	for s := range 20 {
 		seed := uint64(1000 + s)
 		m := sim.New("expiry", scripts)

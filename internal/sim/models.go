@@ -15,17 +15,29 @@ import (
 // swallows it. Lua's nil and false are told apart where the script's
 // comparisons do: GET's false is never equal to a missing ARGV's nil.
 
-// extend.lua: compare-and-PEXPIRE.
-func extendModel(m *Master, c clock, keys, argv []string) Reply {
+// holds is the scripts' opening compare, `redis.call('GET', KEYS[1]) ==
+// ARGV[1]`: KEYS[1], and whether it holds the caller's token; an error
+// reply (Kind Error) when KEYS[1] is missing or GET fails.
+func holds(m *Master, c clock, keys, argv []string) (key string, mine bool, r Reply) {
 	k, ok := at(keys, 1)
 	if !ok {
-		return errReply(errArgType)
+		return "", false, errReply(errArgType)
 	}
 	v, has, err := m.get(c.ms, k)
 	if err != "" {
-		return errReply(err)
+		return "", false, errReply(err)
 	}
-	if tok, ok := at(argv, 1); has && ok && v == tok {
+	tok, hasTok := at(argv, 1)
+	return k, has && hasTok && v == tok, nilReply()
+}
+
+// extend.lua: compare-and-PEXPIRE.
+func extendModel(m *Master, c clock, keys, argv []string) Reply {
+	k, mine, r := holds(m, c, keys, argv)
+	if r.Kind == Error {
+		return r
+	}
+	if mine {
 		ttl, ok := at(argv, 2)
 		if !ok {
 			return errReply(errArgType)
@@ -176,18 +188,14 @@ func hgetOr0(m *Master, c clock, keys []string, i int, field string) Reply {
 
 // writeback.lua: raise the fence counter to t under our token.
 func writebackModel(m *Master, c clock, keys, argv []string) Reply {
-	k, ok := at(keys, 1)
-	if !ok {
-		return errReply(errArgType)
+	_, mine, r := holds(m, c, keys, argv)
+	if r.Kind == Error {
+		return r
 	}
-	v, has, err := m.get(c.ms, k)
-	if err != "" {
-		return errReply(err)
-	}
-	tok, hasTok := at(argv, 1)
-	if !has || !hasTok || v != tok {
+	if !mine {
 		return intReply(0)
 	}
+	tok, _ := at(argv, 1)
 	fk, ok := at(keys, 2)
 	if !ok {
 		return errReply(errArgType)
@@ -501,18 +509,14 @@ func releaseMultiModel(m *Master, c clock, keys, argv []string) Reply {
 // adopt.lua: the key's PTTL while it holds the token, and the fence when
 // the counter's owner is the token.
 func adoptModel(m *Master, c clock, keys, argv []string) Reply {
-	k, ok := at(keys, 1)
-	if !ok {
-		return errReply(errArgType)
+	k, mine, r := holds(m, c, keys, argv)
+	if r.Kind == Error {
+		return r
 	}
-	v, has, err := m.get(c.ms, k)
-	if err != "" {
-		return errReply(err)
-	}
-	tok, hasTok := at(argv, 1)
-	if !has || !hasTok || v != tok {
+	if !mine {
 		return nilReply()
 	}
+	tok, _ := at(argv, 1)
 	pttl := luaString(float64(m.pttl(c.ms, k)))
 	if fk, ok := at(keys, 2); ok {
 		owner, has, err := m.hget(c.ms, fk, "owner")
@@ -581,15 +585,11 @@ func keepRecord(m *Master, c clock, record, value, ttl string) Reply {
 // sem_extend.lua: compare-and-PEXPIRE of a permit's slot, keeping the
 // permits record alive at least as long.
 func semExtendModel(m *Master, c clock, keys, argv []string) Reply {
-	slot, ok := at(keys, 1)
-	if !ok {
-		return errReply(errArgType)
+	slot, mine, r := holds(m, c, keys, argv)
+	if r.Kind == Error {
+		return r
 	}
-	v, has, err := m.get(c.ms, slot)
-	if err != "" {
-		return errReply(err)
-	}
-	if tok, ok := at(argv, 1); !has || !ok || v != tok {
+	if !mine {
 		return intReply(0)
 	}
 	ttl, ok := at(argv, 2)
