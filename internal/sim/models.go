@@ -224,19 +224,30 @@ func writebackModel(m *Master, c clock, keys, argv []string) Reply {
 	return intReply(0)
 }
 
+// storedFence is a fence counter's fence as the scripts read it: HGET
+// key fence, "0" when absent, as a decimal (ok false when it is not one);
+// an error reply (Kind Error) when HGET fails.
+func storedFence(m *Master, c clock, key string) (d string, ok bool, r Reply) {
+	s, has, err := m.hget(c.ms, key, "fence")
+	if err != "" {
+		return "", false, errReply(err)
+	}
+	if !has {
+		s = "0"
+	}
+	d, ok = dec(s)
+	return d, ok, nilReply()
+}
+
 // fences is writeback.lua's and fenced_write.lua's reading of the fences
 // they compare: the one stored in key's hash ("0" when none) and the
 // caller's, argv[i]; an error reply (Kind Error) when either is not a
 // decimal number, as the scripts' dec() raises (what names the script).
 func fences(m *Master, c clock, key string, argv []string, i int, what string) (stored, given string, r Reply) {
-	s, has, err := m.hget(c.ms, key, "fence")
-	if err != "" {
-		return "", "", errReply(err)
+	cur, okC, r := storedFence(m, c, key)
+	if r.Kind == Error {
+		return "", "", r
 	}
-	if !has {
-		s = "0"
-	}
-	cur, okC := dec(s)
 	a, hasA := at(argv, i)
 	g, okG, lerr := decNil(a, hasA)
 	if lerr.Kind == Error {
@@ -319,15 +330,11 @@ func acquireMultiModel(m *Master, c clock, keys, argv []string) Reply {
 			if !ok {
 				return errReply(errArgType)
 			}
-			s, has, err := m.hget(c.ms, fk, "fence")
-			if err != "" {
-				return errReply(err)
-			}
-			if !has {
-				s = "0"
-			}
-			d, ok := dec(s)
-			if !ok {
+			d, ok, r := storedFence(m, c, fk)
+			switch {
+			case r.Kind == Error:
+				return r
+			case !ok:
 				return errReply("ERR redlock acquire: a fence counter is not a decimal number")
 			}
 			if cmpDec(d, top) > 0 {
@@ -383,15 +390,11 @@ func writebackMultiModel(m *Master, c clock, keys, argv []string) Reply {
 		if !ok {
 			return errReply(errArgType)
 		}
-		s, hasF, err := m.hget(c.ms, fk, "fence")
-		if err != "" {
-			return errReply(err)
-		}
-		if !hasF {
-			s = "0"
-		}
-		cur, ok := dec(s)
-		if !ok {
+		cur, ok, r := storedFence(m, c, fk)
+		switch {
+		case r.Kind == Error:
+			return r
+		case !ok:
 			return errReply("ERR redlock write-back: a fence counter is not a decimal number")
 		}
 		order := cmpDec(cur, t)
