@@ -73,7 +73,7 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: "adopt", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
-	start := time.Now()
+	start := l.env.now()
 	// Every master is waited for (each up to NodeTimeout): the more of
 	// them are known to hold the token, the later the deadline can be.
 	res := l.round(ctx, start, true, func(c *cmd) bool {
@@ -81,7 +81,7 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 		c.kind, c.token, c.fenced = cmdAdopt, token, l.opts.Fencing
 		return true
 	})
-	elapsed := time.Since(start)
+	elapsed := l.env.now().Sub(start)
 	l.tel.round(ctx, l, "adopt", res)
 	switch {
 	case res.Err != nil:

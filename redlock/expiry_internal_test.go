@@ -50,7 +50,7 @@ func TestExpiresAt(t *testing.T) {
 // outcome as Acquisition() unpacks it, compact or not.
 func TestAcqRecordOutcome(t *testing.T) {
 	addrs := []string{"a:1", "b:2", "c:3"}
-	l := &Locker{addrs: addrs}
+	l := &Locker{addrs: addrs, env: sysEnv{}}
 	outs := []quorum.Outcome{quorum.OK, quorum.Refused, quorum.OK}
 	for _, withErr := range []bool{false, true} {
 		info := Acquisition{Nodes: make([]NodeResult, len(addrs))}

@@ -18,7 +18,7 @@ import (
 // counts. A handed lock's validity counts from the first join that
 // carried its token, however many joins carried it since.
 func TestGivenBackGrantsDoNotCount(t *testing.T) {
-	l := &Locker{need: 3, masters: make([]redis.UniversalClient, 5)}
+	l := &Locker{need: 3, masters: make([]redis.UniversalClient, 5), env: sysEnv{}}
 	w := newWaker(l)
 	const key = "redlock:{r}"
 	x := &waiter{ch: make(chan struct{}, 1), keys: []string{key}, id: w.id + ".1"}
@@ -89,7 +89,7 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 // back, TestCloseGivesBackGrants).
 func TestNoHandedLockOnceClosing(t *testing.T) {
 	opts := Options{}.withDefaults()
-	l := &Locker{need: 3, masters: make([]redis.UniversalClient, 5), addrs: make([]string, 5), opts: opts,
+	l := &Locker{need: 3, masters: make([]redis.UniversalClient, 5), addrs: make([]string, 5), opts: opts, env: sysEnv{},
 		log: slog.New(slog.DiscardHandler)}
 	w := newWaker(l)
 	l.wake = w

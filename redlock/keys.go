@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -141,16 +140,19 @@ func checkOwnerLabel(label string) error {
 
 // newToken returns a fresh token, one per acquisition: 128 random bits in
 // base64url, after "<label>/" when the Locker has an owner label.
-func newToken(label string) (string, error) {
-	b := make([]byte, tokenBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("redlock: reading a random token: %w", err)
-	}
-	t := base64.RawURLEncoding.EncodeToString(b)
+func (l *Locker) newToken() string {
+	var b [tokenBytes]byte
+	l.env.random(b[:])
+	label := l.opts.OwnerLabel
+	n := base64.RawURLEncoding.EncodedLen(tokenBytes)
 	if label != "" {
-		return label + "/" + t, nil
+		n += len(label) + 1
 	}
-	return t, nil
+	t := make([]byte, 0, n)
+	if label != "" {
+		t = append(append(t, label...), '/')
+	}
+	return string(base64.RawURLEncoding.AppendEncode(t, b[:]))
 }
 
 // shortToken is what logs show: enough to correlate, too little to forge.

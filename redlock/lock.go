@@ -103,7 +103,7 @@ func (lk *Lock) Deadline() time.Time {
 func (lk *Lock) Valid() bool {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	return !lk.released && time.Now().Before(lk.deadline)
+	return !lk.released && lk.locker.env.now().Before(lk.deadline)
 }
 
 // Acquisition returns the breakdown of the round that acquired the lock.
@@ -152,7 +152,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	start := lk.locker.env.now()
 	if !start.Before(lk.deadline) {
 		outcome = outLapsed
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "deadline passed", kind: ErrLost}
@@ -179,9 +179,9 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		c.kind, c.token, c.n, c.pass = kind, lk.token, ms, uint64(lk.permits)
 		return true
 	})
-	elapsed := time.Since(start)
+	elapsed := lk.locker.env.now().Sub(start)
 	l.tel.round(ctx, l, "extend", res)
-	if granted(res, budget, elapsed) && time.Now().Before(lk.deadline) {
+	if granted(res, budget, elapsed) && lk.locker.env.now().Before(lk.deadline) {
 		outcome = outExtended
 		lk.ttl, lk.budget = ttl, budget
 		lk.setDeadlineLocked(budget.Deadline(start))
@@ -204,7 +204,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 			return fail("", ref) // a refused permission, not a lost lock
 		}
 		return fail("no majority still holds the token", nil)
-	case !time.Now().Before(lk.deadline):
+	case !lk.locker.env.now().Before(lk.deadline):
 		outcome = outLapsed
 		return fail("the majority answered after the deadline", nil)
 	}
@@ -264,7 +264,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	l.tel.unlocked(ctx, lk.resource)
 	defer func() { l.tel.unlockedHold(ctx, lk, err) }()
-	expired := !time.Now().Before(lk.deadline)
+	expired := !lk.locker.env.now().Before(lk.deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold, lk.waited, lk.queueID)
 	if ref := refusal(l.nodeResults(res)); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sync"
@@ -34,6 +33,7 @@ type Locker struct {
 	log     *slog.Logger
 	tel     *telemetry
 	wake    *waker
+	env     env // the clock, randomness and waits (env.go)
 
 	// Shutdown (shutdown.go), the keeper's pacing and Stats (pace.go), the
 	// short-validity warning (short.go).
@@ -102,14 +102,17 @@ func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 // client's own pipelining. Clients made by FromOptions and ParseURL are
 // closed by Close, also when NewMasters fails; the others are the caller's.
 func NewMasters(masters []Master, opts *Options) (*Locker, error) {
-	l, err := newLocker(masters, opts)
+	l, err := newLocker(masters, opts, sysEnv{}, nil)
 	if err != nil {
 		closeOwned(masters)
 	}
 	return l, err
 }
 
-func newLocker(masters []Master, opts *Options) (*Locker, error) {
+// newLocker makes a Locker that lives in e; path, when not nil, makes
+// each master's path instead of the one its client calls for (the
+// simulator's).
+func newLocker(masters []Master, opts *Options, e env, path func(cfg *pathConfig) pathway) (*Locker, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -168,6 +171,7 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 		budget:  o.budget(),
 		need:    validity.Majority(len(masters)),
 		log:     log,
+		env:     e,
 		pace:    pace{masters: make([]roundTimes, len(masters))},
 	}
 	l.ids.addrs = addrs
@@ -175,10 +179,13 @@ func newLocker(masters []Master, opts *Options) (*Locker, error) {
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
-		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.NodeTimeout, log: log, ids: &l.ids, tried: &l.tried}
-		if m != nil {
+		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.NodeTimeout, log: log, ids: &l.ids, tried: &l.tried, env: e}
+		switch {
+		case path != nil:
+			l.streams[i] = path(cfg)
+		case m != nil:
 			l.streams[i] = newPath(cfg, m, o.ViaClient) // transport.go
-		} else {
+		default:
 			l.streams[i] = newClientPath(cfg, masters[i]) // master.go
 		}
 	}
@@ -415,7 +422,7 @@ func (l *Locker) queued(t target) bool {
 // gives it back and joins with a new one: a handed lock counts its
 // validity from the first join of its token (§14.3), which stays recent.
 func (l *Locker) join(ctx context.Context, t target, w *waiter) {
-	if l.wake.aged(w, time.Now()) {
+	if l.wake.aged(w, l.env.now()) {
 		l.giveBack(ctx, t, w, true)
 	}
 	l.queueRound(ctx, t, w, cmdJoin)
@@ -429,14 +436,11 @@ func (l *Locker) join(ctx context.Context, t target, w *waiter) {
 func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) {
 	next := ""
 	if again {
-		var err error
-		if next, err = newToken(l.opts.OwnerLabel); err != nil {
-			next = ""
-		}
+		next = l.newToken()
 	}
 	token := l.wake.token(w)
 	old := l.wake.resetGrants(w, next)
-	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
+	l.round(context.WithoutCancel(ctx), l.env.now(), false, func(c *cmd) bool {
 		c.kind, c.key, c.token, c.n, c.waiter = cmdRelease, t.key, token, 2, old
 		return true
 	})
@@ -463,7 +467,7 @@ func (l *Locker) complete(ctx context.Context, t target, w *waiter) {
 	if by == nil || missing < 1 {
 		return
 	}
-	res := l.roundFor(ctx, time.Now(), false, l.opts.NodeTimeout, missing, func(c *cmd) bool {
+	res := l.roundFor(ctx, l.env.now(), false, l.opts.NodeTimeout, missing, func(c *cmd) bool {
 		c.kind, c.key, c.token, c.n = cmdSetNX, t.key, token, ttl
 		return !by[c.node]
 	})
@@ -480,10 +484,7 @@ func (l *Locker) mayHand(t target, w *waiter, ttl time.Duration) {
 	if !l.queued(t) || t.mode != 0 || l.opts.Fencing || !l.wake.hearsAll() {
 		return
 	}
-	token, err := newToken(l.opts.OwnerLabel)
-	if err != nil {
-		return
-	}
+	token := l.newToken()
 	l.wake.setGrant(w, &grantState{token: token, digest: tokenDigest(token), ttl: uint64(ttl.Milliseconds()), by: make([]bool, len(l.streams))})
 }
 
@@ -499,7 +500,7 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 		// begun, no lock is handed out: lock gives the grants back.)
 		return nil
 	}
-	elapsed := time.Since(start)
+	elapsed := l.env.now().Sub(start)
 	info := Acquisition{Start: start, Elapsed: elapsed, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
 		Validity: budget.Validity(elapsed), Nodes: make([]NodeResult, len(by))}
 	mayHold := make([]bool, len(by))
@@ -534,7 +535,7 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 // whether the key holds its grant token, and counts those masters as its
 // grants (docs/design.md §14.3).
 func (l *Locker) probe(ctx context.Context, t target, w *waiter) (free bool, expires time.Time) {
-	start := time.Now()
+	start := l.env.now()
 	token := ""
 	if w != nil && w.grant != nil {
 		token = w.grant.token
@@ -562,7 +563,7 @@ func (l *Locker) probe(ctx context.Context, t target, w *waiter) (free bool, exp
 // when too few masters answered (as if at the head).
 func (l *Locker) rank(ctx context.Context, t target, w *waiter) uint64 {
 	member := l.wake.member(w, false, time.Time{})
-	res := l.round(ctx, time.Now(), false, func(c *cmd) bool {
+	res := l.round(ctx, l.env.now(), false, func(c *cmd) bool {
 		c.kind, c.key, c.token = cmdRank, t.key, member
 		return true
 	})
@@ -637,7 +638,7 @@ func grantedSomewhere(err error) bool {
 func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, granted func(i int) bool) {
 	// Every master that granted is skipped, a majority: the round is
 	// decided at once, and the replies come back to nobody.
-	l.round(context.WithoutCancel(ctx), time.Now(), false, func(c *cmd) bool {
+	l.round(context.WithoutCancel(ctx), l.env.now(), false, func(c *cmd) bool {
 		c.kind, c.key, c.token = cmdLeave, t.key, w.id
 		return !granted(c.node)
 	})
@@ -647,7 +648,7 @@ func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, granted fu
 // majority, within NodeTimeout. Its outcome does not matter to the lock:
 // the queue only decides whom a release wakes.
 func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKind) {
-	start := time.Now()
+	start := l.env.now()
 	member := l.wake.member(w, kind == cmdJoin, start)
 	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
 		c.kind, c.key, c.token, c.n = kind, t.key, member, w.score
@@ -770,7 +771,7 @@ func (l *Locker) backoff(attempt int) time.Duration {
 	if d <= 1 {
 		return d
 	}
-	return d/2 + rand.N(d/2+1)
+	return d/2 + time.Duration(l.env.intN(int64(d/2+1)))
 }
 
 // acquire makes one acquisition round. passes, for an RWMutex's Lock or
@@ -790,10 +791,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
-	token, err := newToken(l.opts.OwnerLabel)
-	if err != nil {
-		return nil, err
-	}
+	token := l.newToken()
 	ms := uint64(ttl.Milliseconds())
 	kind := cmdSetNX
 	switch {
@@ -804,7 +802,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	case l.opts.Fencing:
 		kind = cmdAcquireFenced
 	}
-	start := time.Now()
+	start := l.env.now()
 	res := l.round(ctx, start, false, func(c *cmd) bool {
 		t.set(c)
 		c.kind, c.token, c.n, c.fenced = kind, token, ms, l.opts.Fencing
@@ -836,6 +834,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	}
 	var fence uint64
 	if l.opts.Fencing && t.mode != modeRead {
+		var err error
 		if fence, err = a.fence(res); err != nil {
 			return nil, err
 		}
@@ -866,7 +865,7 @@ type acquiring struct {
 func (a *acquiring) settle(op string, res quorum.Result, reason string) error {
 	l, ctx, resource := a.l, a.ctx, a.t.resource
 	info := &a.info
-	info.Elapsed = time.Since(a.start)
+	info.Elapsed = l.env.now().Sub(a.start)
 	info.Validity = a.budget.Validity(info.Elapsed)
 	inv := l.invalidErr()
 	if reason == "" && inv == nil && granted(res, a.budget, info.Elapsed) {
@@ -930,7 +929,7 @@ func (a *acquiring) fence(res quorum.Result) (uint64, error) {
 	if t.multi() {
 		wb = cmdWritebackMulti
 	}
-	wres := l.round(a.ctx, time.Now(), false, func(c *cmd) bool {
+	wres := l.round(a.ctx, l.env.now(), false, func(c *cmd) bool {
 		t.set(c)
 		c.kind, c.token, c.n = wb, a.token, fence
 		return true
@@ -1010,7 +1009,7 @@ func (l *Locker) roundFor(ctx context.Context, start time.Time, waitAll bool, wa
 			r.Skip(i, quorum.Unavailable, errDeferred)
 		}
 	}
-	res := r.Wait(ctx, wait)
+	res := l.env.await(ctx, r, wait)
 	l.pace.observe(res)
 	return res
 }
@@ -1070,7 +1069,7 @@ func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHo
 			pop = 2 // and hand the key itself to a waiter that asked (§14.3)
 		}
 	}
-	res := l.round(context.WithoutCancel(ctx), time.Now(), true, func(c *cmd) bool {
+	res := l.round(context.WithoutCancel(ctx), l.env.now(), true, func(c *cmd) bool {
 		t.set(c)
 		c.kind, c.token, c.n, c.waiter = kind, token, pop, queueID
 		return mayHold[c.node]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -165,21 +164,15 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, 
 		if w != nil {
 			woken = w.ch
 		}
-		d := l.backoff(max(attempt, 1))
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-ctx.Done():
-			round = true // which fails at once, naming ctx's cause
-		case <-timer.C:
+		switch l.env.sleep(ctx, l.quit, l.backoff(max(attempt, 1)), woken, &timer) {
+		case wakeTimer:
 			// The backoff covers a lost release message and a permit
 			// that expired. Only the first waiter in line polls: the
 			// others are woken in turn.
 			round = w == nil || l.wake.first(w)
-		case <-woken:
+		default:
+			// Woken; or ctx ended, or Close began: the round then fails
+			// at once, naming why.
 			round = true
 		}
 	}
@@ -201,22 +194,19 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
-	token, err := newToken(l.opts.OwnerLabel)
-	if err != nil {
-		return nil, err
-	}
+	token := l.newToken()
 	k := s.permits
 	order := make([]string, k)
-	for j, r := 0, rand.N(k); j < k; j++ {
+	for j, r := 0, int(l.env.intN(int64(k))); j < k; j++ {
 		order[j] = s.slots[(r+j)%k]
 	}
-	start := time.Now()
+	start := l.env.now()
 	res := l.round(ctx, start, false, func(c *cmd) bool {
 		c.kind, c.key, c.keys, c.token, c.n = cmdSemAcquire, s.stem, order, token, uint64(ttl.Milliseconds())
 		return true
 	})
 	l.tel.round(ctx, l, "acquire", res)
-	elapsed := time.Since(start)
+	elapsed := l.env.now().Sub(start)
 	info := Acquisition{Start: start, Elapsed: elapsed, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
 		Validity: budget.Validity(elapsed), Nodes: l.nodeResults(res)}
 	for i, n := range info.Nodes {
@@ -304,7 +294,7 @@ func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 	}
 	defer l.ops.Done()
 	bits := &semBits{bits: make([]string, len(l.streams))}
-	res := l.round(ctx, time.Now(), true, func(c *cmd) bool {
+	res := l.round(ctx, l.env.now(), true, func(c *cmd) bool {
 		c.kind, c.key, c.keys, c.bits = cmdSemHolders, s.stem, s.slots, bits
 		return true
 	})

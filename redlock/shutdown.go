@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 )
 
 // liveLocks is the set of locks a Locker handed out and that were not
@@ -123,7 +122,7 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 		return l.Close()
 	}
 	locks := l.live.close()
-	begun := time.Now()
+	begun := l.env.now()
 	helds := make([]*Held, len(locks))
 	for i, lk := range locks {
 		lk.mu.Lock()
@@ -160,7 +159,7 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 	l.Close() // waits for the releases in progress (registered operations)
 	<-released
 	if len(locks) > 0 {
-		l.log.Info("redlock: shutdown released the locks still held", "locks", len(locks), "took", time.Since(begun))
+		l.log.Info("redlock: shutdown released the locks still held", "locks", len(locks), "took", l.env.now().Sub(begun))
 	}
 	return err
 }

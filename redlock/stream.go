@@ -54,7 +54,7 @@ type stream struct {
 	progress time.Time
 	failedAt time.Time   // last failed dial
 	needLoad bool        // a NOSCRIPT reply: load the scripts before the next batch
-	probing  *time.Timer // armed while a release is parked or unanswered: see probe
+	probing  stopper // armed while a release is parked or unanswered: see probe
 	// stale is a fast-path connection that ended with commands written
 	// and unanswered: the next connection ends it on the server first
 	// (respLink.kill), so that none of them runs after what follows.
@@ -106,7 +106,9 @@ const (
 func newStream(cfg *pathConfig, dial func() (link, string, error), giveUpAfter time.Duration) *stream {
 	s := &stream{cfg: cfg, dial: dial, giveUpAfter: giveUpAfter, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Go(s.run)
+	if !cfg.env.detached() {
+		s.wg.Go(s.run)
+	}
 	return s
 }
 
@@ -202,7 +204,7 @@ func (s *stream) probeDueLocked() bool { return len(s.parked) > 0 || s.unanswere
 // master down for good is dialled once a second).
 func (s *stream) armProbeLocked() {
 	if s.probing == nil && !s.closed {
-		s.probing = time.AfterFunc(max(s.cfg.nodeTimeout, probeEvery), s.probe)
+		s.probing = s.cfg.env.afterFunc(max(s.cfg.nodeTimeout, probeEvery), s.probe)
 	}
 }
 
@@ -226,7 +228,7 @@ func (s *stream) probe() {
 		s.writing = true
 		s.kick()
 		return // a failed dial arms the probe again
-	case ln != nil && s.giveUpAfter > 0 && s.unansweredLocked() > 0 && time.Since(s.progress) > s.giveUpAfter:
+	case ln != nil && s.giveUpAfter > 0 && s.unansweredLocked() > 0 && s.cfg.env.now().Sub(s.progress) > s.giveUpAfter:
 		ln.close() // its reader calls broken, which dials again
 		return
 	}
@@ -262,6 +264,10 @@ func (s *stream) takeLocked() []*cmd {
 }
 
 func (s *stream) kick() {
+	if s.cfg.env.detached() {
+		s.cfg.env.later(s.flush)
+		return
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -324,7 +330,7 @@ func (s *stream) flush() {
 				return
 			}
 			if err != nil {
-				s.failedAt = time.Now()
+				s.failedAt = s.cfg.env.now()
 				var inv *invalidError
 				if errors.As(err, &inv) {
 					s.invalid = err
@@ -345,14 +351,14 @@ func (s *stream) flush() {
 				}
 				s.mu.Unlock()
 				rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
-				now := time.Now()
+				now := s.cfg.env.now()
 				for _, c := range failed {
 					c.done(rep, now)
 				}
 				return
 			}
 			s.link, s.failedAt, s.stale = ln, time.Time{}, nil
-			s.answeredLocked(time.Now())
+			s.answeredLocked(s.cfg.env.now())
 		}
 		batch := s.takeLocked()
 		s.mu.Unlock()
@@ -477,7 +483,7 @@ func (s *stream) broken(ln link, err error) {
 	s.mu.Unlock()
 	ln.close()
 	rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
-	now := time.Now()
+	now := s.cfg.env.now()
 	for _, c := range lost {
 		if !c.parks() {
 			c.done(rep, now)
@@ -548,5 +554,5 @@ type MasterStats struct {
 func (s *stream) stats() MasterStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return MasterStats{Addr: s.cfg.addr, Skipped: s.skippingLocked(time.Now()), Deferred: len(s.parked), Dropped: s.dropped, Written: s.written}
+	return MasterStats{Addr: s.cfg.addr, Skipped: s.skippingLocked(s.cfg.env.now()), Deferred: len(s.parked), Dropped: s.dropped, Written: s.written}
 }

@@ -87,7 +87,7 @@ const memNodeTimeout = time.Minute
 func newMem(t *testing.T) (*memMaster, *stream) {
 	t.Helper()
 	m := &memMaster{writes: make(chan memWrite, 2*maxDeferred)}
-	cfg := &pathConfig{addr: "mem", nodeTimeout: memNodeTimeout, log: slog.New(slog.DiscardHandler), ids: &identities{}, tried: &atomic.Int32{}}
+	cfg := &pathConfig{addr: "mem", nodeTimeout: memNodeTimeout, log: slog.New(slog.DiscardHandler), ids: &identities{}, tried: &atomic.Int32{}, env: sysEnv{}}
 	s := newStream(cfg, m.dial, 0)
 	t.Cleanup(func() {
 		s.close() // joins the flusher: every write is in m.writes now

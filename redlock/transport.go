@@ -48,6 +48,7 @@ type pathConfig struct {
 	log         *slog.Logger
 	ids         *identities   // which server each master reaches
 	tried       *atomic.Int32 // masters whose first dial has ended
+	env         env           // the Locker's clock and waits
 }
 
 // newPath returns the path to master m: the one place that chooses.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/quorumlab/redlock/internal/quorum"
@@ -56,7 +55,7 @@ func (d *waitDriver) run() {
 	l, t := d.l, d.t
 	busy := t.mode != modeRead && l.wake.busy(t)
 	handingOn := !busy && l.queued(t) && l.wake.handingOn(t, l.opts.Retry.MaxDelay)
-	a := d.m.Start(time.Now(), busy, handingOn)
+	a := d.m.Start(d.l.env.now(), busy, handingOn)
 	for a.Kind != wait.Done {
 		a = d.do(a)
 	}
@@ -74,22 +73,22 @@ func (d *waitDriver) do(a wait.Action) wait.Action {
 			q = inQueue{id: d.w.id, ask: a.Ask}
 		}
 		d.lk, d.err = l.acquire(ctx, t, d.ttl, d.budget, d.passes, q)
-		return d.m.RoundDone(time.Now(), d.roundResult(q))
+		return d.m.RoundDone(d.l.env.now(), d.roundResult(q))
 	case wait.Join:
 		l.join(ctx, t, d.w)
-		return d.m.JoinDone(time.Now())
+		return d.m.JoinDone(d.l.env.now())
 	case wait.Probe:
 		free, expires := l.probe(ctx, t, d.w)
-		return d.m.ProbeDone(time.Now(), free, expires)
+		return d.m.ProbeDone(d.l.env.now(), free, expires)
 	case wait.Rank:
 		r := l.rank(ctx, t, d.w)
-		return d.m.RankDone(time.Now(), r)
+		return d.m.RankDone(d.l.env.now(), r)
 	case wait.Complete:
 		l.complete(ctx, t, d.w)
-		return d.m.CompleteDone(time.Now())
+		return d.m.CompleteDone(d.l.env.now())
 	case wait.GiveBack:
 		l.giveBack(ctx, t, d.w, a.Again)
-		return d.m.GiveBackDone(time.Now())
+		return d.m.GiveBackDone(d.l.env.now())
 	case wait.Sleep:
 		return d.sleep(a.Delay)
 	}
@@ -119,26 +118,20 @@ func (d *waitDriver) roundResult(q inQueue) wait.RoundResult {
 // sleep waits for the next event: the timer after delay, a wake, ctx, or
 // Close.
 func (d *waitDriver) sleep(delay time.Duration) wait.Action {
-	if d.timer == nil {
-		d.timer = time.NewTimer(delay)
-	} else {
-		d.timer.Reset(delay)
-	}
 	var woken <-chan struct{}
 	if d.w != nil {
 		woken = d.w.ch
 	}
-	select {
-	case <-d.ctx.Done():
-		return d.m.CtxEnded(time.Now())
-	case <-d.l.quit.Done():
-		return d.m.Closed(time.Now())
-	case <-d.timer.C:
-		return d.m.TimerFired(time.Now())
-	case <-woken:
-		d.timer.Stop()
-		return d.m.Woken(time.Now())
+	e := d.l.env
+	switch e.sleep(d.ctx, d.l.quit, delay, woken, &d.timer) {
+	case wakeCtx:
+		return d.m.CtxEnded(e.now())
+	case wakeClosed:
+		return d.m.Closed(e.now())
+	case wakeWoken:
+		return d.m.Woken(e.now())
 	}
+	return d.m.TimerFired(e.now())
 }
 
 // ended sets the wait's outcome from how it ended.
@@ -184,6 +177,10 @@ func (d *waitDriver) finish() {
 		l.leaveWhere(ctx, t, w, func(i int) bool { return lk.acq.outcome(i) == quorum.OK })
 	case wait.LeaveQueue:
 		l.queueRound(ctx, t, w, cmdLeave)
+	case wait.LeaveUnnamed:
+		if by, all := l.wake.namedBy(w); !all {
+			l.leaveWhere(ctx, t, w, func(i int) bool { return by != nil && by[i] })
+		}
 	}
 	if lk != nil && d.m.Waited() {
 		lk.waited = true // others may be waiting too: its release hands on
@@ -221,4 +218,4 @@ func (d *waitDriver) FreedSince(t time.Time) bool { return d.l.wake.freedSince(d
 
 func (d *waitDriver) Backoff(n int) time.Duration { return d.l.backoff(n) }
 
-func (d *waitDriver) Jitter(max time.Duration) time.Duration { return rand.N(max + 1) }
+func (d *waitDriver) Jitter(max time.Duration) time.Duration { return time.Duration(d.l.env.intN(int64(max) + 1)) }

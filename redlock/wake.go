@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	crand "crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"math"
@@ -127,6 +126,7 @@ type waiter struct {
 	// waker's mutex.
 	msg    string
 	named  int
+	by     []bool // by master: named it in msg
 	popped bool
 	again  bool // wake it again on the majority's announcement
 	// grant: a waiter a release may hand the key to (nil otherwise);
@@ -150,7 +150,7 @@ type subscriber struct {
 func newWaker(l *Locker) *waker {
 	w := &waker{l: l, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
 	var b [8]byte
-	_, _ = crand.Read(b[:]) // never fails (Go ≥ 1.24)
+	l.env.random(b[:])
 	w.id = hex.EncodeToString(b[:])
 	w.suffix = ":w:" + w.id
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -172,7 +172,7 @@ func (w *waker) wait(t target) *waiter {
 		keys = []string{t.key[:len(t.key)-1] + "w"}
 	}
 	wt := &waiter{ch: make(chan struct{}, 1), keys: keys, reader: reader,
-		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), score: uint64(time.Now().UnixMicro())}
+		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), score: uint64(w.l.env.now().UnixMicro())}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -251,7 +251,7 @@ func (w *waker) handed(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if q := w.queues[key]; q != nil {
-		q.handedAt = time.Now()
+		q.handedAt = w.l.env.now()
 	}
 }
 
@@ -272,7 +272,7 @@ func (w *waker) handingOn(t target, maxAge time.Duration) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[t.key]
-	return q != nil && !q.handedAt.IsZero() && time.Since(q.handedAt) < maxAge
+	return q != nil && !q.handedAt.IsZero() && w.l.env.now().Sub(q.handedAt) < maxAge
 }
 
 // first reports whether no waiter for the same keys is ahead of wt in
@@ -315,7 +315,7 @@ func (w *waker) done(wt *waiter) {
 		w.waiting.Add(-1)
 	}
 	unused := len(wt.ch) > 0
-	now := time.Now()
+	now := w.l.env.now()
 	for _, k := range wt.keys {
 		q := w.queues[k]
 		j := q.place(wt)
@@ -346,7 +346,7 @@ func (w *waker) released(i int, key, msg string) {
 		return
 	}
 	if !strings.Contains(msg, " ") {
-		q.freedAt = time.Now()
+		q.freedAt = w.l.env.now()
 	}
 	if len(q.waiters) == 0 {
 		if !strings.Contains(msg, " ") {
@@ -360,7 +360,7 @@ func (w *waker) released(i int, key, msg string) {
 	if dig, head, named := strings.Cut(msg, " "); named {
 		if id, _, handed := strings.Cut(head, " "); handed {
 			// The master handed the key to one of this Locker's waiters.
-			q.handedAt = time.Now()
+			q.handedAt = w.l.env.now()
 			// dig is the SHA-1 of the token the master set: a grant of
 			// this waiter's own token, or not counted.
 			if x := q.find(id); x != nil && x.grant != nil && dig == x.grant.digest {
@@ -379,13 +379,13 @@ func (w *waker) released(i int, key, msg string) {
 			return
 		}
 		// Only this Locker hears it (its own channel): no tally needed.
-		q.handedAt = time.Now()
+		q.handedAt = w.l.env.now()
 		if q.has(head) {
 			// A writer is named: the readers waiting for it go in before
 			// the next writer, whose intent their passes let them by
 			// (rw_read.lua), as after a release naming nobody.
 			w.woken.Add(q.wakeReaders())
-			if q.named(head, msg, w.l.need) {
+			if q.named(i, head, msg, w.l.need, len(w.l.streams)) {
 				w.woken.Add(1)
 			}
 			return
@@ -394,7 +394,7 @@ func (w *waker) released(i int, key, msg string) {
 		// reached this master after the release that woke it): the key
 		// is free all the same, and counts as a release naming nobody.
 		msg = dig
-		q.freedAt = time.Now()
+		q.freedAt = w.l.env.now()
 	}
 	q.tally[msg]++
 	if q.tally[msg] < w.l.need {
@@ -420,14 +420,22 @@ func (w *waker) released(i int, key, msg string) {
 // when they agree on the queue, so waiting for more would only slow the
 // handoff; and again on the majority's if asked (wakeOnMajority). It
 // reports whether it woke the waiter on the first.
-func (q *waitQueue) named(id, msg string, need int) bool {
+func (q *waitQueue) named(i int, id, msg string, need, masters int) bool {
 	for _, x := range q.waiters {
 		if x.id != id {
 			continue
 		}
 		if x.msg != msg {
 			x.msg, x.named, x.popped, x.again = msg, 0, true, false
+			if x.by == nil {
+				x.by = make([]bool, masters)
+			}
+			clear(x.by)
 		}
+		if x.by[i] {
+			return false // a duplicate
+		}
+		x.by[i] = true
 		x.named++
 		switch {
 		case x.named == 1:
@@ -456,6 +464,18 @@ func (w *waker) wakeOnMajority(wt *waiter) (now, later bool) {
 	}
 	wt.again = true
 	return false, true
+}
+
+// namedBy is, by master, whether the last release that named wt took it
+// off the queue there (all true: nowhere left to leave).
+func (w *waker) namedBy(wt *waiter) (by []bool, all bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	all = wt.by != nil
+	for _, b := range wt.by {
+		all = all && b
+	}
+	return slices.Clone(wt.by), all
 }
 
 // find is the waiter id of q, or nil.
@@ -694,9 +714,12 @@ func (q *waitQueue) wakeOne() bool {
 }
 
 // startLocked starts one subscriber goroutine per master, and the sweeper
-// that unsubscribes keys nobody has waited for in lingerFor.
+// that unsubscribes keys nobody has waited for in lingerFor. A detached
+// Locker (env) starts none: its owner calls pump after each event, and
+// the sweep runs on its timers.
 func (w *waker) startLocked() {
 	w.subs = make([]*subscriber, 0, len(w.l.masters))
+	detached := w.l.env.detached()
 	for i, m := range w.l.masters {
 		ps := subscribe(w.ctx, m, w.l.given[i])
 		if ps == nil {
@@ -704,7 +727,13 @@ func (w *waker) startLocked() {
 		}
 		s := &subscriber{i: i, ps: ps, notify: make(chan struct{}, 1), have: map[string]bool{}}
 		w.subs = append(w.subs, s)
-		w.wg.Go(func() { w.run(s) })
+		if !detached {
+			w.wg.Go(func() { w.run(s) })
+		}
+	}
+	if detached {
+		w.l.env.afterFunc(lingerFor/2, w.sweepTick)
+		return
 	}
 	w.wg.Go(w.sweep)
 }
@@ -753,9 +782,41 @@ func (w *waker) run(s *subscriber) {
 			if !ok {
 				return
 			}
-			w.released(s.i, strings.TrimSuffix(m.Channel, w.suffix), m.Payload)
+			w.message(s, m)
 		case <-s.notify:
 			w.reconcile(s)
+		}
+	}
+}
+
+// message hands the announcement m that s's master published to
+// released.
+func (w *waker) message(s *subscriber, m *redis.Message) {
+	w.released(s.i, strings.TrimSuffix(m.Channel, w.suffix), m.Payload)
+}
+
+// pump does, without blocking, what the subscriber goroutines would: for
+// each master in turn, the change of subscriptions asked for, then the
+// announcements that came. A detached Locker has no such goroutines; its
+// owner calls pump after each event.
+func (w *waker) pump() {
+	w.mu.Lock()
+	subs := w.subs
+	w.mu.Unlock()
+	for _, s := range subs {
+		select {
+		case <-s.notify:
+			w.reconcile(s)
+		default:
+		}
+		for msgs := s.ps.Channel(); ; {
+			select {
+			case m := <-msgs:
+				w.message(s, m)
+				continue
+			default:
+			}
+			break
 		}
 	}
 }
@@ -800,7 +861,7 @@ func (w *waker) reconcile(s *subscriber) {
 	if failed {
 		// The master is not answering: try again a little later (go-redis
 		// redials), not in a tight loop.
-		time.AfterFunc(lingerFor/2, func() { s.poke() })
+		w.l.env.afterFunc(lingerFor/2, func() { s.poke() })
 	}
 }
 
@@ -820,22 +881,38 @@ func (w *waker) sweep() {
 		select {
 		case <-w.quit:
 			return
-		case now := <-t.C:
-			w.mu.Lock()
-			changed := false
-			for k, q := range w.queues {
-				if len(q.waiters) == 0 && now.Sub(q.idleSince) >= lingerFor {
-					delete(w.queues, k)
-					w.keys.Add(-1)
-					changed = true
-				}
-			}
-			if changed {
-				w.notifyLocked()
-			}
-			w.mu.Unlock()
+		case <-t.C:
+			w.sweepOnce()
 		}
 	}
+}
+
+// sweepTick is the sweep of a detached Locker, on its timers until it
+// closes.
+func (w *waker) sweepTick() {
+	if w.sweepOnce() {
+		w.l.env.afterFunc(lingerFor/2, w.sweepTick)
+	}
+}
+
+// sweepOnce forgets the keys that nobody has waited for in lingerFor, and
+// reports whether the waker is still open.
+func (w *waker) sweepOnce() bool {
+	now := w.l.env.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	changed := false
+	for k, q := range w.queues {
+		if len(q.waiters) == 0 && now.Sub(q.idleSince) >= lingerFor {
+			delete(w.queues, k)
+			w.keys.Add(-1)
+			changed = true
+		}
+	}
+	if changed {
+		w.notifyLocked()
+	}
+	return !w.closed
 }
 
 // close stops the subscribers and joins their goroutines.

@@ -156,10 +156,20 @@ func (r *Round) Deliver(node int, rep Reply) bool {
 	return true
 }
 
+// Decided reports whether the round is decided: Wait would return at
+// once. A driver that does not block (a simulator) checks it after each
+// Deliver, and calls Finish once it is, or once its deadline or its
+// context has come.
+func (r *Round) Decided() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isClosed
+}
+
 // Wait blocks until the round is decided, timeout has passed since its
 // start (nodes that have not answered become TimedOut), or ctx ends (they
 // become Canceled, and Result.Err is ctx's error). It uses one timer, and
-// none when the round is already decided. Call it once.
+// none when the round is already decided. Call it (or Finish) once.
 func (r *Round) Wait(ctx context.Context, timeout time.Duration) Result {
 	var err error
 	select {
@@ -174,6 +184,14 @@ func (r *Round) Wait(ctx context.Context, timeout time.Duration) Result {
 		}
 		t.Stop()
 	}
+	return r.Finish(time.Now(), timeout, err)
+}
+
+// Finish ends the round at now without waiting: what Wait returns once
+// the round is decided, its timeout has passed (err nil: the nodes that
+// have not answered become TimedOut), or its context ended with err (they
+// become Canceled). A decided round ignores err. Call it (or Wait) once.
+func (r *Round) Finish(now time.Time, timeout time.Duration, err error) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopped = true
@@ -190,7 +208,7 @@ func (r *Round) Wait(ctx context.Context, timeout time.Duration) Result {
 		case r.isClosed:
 			// Decided without this node: it stays Pending.
 		case err != nil:
-			res.Replies[i] = Reply{Outcome: Canceled, Err: err, Latency: time.Since(r.start)}
+			res.Replies[i] = Reply{Outcome: Canceled, Err: err, Latency: now.Sub(r.start)}
 		default:
 			res.Replies[i] = Reply{Outcome: TimedOut, Err: ErrTimeout, Latency: timeout}
 		}

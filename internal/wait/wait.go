@@ -228,6 +228,7 @@ const (
 	LeaveGiveBack       // give the grant token back (handing on what was handed), and leave, in one round
 	LeaveWhere          // a writer that acquired: leave where its round did not grant
 	LeaveQueue          // leave the queue
+	LeaveUnnamed        // taken off by a release that named it: leave where it did not name it
 )
 
 // Leave says what to take back once Done: a waiter still in the queue
@@ -245,6 +246,9 @@ func (m *Machine) Leave() Leave {
 		return LeaveWhere
 	case m.joined || m.everJoined && m.cfg.Writer:
 		return LeaveQueue
+	case m.everJoined:
+		// Masters that disagreed on the head popped another waiter.
+		return LeaveUnnamed
 	}
 	return LeaveNothing
 }

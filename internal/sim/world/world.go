@@ -318,3 +318,16 @@ func (w *World) Drain(limit uint64) bool {
 	}
 	return true
 }
+
+// Reachable reports whether client c can connect to master m now: its
+// command connection is not cut and the master is not down. A client's
+// dial reads it (a connection attempt to a master that is not there
+// fails).
+func (w *World) Reachable(c, m int) bool {
+	return w.pairs[c*len(w.masters)+m].cut == 0 && w.masters[m].down == 0
+}
+
+// SubReachable is Reachable for c's pub/sub connection to m.
+func (w *World) SubReachable(c, m int) bool {
+	return w.pairs[c*len(w.masters)+m].subCut == 0 && w.masters[m].down == 0
+}

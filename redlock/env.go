@@ -1,0 +1,91 @@
+package redlock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"math/rand/v2"
+	"time"
+
+	"github.com/quorumlab/redlock/internal/quorum"
+)
+
+// env is what a Locker takes from outside its own memory, besides its
+// masters: the time, randomness, and the ways it waits. Production runs
+// on sysEnv (the monotonic clock, the runtime's random sources, blocking
+// waits and goroutines); the deterministic simulator in this package's
+// tests runs the same code on simulated time, one seeded source of
+// randomness and no goroutine of the Locker's own (docs/design.md §21).
+// Every reading of the clock the protocol acts on goes through now.
+type env interface {
+	// now is the current time.
+	now() time.Time
+	// await waits for round r to be decided, for timeout from its
+	// start, or for ctx to end (quorum.Round.Wait).
+	await(ctx context.Context, r *quorum.Round, timeout time.Duration) quorum.Result
+	// sleep waits for the first of: delay passing (on t, a timer kept
+	// for reuse), a value on woken (nil: none), ctx ending, quit ending.
+	sleep(ctx, quit context.Context, delay time.Duration, woken <-chan struct{}, t **time.Timer) wakeup
+	// afterFunc runs f once d has passed, unless stopped first.
+	afterFunc(d time.Duration, f func()) stopper
+	// random fills b with random bytes (tokens, ids); intN draws
+	// uniformly from [0, n), n > 0.
+	random(b []byte)
+	intN(n int64) int64
+	// detached: the Locker starts no goroutine of its own; what a
+	// goroutine of its would do (a stream's flush, a subscriber's
+	// reconcile) it hands to later, which runs f once the caller has
+	// yielded. Production is not detached and never calls later.
+	detached() bool
+	later(f func())
+}
+
+// wakeup is what ended a sleep.
+type wakeup uint8
+
+const (
+	wakeTimer  wakeup = iota // the delay passed
+	wakeWoken                // woken had a value
+	wakeCtx                  // the context ended
+	wakeClosed               // quit ended: the Locker is closing
+)
+
+// stopper cancels what afterFunc set up (*time.Timer is one).
+type stopper interface{ Stop() bool }
+
+// sysEnv is production's env.
+type sysEnv struct{}
+
+func (sysEnv) now() time.Time { return time.Now() }
+
+func (sysEnv) await(ctx context.Context, r *quorum.Round, timeout time.Duration) quorum.Result {
+	return r.Wait(ctx, timeout)
+}
+
+func (sysEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-chan struct{}, t **time.Timer) wakeup {
+	if *t == nil {
+		*t = time.NewTimer(delay)
+	} else {
+		(*t).Reset(delay)
+	}
+	select {
+	case <-ctx.Done():
+		return wakeCtx
+	case <-quit.Done():
+		return wakeClosed
+	case <-(*t).C:
+		return wakeTimer
+	case <-woken:
+		(*t).Stop()
+		return wakeWoken
+	}
+}
+
+func (sysEnv) afterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+
+func (sysEnv) random(b []byte) { _, _ = crand.Read(b) } // never fails (Go ≥ 1.24)
+
+func (sysEnv) intN(n int64) int64 { return rand.Int64N(n) }
+
+func (sysEnv) detached() bool { return false }
+
+func (sysEnv) later(f func()) { go f() }

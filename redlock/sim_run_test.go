@@ -1,0 +1,89 @@
+package redlock
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumlab/redlock/internal/sim"
+	"github.com/quorumlab/redlock/internal/sim/world"
+)
+
+// simScripts are the masters' models of the library's scripts.
+var simScripts = sync.OnceValues(func() (*sim.Scripts, error) {
+	_, s, err := sim.LoadScripts("scripts")
+	return s, err
+})
+
+// simRow is one kind of run: processes, their callers' work, the world's
+// network and faults, and whether the run keeps the assumptions.
+type simRow struct {
+	name  string
+	procs int
+	cfg   simConfig
+	// world sets the world's options (the seed, scripts and assumptions
+	// are set after it).
+	world func(o *world.Options)
+	chaos *world.Chaos
+	// outside: the run breaks an assumption on purpose and must show a
+	// violation.
+	outside bool
+}
+
+// simRun is what one seed of a row gave.
+type simRun struct {
+	seed       uint64
+	hash       uint64
+	sections   int
+	events     uint64
+	violations []world.Violation
+	trace      []world.TraceEvent
+}
+
+// runSim runs row with seed for span of simulated time, stops the
+// processes, lets the world drain, and checks the history.
+func runSim(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, error) {
+	scripts, err := simScripts()
+	if err != nil {
+		return simRun{}, err
+	}
+	o := row.cfg.opts.withDefaults()
+	wo := world.Options{}
+	if row.world != nil {
+		row.world(&wo)
+	}
+	wo.Seed, wo.Scripts, wo.Trace = seed, scripts, trace
+	wo.Assume = world.Assumptions{TTL: o.TTL, DriftFactor: o.DriftFactor, SafetyMargin: o.SafetyMargin}
+	w, err := world.New(wo)
+	if err != nil {
+		return simRun{}, err
+	}
+	for i := range row.procs {
+		p, err := newSimProc(w, i, &row.cfg)
+		if err != nil {
+			return simRun{}, err
+		}
+		w.Add(p)
+	}
+	if row.chaos != nil {
+		if err := w.Chaos(0, span, *row.chaos); err != nil {
+			return simRun{}, err
+		}
+	}
+	w.Run(span)
+	w.Stop()
+	if !w.Drain(50_000_000) {
+		return simRun{}, fmt.Errorf("seed %d: the world did not drain", seed)
+	}
+	h := w.History()
+	var vs []world.Violation
+	vs = append(vs, world.Exclusion(h.Intervals, 0)...)
+	vs = append(vs, world.Fences(h.Intervals)...)
+	vs = append(vs, world.Leftovers(w, func(k string) bool { return strings.HasSuffix(k, fenceSuffix) })...)
+	r := simRun{seed: seed, hash: w.Hash(), sections: w.Sections(), events: w.Events(), violations: vs}
+	if trace && len(vs) > 0 {
+		r.trace = w.TraceAround(vs[0].At, 0, 60, 20)
+	}
+	return r, nil
+}

@@ -1,0 +1,609 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"time"
+
+	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/internal/sim"
+	"github.com/quorumlab/redlock/internal/sim/world"
+)
+
+// The deterministic simulator's process (docs/design.md §21): a real
+// Locker, detached (env.go), whose callers run the library's own Lock and
+// Unlock (the wait's state machine and its driver, the rounds, the
+// validity arithmetic, the waker, the streams with their breakers,
+// parking and NOSCRIPT resends, the Lua scripts' models on the masters)
+// against the world's simulated masters, network and clocks
+// (internal/sim/world). What it replaces is the transport (a link that
+// turns each command into a world Send, a subscription that turns into
+// world Subscribes) and time: the world's clock of the process, its
+// timers, and its seeded randomness.
+//
+// Each caller is a coroutine (iter.Pull): it runs the library's blocking
+// code until that code waits (a round's replies, the wait's sleep, the
+// caller's own hold), and yields there; the process resumes it once what
+// it waits for has come. Only one coroutine runs at a time, and the
+// process picks the next in a fixed order, so a seed replays exactly.
+
+// simEpoch is what the process clock counts from: a time.Time with no
+// monotonic reading, so that Add, Sub and Before work as usual.
+var simEpoch = time.Unix(0, 0)
+
+// simConfig is what the processes of one run share.
+type simConfig struct {
+	opts      Options
+	resources []string
+	callers   int           // callers per process
+	hold      time.Duration // a section lasts up to
+	think     time.Duration // between two calls, up to
+	limit     time.Duration // a Lock call's context limit (0: none)
+}
+
+// simProc is one process: a Locker and its callers. It is the world's
+// Client and the Locker's env.
+type simProc struct {
+	w     *world.World
+	rng   *rand.Rand
+	id    int
+	cfg   *simConfig
+	l     *Locker
+	clock time.Duration // the process's clock at the current event
+	out   []world.Action
+
+	paths   []*simPath
+	subs    []*simSub
+	callers []*simCaller
+	cur     *simCaller
+	timers  map[uint64]*simTimer
+	timerID uint64
+	pending []func() // what later was handed, in order
+	calls   uint64
+
+	stopping bool
+	stopped  time.Duration // when Stop came
+	closed   bool
+}
+
+var (
+	_ world.Client = (*simProc)(nil)
+	_ env          = (*simProc)(nil)
+)
+
+// newSimProc makes the process that will be the world's client id.
+func newSimProc(w *world.World, id int, cfg *simConfig) (*simProc, error) {
+	p := &simProc{w: w, rng: w.Rand(), id: id, cfg: cfg, timers: map[uint64]*simTimer{}}
+	n := w.Masters()
+	masters := make([]Master, n)
+	p.paths = make([]*simPath, n)
+	p.subs = make([]*simSub, n)
+	for i := range masters {
+		masters[i] = &simMaster{p: p, i: i}
+		p.paths[i] = &simPath{p: p, m: i}
+	}
+	opts := cfg.opts
+	l, err := newLocker(masters, &opts, p, func(c *pathConfig) pathway {
+		sp := p.paths[c.master]
+		sp.s = newStream(c, sp.dial, 0)
+		return sp.s
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.l = l
+	return p, nil
+}
+
+// The env.
+
+func (p *simProc) now() time.Time { return simEpoch.Add(p.clock) }
+
+func (p *simProc) await(ctx context.Context, r *quorum.Round, timeout time.Duration) quorum.Result {
+	if !r.Decided() && ctx.Err() == nil {
+		c := p.caller("a round")
+		c.wait, c.round, c.ctx = waitRound, r, ctx
+		c.arm(r.Start().Add(timeout).Sub(p.now()))
+		c.suspend()
+	}
+	var err error
+	if !r.Decided() && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return r.Finish(p.now(), timeout, err)
+}
+
+func (p *simProc) sleep(ctx, quit context.Context, delay time.Duration, woken <-chan struct{}, _ **time.Timer) wakeup {
+	c := p.caller("a wait")
+	c.wait, c.ctx, c.quit, c.woken = waitSleep, ctx, quit, woken
+	c.arm(delay)
+	c.suspend()
+	switch {
+	case ctx.Err() != nil:
+		return wakeCtx
+	case quit.Err() != nil:
+		return wakeClosed
+	case len(woken) > 0:
+		<-woken
+		return wakeWoken
+	}
+	return wakeTimer
+}
+
+func (p *simProc) afterFunc(d time.Duration, f func()) stopper {
+	p.timerID++
+	t := &simTimer{f: f}
+	p.timers[p.timerID] = t
+	p.out = append(p.out, world.Action{Kind: world.After, Tag: p.timerID, Delay: max(d, 0)})
+	return t
+}
+
+func (p *simProc) random(b []byte) {
+	for i := 0; i < len(b); i += 8 {
+		v := p.rng.Uint64()
+		for j := i; j < len(b) && j < i+8; j++ {
+			b[j] = byte(v)
+			v >>= 8
+		}
+	}
+}
+
+func (p *simProc) intN(n int64) int64 { return p.rng.Int64N(n) }
+
+func (p *simProc) detached() bool { return true }
+
+func (p *simProc) later(f func()) { p.pending = append(p.pending, f) }
+
+// simTimer is one afterFunc.
+type simTimer struct {
+	f             func()
+	fired, stopped bool
+}
+
+func (t *simTimer) Stop() bool {
+	was := !t.fired && !t.stopped
+	t.stopped = true
+	return was
+}
+
+// waitKind is what a suspended caller waits for.
+type waitKind uint8
+
+const (
+	waitNone  waitKind = iota // running, or done
+	waitStart                 // not yet started
+	waitRound                 // a round: decided, its deadline, or ctx
+	waitSleep                 // the wait's sleep: its timer, a wake, ctx, or Close
+	waitPause                 // its own timer (a section's hold, the time between calls)
+)
+
+// simCaller is one goroutine of the process, as a coroutine.
+type simCaller struct {
+	p     *simProc
+	next  func() (struct{}, bool)
+	stop  func()
+	yield func(struct{}) bool
+	done  bool
+
+	wait  waitKind
+	round *quorum.Round
+	ctx   context.Context
+	quit  context.Context
+	woken <-chan struct{}
+	gen   uint64 // of the timer it waits for
+	fired bool
+}
+
+// caller is the caller running now; the library waits only on one.
+func (p *simProc) caller(what string) *simCaller {
+	if p.cur == nil {
+		panic("sim: the Locker waited for " + what + " outside a caller")
+	}
+	return p.cur
+}
+
+// arm sets c's timer for d from now; only the latest one counts.
+func (c *simCaller) arm(d time.Duration) {
+	c.gen++
+	c.fired = false
+	gen := c.gen
+	c.p.afterFunc(d, func() {
+		if c.gen == gen {
+			c.fired = true
+		}
+	})
+}
+
+// suspend yields to the process until it resumes c.
+func (c *simCaller) suspend() {
+	if !c.yield(struct{}{}) {
+		panic("sim: a caller was stopped while suspended")
+	}
+}
+
+// pause is the caller's own wait of d.
+func (c *simCaller) pause(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.wait = waitPause
+	c.arm(d)
+	c.suspend()
+}
+
+func (c *simCaller) ready() bool {
+	switch c.wait {
+	case waitStart:
+		return true
+	case waitRound:
+		return c.fired || c.round.Decided() || c.ctx.Err() != nil
+	case waitSleep:
+		return c.fired || len(c.woken) > 0 || c.ctx.Err() != nil || c.quit.Err() != nil
+	case waitPause:
+		return c.fired
+	}
+	return false
+}
+
+// run is the caller's life: sections until the process stops.
+func (c *simCaller) run(yield func(struct{}) bool) {
+	c.yield = yield
+	for !c.p.stopping {
+		c.p.section(c)
+	}
+}
+
+// section is one Lock call, and if it acquires, a critical section and
+// Unlock.
+func (p *simProc) section(c *simCaller) {
+	cfg := p.cfg
+	p.calls++
+	call := p.calls
+	res := cfg.resources[p.rng.IntN(len(cfg.resources))]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if cfg.limit > 0 {
+		defer p.afterFunc(cfg.limit, cancel).Stop()
+	}
+	p.record(world.Note{Kind: world.Begin, Call: call, Resource: res, Limit: cfg.limit})
+	lk, err := p.l.Lock(ctx, res)
+	if err != nil {
+		p.record(world.Note{Kind: world.Failed, Call: call})
+		c.pause(p.draw(cfg.think))
+		return
+	}
+	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.fence, Deadline: lk.deadline.Sub(simEpoch)})
+	c.pause(p.draw(cfg.hold))
+	p.record(world.Note{Kind: world.Exit, Call: call})
+	_ = lk.Unlock(context.Background())
+	c.pause(p.draw(cfg.think))
+}
+
+// draw is a uniform draw from [0, d].
+func (p *simProc) draw(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(p.rng.Int64N(int64(d) + 1))
+}
+
+func (p *simProc) record(n world.Note) {
+	p.out = append(p.out, world.Action{Kind: world.Record, Note: n})
+}
+
+// settle runs what the event made ready, in a fixed order, until nothing
+// is: the work handed to later (streams flushing), the subscriptions'
+// changes and announcements, then the first caller ready, again and
+// again. Once stopped and idle, it closes the Locker.
+func (p *simProc) settle() {
+	for {
+		if len(p.pending) > 0 {
+			f := p.pending[0]
+			p.pending = p.pending[1:]
+			f()
+			continue
+		}
+		if !p.closed {
+			p.l.wake.pump()
+		}
+		if len(p.pending) > 0 {
+			continue
+		}
+		var next *simCaller
+		for _, c := range p.callers {
+			if !c.done && c.ready() {
+				next = c
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		p.resume(next)
+	}
+	p.maybeClose()
+}
+
+func (p *simProc) resume(c *simCaller) {
+	c.wait = waitNone
+	p.cur = c
+	_, ok := c.next()
+	p.cur = nil
+	if !ok {
+		c.done = true
+	}
+}
+
+// maybeClose closes the Locker once the process has stopped, its callers
+// have returned, and its streams have nothing queued, unanswered or
+// parked (or a minute has passed since Stop: a master that never comes
+// back keeps its parked releases, and their keys expire with their TTL).
+func (p *simProc) maybeClose() {
+	if !p.stopping || p.closed {
+		return
+	}
+	for _, c := range p.callers {
+		if !c.done {
+			return
+		}
+	}
+	if p.clock-p.stopped < time.Minute {
+		for _, sp := range p.paths {
+			if sp.busy() {
+				if !sp.retry {
+					// Nothing else may come to wake the process: look
+					// again on the stream's probe period.
+					sp.retry = true
+					p.afterFunc(probeEvery, func() { sp.retry = false })
+				}
+				return
+			}
+		}
+	}
+	p.closed = true
+	p.l.Close()
+}
+
+// The world's events.
+
+func (p *simProc) Start(now time.Duration) []world.Action {
+	p.clock = now
+	p.out = p.out[:0]
+	for range p.cfg.callers {
+		c := &simCaller{p: p, wait: waitStart}
+		c.next, c.stop = iter.Pull(c.run)
+		p.callers = append(p.callers, c)
+	}
+	p.settle()
+	return p.out
+}
+
+func (p *simProc) event(now time.Duration) {
+	p.clock = now
+	p.out = p.out[:0]
+}
+
+func (p *simProc) Reply(now time.Duration, m int, tag uint64, r sim.Reply) []world.Action {
+	p.event(now)
+	sp := p.paths[m]
+	if k := sp.link; k != nil && k.gen == tag && !k.dead {
+		sp.s.answer(k, rawOf(Reply{Kind: ReplyKind(r.Kind), Int: r.Int, Text: r.Text}), p.now())
+	}
+	p.settle()
+	return p.out
+}
+
+func (p *simProc) Lost(now time.Duration, m int, tag uint64) []world.Action {
+	p.event(now)
+	sp := p.paths[m]
+	if k := sp.link; k != nil && k.gen == tag && !k.dead {
+		k.dead = true
+		sp.s.broken(k, errSimLost)
+	}
+	p.settle()
+	return p.out
+}
+
+func (p *simProc) Message(now time.Duration, m int, channel, payload string) []world.Action {
+	p.event(now)
+	if s := p.subs[m]; s != nil {
+		s.deliver(channel, payload)
+	}
+	p.settle()
+	return p.out
+}
+
+func (p *simProc) Subscribed(now time.Duration, _ int, _ string, _ bool) []world.Action {
+	p.event(now)
+	p.settle()
+	return p.out
+}
+
+func (p *simProc) Resubscribe(now time.Duration, m int) []world.Action {
+	p.event(now)
+	if s := p.subs[m]; s != nil {
+		s.resubscribe()
+	}
+	p.settle()
+	return p.out
+}
+
+func (p *simProc) Timer(now time.Duration, id uint64) []world.Action {
+	p.event(now)
+	if t := p.timers[id]; t != nil {
+		delete(p.timers, id)
+		if !t.stopped {
+			t.fired = true
+			t.f()
+		}
+	}
+	p.settle()
+	return p.out
+}
+
+func (p *simProc) Stop(now time.Duration) []world.Action {
+	p.event(now)
+	p.stopping, p.stopped = true, now
+	p.settle()
+	return p.out
+}
+
+var (
+	errSimLost    = errors.New("sim: connection lost")
+	errSimRefused = errors.New("sim: connection refused")
+)
+
+// simPath is the process's path to one master: a real stream, over
+// simLinks.
+type simPath struct {
+	p     *simProc
+	m     int
+	s     *stream
+	link  *simLink
+	gen   uint64
+	retry bool // maybeClose looks again on a timer
+}
+
+// dial connects when the world lets the process reach the master.
+func (sp *simPath) dial() (link, string, error) {
+	p := sp.p
+	if !p.w.Reachable(p.id, sp.m) {
+		return nil, "", errSimRefused
+	}
+	sp.gen++
+	sp.link = &simLink{sp: sp, gen: sp.gen}
+	return sp.link, p.w.Master(sp.m).RunID(), nil
+}
+
+// busy reports whether the stream has commands queued, unanswered or
+// parked.
+func (sp *simPath) busy() bool {
+	s := sp.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unansweredLocked() > 0 || len(s.parked) > 0
+}
+
+// simLink is one connection: each command a world Send, tagged with the
+// connection's generation (a reply to an earlier one is dropped).
+type simLink struct {
+	sp   *simPath
+	gen  uint64
+	dead bool
+}
+
+func (k *simLink) direct() bool { return true }
+
+func (k *simLink) write(batch []*cmd) error {
+	if k.dead {
+		return errSimLost
+	}
+	p := k.sp.p
+	var buf [16]arg
+	for _, c := range batch {
+		as := c.args(buf[:0])
+		args := make([]string, len(as))
+		for i, a := range as {
+			args[i] = a.String()
+		}
+		p.out = append(p.out, world.Action{Kind: world.Send, Master: k.sp.m, Tag: k.gen, Args: args})
+	}
+	return nil
+}
+
+// close ends the connection; its reader would then tell the stream.
+func (k *simLink) close() {
+	if k.dead {
+		return
+	}
+	k.dead = true
+	s := k.sp.s
+	k.sp.p.later(func() { s.broken(k, errSimLost) })
+}
+
+// simMaster is a master as the Locker is given it: a Subscriber, whose
+// subscription is the world's pub/sub connection. Its commands go by the
+// simPath, never by Do.
+type simMaster struct {
+	p *simProc
+	i int
+}
+
+func (m *simMaster) Do(context.Context, [][]string) ([]Reply, error) {
+	return nil, errors.New("sim: Do is not the simulator's path")
+}
+
+func (m *simMaster) Addr() string { return fmt.Sprintf("sim-%d", m.i) }
+
+func (m *simMaster) Subscribe(_ context.Context, deliver func(channel, payload string)) (Subscription, error) {
+	p := m.p
+	if !p.w.SubReachable(p.id, m.i) {
+		return nil, errSimRefused
+	}
+	s := &simSub{p: p, m: m.i, deliver: deliver, on: map[string]bool{}}
+	p.subs[m.i] = s
+	return s, nil
+}
+
+// simSub is one pub/sub connection. It keeps its channels in the order
+// subscribed, to subscribe them again (as go-redis does) when the
+// connection comes back.
+type simSub struct {
+	p       *simProc
+	m       int
+	deliver func(channel, payload string)
+	on      map[string]bool
+	order   []string
+}
+
+func (s *simSub) send(kind world.ActionKind, channel string) {
+	s.p.out = append(s.p.out, world.Action{Kind: kind, Master: s.m, Channel: channel})
+}
+
+func (s *simSub) Subscribe(_ context.Context, channels ...string) error {
+	for _, c := range channels {
+		if !s.on[c] {
+			s.on[c] = true
+			s.order = append(s.order, c)
+		}
+		s.send(world.Subscribe, c)
+	}
+	return nil
+}
+
+func (s *simSub) Unsubscribe(_ context.Context, channels ...string) error {
+	for _, c := range channels {
+		if s.on[c] {
+			delete(s.on, c)
+			s.send(world.Unsubscribe, c)
+		}
+	}
+	kept := s.order[:0]
+	for _, c := range s.order {
+		if s.on[c] {
+			kept = append(kept, c)
+		}
+	}
+	s.order = kept
+	return nil
+}
+
+func (s *simSub) resubscribe() {
+	for _, c := range s.order {
+		s.send(world.Subscribe, c)
+	}
+}
+
+func (s *simSub) Close() error {
+	for _, c := range s.order {
+		s.send(world.Unsubscribe, c)
+	}
+	s.order, s.on = nil, nil
+	if s.p.subs[s.m] == s {
+		s.p.subs[s.m] = nil
+	}
+	return nil
+}
