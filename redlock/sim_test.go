@@ -159,7 +159,7 @@ func (p *simProc) later(f func()) { p.pending = append(p.pending, f) }
 
 // simTimer is one afterFunc.
 type simTimer struct {
-	f             func()
+	f              func()
 	fired, stopped bool
 }
 

@@ -52,9 +52,9 @@ type stream struct {
 	writing  bool   // a goroutine owns the link's write side
 	link     link   // nil until connected, and after it broke
 	progress time.Time
-	failedAt time.Time   // last failed dial
-	needLoad bool        // a NOSCRIPT reply: load the scripts before the next batch
-	probing  stopper // armed while a release is parked or unanswered: see probe
+	failedAt time.Time // last failed dial
+	needLoad bool      // a NOSCRIPT reply: load the scripts before the next batch
+	probing  stopper   // armed while a release is parked or unanswered: see probe
 	// stale is a fast-path connection that ended with commands written
 	// and unanswered: the next connection ends it on the server first
 	// (respLink.kill), so that none of them runs after what follows.

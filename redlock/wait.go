@@ -218,4 +218,6 @@ func (d *waitDriver) FreedSince(t time.Time) bool { return d.l.wake.freedSince(d
 
 func (d *waitDriver) Backoff(n int) time.Duration { return d.l.backoff(n) }
 
-func (d *waitDriver) Jitter(max time.Duration) time.Duration { return time.Duration(d.l.env.intN(int64(max) + 1)) }
+func (d *waitDriver) Jitter(max time.Duration) time.Duration {
+	return time.Duration(d.l.env.intN(int64(max) + 1))
+}
