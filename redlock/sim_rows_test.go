@@ -19,6 +19,16 @@ func simMutex() simConfig {
 		hold: 5 * time.Millisecond, think: time.Millisecond}
 }
 
+// simEdge is the rows that hold each lock to the last safe instant: a
+// short TTL, one resource, each holder acting until its deadline and then
+// stalling for the SafetyMargin (assumption 4's longest pause), and a
+// poller per process that takes the key the moment it is free.
+func simEdge() simConfig {
+	return simConfig{opts: Options{TTL: 100 * time.Millisecond, SafetyMargin: 20 * time.Millisecond},
+		resources: []string{"a"}, callers: 1, pollers: 1, think: time.Millisecond, toDeadline: true, acts: true,
+		stall: 20 * time.Millisecond}
+}
+
 // simFaults are the faults inside the assumptions.
 var simFaults = world.Chaos{
 	Every: 50 * time.Millisecond,
@@ -29,10 +39,47 @@ var simFaults = world.Chaos{
 	EmptyDown: simTTL + simTTL/100 + time.Millisecond,
 }
 
+// simEdgeFaults are the faults inside the assumptions of the edge rows:
+// pauses within their SafetyMargin, restarts empty down for a TTL.
+var simEdgeFaults = world.Chaos{
+	Every:     20 * time.Millisecond,
+	Kinds:     []world.FaultKind{world.StallConn, world.CutConn, world.CutPubSub, world.StallMaster, world.RestartMaster, world.PauseClient},
+	For:       world.Dist{Min: time.Millisecond, Mean: 5 * time.Millisecond, Max: 20 * time.Millisecond},
+	Keep:      0.5,
+	EmptyDown: 102 * time.Millisecond,
+}
+
+// simRestartsAtOnce restart masters empty and bring them back at once.
+var simRestartsAtOnce = world.Chaos{
+	Every: 5 * time.Millisecond,
+	Kinds: []world.FaultKind{world.RestartMaster},
+	For:   world.Dist{Min: time.Millisecond, Mean: 2 * time.Millisecond, Max: 5 * time.Millisecond},
+}
+
 func simRows() []*simRow {
 	lossy := func(o *world.Options) { o.PubSubLoss, o.PubSubDup = 0.02, 0.02 }
+	// Clocks whose rates differ by up to 0.8 %, inside the default
+	// DriftFactor of 1 %.
+	drifting := func(o *world.Options) { lossy(o); o.Drift = 0.004 }
 	return []*simRow{
 		{name: "mutex", procs: 3, cfg: simMutex(), world: lossy},
 		{name: "mutex-faults", procs: 3, cfg: simMutex(), world: lossy, chaos: &simFaults},
+		{name: "edge", procs: 3, cfg: simEdge(), world: drifting, every: 8},
+		// The faults' pauses are the holders' stalls.
+		{name: "edge-faults", procs: 3, cfg: func() simConfig {
+			c := simEdge()
+			c.stall = 0
+			return c
+		}(), world: drifting, chaos: &simEdgeFaults, every: 8},
+		// Outside the assumptions: each must show a violation.
+		{name: "restart-empty-at-once", procs: 3, cfg: simEdge(), outside: true, chaos: &simRestartsAtOnce,
+			world: func(o *world.Options) { o.Outside.RestartEmptyAtOnce = true }},
+		{name: "drift-beyond", procs: 3, cfg: simEdge(), outside: true,
+			world: func(o *world.Options) { o.Drift, o.Outside.DriftBeyond = 0.2, true }},
+		{name: "pause-past-margin", procs: 3, outside: true, cfg: func() simConfig {
+			c := simEdge()
+			c.stall = 60 * time.Millisecond
+			return c
+		}()},
 	}
 }

@@ -29,6 +29,10 @@ type simRow struct {
 	// outside: the run breaks an assumption on purpose and must show a
 	// violation.
 	outside bool
+	// every: a row inside the assumptions runs on one seed in every
+	// (0, 1: each); the edge rows, whose pollers make many rounds per
+	// section, run less often than the mutex rows.
+	every int
 }
 
 // simRun is what one seed of a row gave.

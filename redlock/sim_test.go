@@ -42,6 +42,20 @@ type simConfig struct {
 	hold      time.Duration // a section lasts up to
 	think     time.Duration // between two calls, up to
 	limit     time.Duration // a Lock call's context limit (0: none)
+	// toDeadline: a section lasts until just before the lock's deadline
+	// (100µs, on the holder's clock), then the holder stalls for
+	// stall before it acts (a stop-the-world pause between its check of
+	// the deadline and its write). acts: the holder acts until it exits
+	// (the history's interval has no deadline); otherwise it counts on
+	// the lock until its deadline plus the SafetyMargin, the instant up
+	// to which a holder that checked its deadline in time may still act
+	// (docs/design.md §3, assumption 4).
+	toDeadline bool
+	stall      time.Duration
+	acts       bool
+	// pollers: callers per process that call TryLock (one round, no
+	// wait) instead of Lock, and so take a key the moment it is free.
+	pollers int
 }
 
 // simProc is one process: a Locker and its callers. It is the world's
@@ -187,6 +201,7 @@ type simCaller struct {
 	stop  func()
 	yield func(struct{}) bool
 	done  bool
+	try   bool // a poller
 
 	wait  waitKind
 	round *quorum.Round
@@ -269,14 +284,31 @@ func (p *simProc) section(c *simCaller) {
 		defer p.afterFunc(cfg.limit, cancel).Stop()
 	}
 	p.record(world.Note{Kind: world.Begin, Call: call, Resource: res, Limit: cfg.limit})
-	lk, err := p.l.Lock(ctx, res)
+	var lk *Lock
+	var err error
+	if c.try {
+		lk, err = p.l.TryLock(ctx, res)
+	} else {
+		lk, err = p.l.Lock(ctx, res)
+	}
 	if err != nil {
 		p.record(world.Note{Kind: world.Failed, Call: call})
 		c.pause(p.draw(cfg.think))
 		return
 	}
-	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.fence, Deadline: lk.deadline.Sub(simEpoch)})
-	c.pause(p.draw(cfg.hold))
+	until := lk.deadline.Add(lk.budget.SafetyMargin).Sub(simEpoch)
+	if cfg.acts {
+		until = 0
+	}
+	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.fence, Deadline: until})
+	if cfg.toDeadline {
+		c.pause(lk.deadline.Sub(p.now()) - 100*time.Microsecond)
+		if p.now().Before(lk.deadline) {
+			c.pause(cfg.stall)
+		}
+	} else {
+		c.pause(p.draw(cfg.hold))
+	}
 	p.record(world.Note{Kind: world.Exit, Call: call})
 	_ = lk.Unlock(context.Background())
 	c.pause(p.draw(cfg.think))
@@ -372,8 +404,8 @@ func (p *simProc) maybeClose() {
 func (p *simProc) Start(now time.Duration) []world.Action {
 	p.clock = now
 	p.out = p.out[:0]
-	for range p.cfg.callers {
-		c := &simCaller{p: p, wait: waitStart}
+	for i := range p.cfg.callers + p.cfg.pollers {
+		c := &simCaller{p: p, wait: waitStart, try: i >= p.cfg.callers}
 		c.next, c.stop = iter.Pull(c.run)
 		p.callers = append(p.callers, c)
 	}

@@ -804,19 +804,12 @@ func (w *waker) pump() {
 	subs := w.subs
 	w.mu.Unlock()
 	for _, s := range subs {
-		select {
-		case <-s.notify:
+		if len(s.notify) > 0 {
+			<-s.notify
 			w.reconcile(s)
-		default:
 		}
-		for msgs := s.ps.Channel(); ; {
-			select {
-			case m := <-msgs:
-				w.message(s, m)
-				continue
-			default:
-			}
-			break
+		for msgs := s.ps.Channel(); len(msgs) > 0; {
+			w.message(s, <-msgs)
 		}
 	}
 }

@@ -1,0 +1,214 @@
+package redlock
+
+import (
+	"flag"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/internal/sim/world"
+)
+
+// The simulator's runs (docs/design.md §21). make test runs TestSim: a
+// short run of every row over a few seeds. make sim runs it long, with
+// -sim.sections (at least that many sections inside the assumptions,
+// over as many seeds as it takes) and -sim.seed (the first seed).
+var (
+	simSections = flag.Int("sim.sections", 0, "run the simulator's rows inside the assumptions until this many sections (0: the short run)")
+	simSeed     = flag.Uint64("sim.seed", 1, "the first seed of the simulator's runs")
+	simSpan     = flag.Duration("sim.span", 2*time.Second, "simulated time per seed")
+)
+
+// cpuTime is the process's user and system CPU so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// simFailure prints what a failing seed needs to be replayed and seen:
+// the violations, and the trace around the first from a replay.
+func simFailure(row *simRow, r simRun, span time.Duration) string {
+	tr, err := runSim(row, r.seed, span, true)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "row %s: replay with -run 'TestSim$' -sim.seed %d (span %v); history hash %x\n", row.name, r.seed, span, r.hash)
+	b.WriteString(world.Report(r.seed, tr.violations, tr.trace))
+	return b.String()
+}
+
+// TestSim runs every row: the rows inside the assumptions over seeds in
+// turn until they have made -sim.sections sections (100 000 by default),
+// with no violation; the rows outside over a few seeds each, which must
+// show one. It reports the simulated sections per CPU-minute, and for a
+// failing seed, how to replay it and the trace around its first
+// violation.
+func TestSim(t *testing.T) {
+	target, outsideSeeds := 100_000, uint64(3)
+	if *simSections > 0 {
+		target, outsideSeeds = *simSections, 20
+	}
+	rows := simRows()
+	var inside []*simRow
+	for _, row := range rows {
+		if !row.outside {
+			inside = append(inside, row)
+		}
+	}
+	type job struct {
+		row  *simRow
+		seed uint64
+	}
+	type result struct {
+		job
+		r   simRun
+		err error
+	}
+	// run runs the jobs next gives (until it returns false or stop is
+	// closed) on every CPU, and hands each result to got.
+	run := func(next func() (job, bool), got func(result, chan struct{})) {
+		jobs, results, stop := make(chan job), make(chan result), make(chan struct{})
+		var wg sync.WaitGroup
+		for range runtime.GOMAXPROCS(0) {
+			wg.Go(func() {
+				for j := range jobs {
+					r, err := runSim(j.row, j.seed, *simSpan, false)
+					results <- result{j, r, err}
+				}
+			})
+		}
+		go func() {
+			defer close(jobs)
+			for {
+				j, ok := next()
+				if !ok {
+					return
+				}
+				select {
+				case jobs <- j:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		go func() { wg.Wait(); close(results) }()
+		for res := range results {
+			got(res, stop)
+		}
+	}
+	// The worlds allocate much and keep little: collect less often.
+	defer debug.SetGCPercent(debug.SetGCPercent(1000))
+
+	// Inside the assumptions: seeds in turn until the target.
+	c0 := cpuTime()
+	sections, events, seed, i := 0, uint64(0), *simSeed, 0
+	var failed []string
+	stopped := false
+	run(func() (job, bool) {
+		for {
+			row := inside[i]
+			j := job{row, seed}
+			if i++; i == len(inside) {
+				i, seed = 0, seed+1
+			}
+			if row.every <= 1 || j.seed%uint64(row.every) == 0 {
+				return j, true
+			}
+		}
+	}, func(res result, stop chan struct{}) {
+		if res.err != nil {
+			t.Error(res.err)
+			return
+		}
+		sections += res.r.sections
+		events += res.r.events
+		if len(res.r.violations) > 0 && len(failed) < 5 {
+			failed = append(failed, simFailure(res.row, res.r, *simSpan))
+		}
+		if !stopped && (sections >= target || len(failed) > 0) {
+			stopped = true
+			close(stop)
+		}
+	})
+	cpu := cpuTime() - c0
+	t.Logf("%d sections inside the assumptions (rows %s), %d events, in %v of CPU: %.0f sections per CPU-minute",
+		sections, rowNames(inside), events, cpu.Round(time.Millisecond), float64(sections)/cpu.Minutes())
+	for _, f := range failed {
+		t.Error(f)
+	}
+
+	// Outside: a few seeds of each row, which must show a violation.
+	var outside []job
+	for _, row := range rows {
+		if row.outside {
+			for s := range outsideSeeds {
+				outside = append(outside, job{row, *simSeed + s})
+			}
+		}
+	}
+	found := map[string]int{}
+	run(func() (job, bool) {
+		if len(outside) == 0 {
+			return job{}, false
+		}
+		j := outside[0]
+		outside = outside[1:]
+		return j, true
+	}, func(res result, _ chan struct{}) {
+		if res.err != nil {
+			t.Error(res.err)
+			return
+		}
+		found[res.row.name] += len(res.r.violations)
+	})
+	for _, row := range rows {
+		if row.outside {
+			t.Logf("outside the assumptions, %s: %d violations over %d seeds", row.name, found[row.name], outsideSeeds)
+			if found[row.name] == 0 {
+				t.Errorf("row %s breaks an assumption and showed no violation over %d seeds: a checker misses it", row.name, outsideSeeds)
+			}
+		}
+	}
+}
+
+func rowNames(rows []*simRow) string {
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// TestSimReplay: a seed replays exactly. The same seed gives the same
+// history hash and the same violations, inside the assumptions and for a
+// failing run outside them.
+func TestSimReplay(t *testing.T) {
+	for _, row := range simRows() {
+		if row.name != "mutex-faults" && row.name != "pause-past-margin" {
+			continue
+		}
+		a, err := runSim(row, 7, time.Second, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := runSim(row, 7, time.Second, true) // traced: the same run
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.hash != b.hash || a.sections != b.sections || fmt.Sprint(a.violations) != fmt.Sprint(b.violations) {
+			t.Errorf("%s seed 7: hash %x then %x, %d then %d sections, violations %v then %v", row.name, a.hash, b.hash, a.sections, b.sections, a.violations, b.violations)
+		}
+		if row.outside && len(a.violations) == 0 {
+			t.Errorf("%s seed 7 showed no violation to replay", row.name)
+		}
+	}
+}
