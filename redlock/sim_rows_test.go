@@ -71,6 +71,26 @@ func simRows() []*simRow {
 			c.stall = 0
 			return c
 		}(), world: drifting, chaos: &simEdgeFaults, every: 8},
+		{name: "fenced", procs: 3, cfg: func() simConfig {
+			c := simMutex()
+			c.opts.Fencing = true
+			return c
+		}(), world: lossy, chaos: &simFaults, every: 2},
+		{name: "extend", procs: 3, cfg: func() simConfig {
+			c := simMutex()
+			c.extend, c.hold = true, 20*time.Millisecond
+			return c
+		}(), world: lossy, chaos: &simFaults, every: 2},
+		{name: "semaphore", procs: 3, cfg: func() simConfig {
+			c := simMutex()
+			c.permits, c.callers = 2, 3
+			return c
+		}(), world: lossy, chaos: &simFaults, every: 2},
+		{name: "rwmutex", procs: 3, cfg: func() simConfig {
+			c := simMutex()
+			c.readers = 0.7
+			return c
+		}(), world: lossy, chaos: &simFaults, every: 2},
 		// Outside the assumptions: each must show a violation.
 		{name: "restart-empty-at-once", procs: 3, cfg: simEdge(), outside: true, chaos: &simRestartsAtOnce,
 			world: func(o *world.Options) { o.Outside.RestartEmptyAtOnce = true }},

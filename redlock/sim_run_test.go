@@ -82,9 +82,20 @@ func runSim(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, e
 	}
 	h := w.History()
 	var vs []world.Violation
-	vs = append(vs, world.Exclusion(h.Intervals, 0)...)
+	vs = append(vs, world.Exclusion(h.Intervals, row.cfg.permits)...)
 	vs = append(vs, world.Fences(h.Intervals)...)
-	vs = append(vs, world.Leftovers(w, func(k string) bool { return strings.HasSuffix(k, fenceSuffix) })...)
+	// Left by design: counters (fences, a read-write lock's count of
+	// write grants, ":wg"), and keys that expire a TTL after their last
+	// use (a semaphore's permits record, sem_acquire.lua; a writer's
+	// intent, ":wi", rw_write.lua).
+	vs = append(vs, world.Leftovers(w, func(k string) bool {
+		for _, suffix := range []string{fenceSuffix, metaSuffix, ":wg", ":wi"} {
+			if strings.HasSuffix(k, suffix) {
+				return true
+			}
+		}
+		return false
+	})...)
 	r := simRun{seed: seed, hash: w.Hash(), sections: w.Sections(), events: w.Events(), violations: vs}
 	if trace && len(vs) > 0 {
 		r.trace = w.TraceAround(vs[0].At, 0, 60, 20)

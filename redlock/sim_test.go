@@ -56,6 +56,13 @@ type simConfig struct {
 	// pollers: callers per process that call TryLock (one round, no
 	// wait) instead of Lock, and so take a key the moment it is free.
 	pollers int
+	// permits: each resource is a Semaphore of that many permits
+	// (Acquire, TryAcquire); readers: each is an RWMutex, and a call is an
+	// RLock with that chance (a Lock otherwise); 0: a mutex.
+	permits int
+	readers float64
+	// extend: a holder extends its lock halfway through its section.
+	extend bool
 }
 
 // simProc is one process: a Locker and its callers. It is the world's
@@ -77,6 +84,8 @@ type simProc struct {
 	timerID uint64
 	pending []func() // what later was handed, in order
 	calls   uint64
+	sems    map[string]*Semaphore
+	rws     map[string]*RWMutex
 
 	stopping bool
 	stopped  time.Duration // when Stop came
@@ -90,7 +99,8 @@ var (
 
 // newSimProc makes the process that will be the world's client id.
 func newSimProc(w *world.World, id int, cfg *simConfig) (*simProc, error) {
-	p := &simProc{w: w, rng: w.Rand(), id: id, cfg: cfg, timers: map[uint64]*simTimer{}}
+	p := &simProc{w: w, rng: w.Rand(), id: id, cfg: cfg, timers: map[uint64]*simTimer{},
+		sems: map[string]*Semaphore{}, rws: map[string]*RWMutex{}}
 	n := w.Masters()
 	masters := make([]Master, n)
 	p.paths = make([]*simPath, n)
@@ -284,34 +294,95 @@ func (p *simProc) section(c *simCaller) {
 		defer p.afterFunc(cfg.limit, cancel).Stop()
 	}
 	p.record(world.Note{Kind: world.Begin, Call: call, Resource: res, Limit: cfg.limit})
-	var lk *Lock
-	var err error
-	if c.try {
-		lk, err = p.l.TryLock(ctx, res)
-	} else {
-		lk, err = p.l.Lock(ctx, res)
-	}
+	lk, mode, err := p.lock(ctx, c, res)
 	if err != nil {
 		p.record(world.Note{Kind: world.Failed, Call: call})
 		c.pause(p.draw(cfg.think))
 		return
 	}
-	until := lk.deadline.Add(lk.budget.SafetyMargin).Sub(simEpoch)
-	if cfg.acts {
-		until = 0
-	}
-	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.fence, Deadline: until})
-	if cfg.toDeadline {
-		c.pause(lk.deadline.Sub(p.now()) - 100*time.Microsecond)
-		if p.now().Before(lk.deadline) {
+	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
+	switch {
+	case cfg.toDeadline:
+		c.pause(lk.Deadline().Sub(p.now()) - 100*time.Microsecond)
+		if p.now().Before(lk.Deadline()) {
 			c.pause(cfg.stall)
 		}
-	} else {
+	case cfg.extend:
+		h := p.draw(cfg.hold)
+		c.pause(h / 2)
+		if lk.Extend(ctx) == nil {
+			p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
+		}
+		c.pause(h - h/2)
+	default:
 		c.pause(p.draw(cfg.hold))
 	}
 	p.record(world.Note{Kind: world.Exit, Call: call})
 	_ = lk.Unlock(context.Background())
 	c.pause(p.draw(cfg.think))
+}
+
+// lock is one call of c for resource: Lock or TryLock of a mutex, an
+// RWMutex or a Semaphore, as the row says.
+func (p *simProc) lock(ctx context.Context, c *simCaller, res string) (*Lock, world.Mode, error) {
+	cfg := p.cfg
+	switch {
+	case cfg.permits > 0:
+		sem := p.sems[res]
+		if sem == nil {
+			var err error
+			if sem, err = p.l.Semaphore(res, cfg.permits); err != nil {
+				return nil, 0, err
+			}
+			p.sems[res] = sem
+		}
+		if c.try {
+			lk, err := sem.TryAcquire(ctx)
+			return lk, world.Permit, err
+		}
+		lk, err := sem.Acquire(ctx)
+		return lk, world.Permit, err
+	case cfg.readers > 0:
+		rw := p.rws[res]
+		if rw == nil {
+			var err error
+			if rw, err = p.l.RWMutex(res); err != nil {
+				return nil, 0, err
+			}
+			p.rws[res] = rw
+		}
+		read := p.rng.Float64() < cfg.readers
+		var lk *Lock
+		var err error
+		switch {
+		case read && c.try:
+			lk, err = rw.TryRLock(ctx)
+		case read:
+			lk, err = rw.RLock(ctx)
+		case c.try:
+			lk, err = rw.TryLock(ctx)
+		default:
+			lk, err = rw.Lock(ctx)
+		}
+		if read {
+			return lk, world.Shared, err
+		}
+		return lk, world.Exclusive, err
+	case c.try:
+		lk, err := p.l.TryLock(ctx, res)
+		return lk, world.Exclusive, err
+	}
+	lk, err := p.l.Lock(ctx, res)
+	return lk, world.Exclusive, err
+}
+
+// until is when the holder of lk stops counting on it: its deadline plus
+// the SafetyMargin, or with acts, never before it exits (0).
+func (p *simProc) until(lk *Lock) time.Duration {
+	if p.cfg.acts {
+		return 0
+	}
+	return lk.Deadline().Add(lk.budget.SafetyMargin).Sub(simEpoch)
 }
 
 // draw is a uniform draw from [0, d].
