@@ -111,6 +111,7 @@ func TestSim(t *testing.T) {
 	// Inside the assumptions: seeds in turn until the target.
 	c0 := cpuTime()
 	sections, events, seed, i := 0, uint64(0), *simSeed, 0
+	live, judged := map[string]int{}, map[string]int{}
 	var failed []string
 	stopped := false
 	run(func() (job, bool) {
@@ -131,6 +132,8 @@ func TestSim(t *testing.T) {
 		}
 		sections += res.r.sections
 		events += res.r.events
+		live[res.row.name] += res.r.liveness
+		judged[res.row.name] += res.r.judged
 		if len(res.r.violations) > 0 && len(failed) < 5 {
 			failed = append(failed, simFailure(res.row, res.r, *simSpan))
 		}
@@ -144,6 +147,10 @@ func TestSim(t *testing.T) {
 		sections, rowNames(inside), events, cpu.Round(time.Millisecond), float64(sections)/cpu.Minutes())
 	for _, f := range failed {
 		t.Error(f)
+	}
+	for _, row := range inside {
+		_, bound := livenessBound(row)
+		t.Logf("liveness, %s: %d of %d calls judged did not acquire within %v", row.name, live[row.name], judged[row.name], bound)
 	}
 
 	// Outside: a few seeds of each row, which must show a violation.

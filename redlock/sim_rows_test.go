@@ -39,6 +39,23 @@ var simFaults = world.Chaos{
 	EmptyDown: simTTL + simTTL/100 + time.Millisecond,
 }
 
+// simFaultsKept are simFaults whose restarts keep the keyspace: fencing
+// also assumes that no counter is lost (docs/design.md §5, assumption 5).
+var simFaultsKept = func() world.Chaos {
+	c := simFaults
+	c.Keep = 1
+	return c
+}()
+
+// simRestartsEmpty restart masters empty, each down for a TTL: inside
+// the assumptions of a lock, outside fencing's.
+var simRestartsEmpty = world.Chaos{
+	Every:     20 * time.Millisecond,
+	Kinds:     []world.FaultKind{world.RestartMaster},
+	For:       world.Dist{Min: time.Millisecond, Mean: 2 * time.Millisecond, Max: 5 * time.Millisecond},
+	EmptyDown: simTTL + simTTL/100 + time.Millisecond,
+}
+
 // simEdgeFaults are the faults inside the assumptions of the edge rows:
 // pauses within their SafetyMargin, restarts empty down for a TTL.
 var simEdgeFaults = world.Chaos{
@@ -75,7 +92,7 @@ func simRows() []*simRow {
 			c := simMutex()
 			c.opts.Fencing = true
 			return c
-		}(), world: lossy, chaos: &simFaults, every: 2},
+		}(), world: lossy, chaos: &simFaultsKept, every: 2},
 		{name: "extend", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.extend, c.hold = true, 20*time.Millisecond
@@ -99,6 +116,11 @@ func simRows() []*simRow {
 		{name: "pause-past-margin", procs: 3, outside: true, cfg: func() simConfig {
 			c := simEdge()
 			c.stall = 60 * time.Millisecond
+			return c
+		}()},
+		{name: "fenced-restart-empty", procs: 3, outside: true, chaos: &simRestartsEmpty, cfg: func() simConfig {
+			c := simMutex()
+			c.opts.Fencing = true
 			return c
 		}()},
 	}

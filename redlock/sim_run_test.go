@@ -43,6 +43,27 @@ type simRun struct {
 	events     uint64
 	violations []world.Violation
 	trace      []world.TraceEvent
+	// liveness: calls that could have acquired within the row's bound
+	// and did not (reported, not failed: docs/design.md §21).
+	liveness, judged int
+}
+
+// livenessBound is how long a Lock call may take, and the window of
+// stability before it, when a majority of masters is reachable and
+// stable (docs/design.md §21): every caller of the resource may be
+// ahead of it (C of them), each holding for up to its section, then
+// handing on within two rounds (2 × NodeTimeout) or, its announcement
+// lost, within the longest backoff (MaxDelay); one holder may have died
+// and left its key to expire (TTL). The window is a TTL: a key taken
+// before the majority became stable has expired by then.
+func livenessBound(row *simRow) (window, bound time.Duration) {
+	o := row.cfg.opts.withDefaults()
+	section := row.cfg.hold + row.cfg.think + row.cfg.stall
+	if row.cfg.toDeadline {
+		section += o.TTL
+	}
+	c := time.Duration(row.procs * (row.cfg.callers + row.cfg.pollers))
+	return o.TTL, o.TTL + c*(section+2*o.NodeTimeout+o.Retry.MaxDelay)
 }
 
 // runSim runs row with seed for span of simulated time, stops the
@@ -97,6 +118,13 @@ func runSim(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, e
 		return false
 	})...)
 	r := simRun{seed: seed, hash: w.Hash(), sections: w.Sections(), events: w.Events(), violations: vs}
+	window, bound := livenessBound(row)
+	r.liveness = len(world.Liveness(h, window, bound))
+	for _, c := range h.Calls {
+		if c.Start+bound <= h.End && c.Limit >= c.Start+bound {
+			r.judged++
+		}
+	}
 	if trace && len(vs) > 0 {
 		r.trace = w.TraceAround(vs[0].At, 0, 60, 20)
 	}

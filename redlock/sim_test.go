@@ -158,11 +158,15 @@ func (p *simProc) sleep(ctx, quit context.Context, delay time.Duration, woken <-
 }
 
 func (p *simProc) afterFunc(d time.Duration, f func()) stopper {
-	p.timerID++
 	t := &simTimer{f: f}
+	p.setTimer(d, t)
+	return t
+}
+
+func (p *simProc) setTimer(d time.Duration, t *simTimer) {
+	p.timerID++
 	p.timers[p.timerID] = t
 	p.out = append(p.out, world.Action{Kind: world.After, Tag: p.timerID, Delay: max(d, 0)})
-	return t
 }
 
 func (p *simProc) random(b []byte) {
@@ -184,6 +188,8 @@ func (p *simProc) later(f func()) { p.pending = append(p.pending, f) }
 // simTimer is one afterFunc.
 type simTimer struct {
 	f              func()
+	c              *simCaller // a caller's timer, for its gen-th wait
+	gen            uint64
 	fired, stopped bool
 }
 
@@ -234,12 +240,7 @@ func (p *simProc) caller(what string) *simCaller {
 func (c *simCaller) arm(d time.Duration) {
 	c.gen++
 	c.fired = false
-	gen := c.gen
-	c.p.afterFunc(d, func() {
-		if c.gen == gen {
-			c.fired = true
-		}
-	})
+	c.p.setTimer(d, &simTimer{c: c, gen: c.gen})
 }
 
 // suspend yields to the process until it resumes c.
@@ -264,13 +265,23 @@ func (c *simCaller) ready() bool {
 	case waitStart:
 		return true
 	case waitRound:
-		return c.fired || c.round.Decided() || c.ctx.Err() != nil
+		return c.fired || c.round.Decided() || ended(c.ctx)
 	case waitSleep:
-		return c.fired || len(c.woken) > 0 || c.ctx.Err() != nil || c.quit.Err() != nil
+		return c.fired || len(c.woken) > 0 || ended(c.ctx) || ended(c.quit)
 	case waitPause:
 		return c.fired
 	}
 	return false
+}
+
+// ended reports whether ctx has ended, without its mutex (Err takes it).
+func ended(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // run is the caller's life: sections until the process stops.
@@ -293,7 +304,11 @@ func (p *simProc) section(c *simCaller) {
 	if cfg.limit > 0 {
 		defer p.afterFunc(cfg.limit, cancel).Stop()
 	}
-	p.record(world.Note{Kind: world.Begin, Call: call, Resource: res, Limit: cfg.limit})
+	limit := cfg.limit
+	if c.try {
+		limit = time.Nanosecond // a TryLock waits for nothing: no liveness to judge
+	}
+	p.record(world.Note{Kind: world.Begin, Call: call, Resource: res, Limit: limit})
 	lk, mode, err := p.lock(ctx, c, res)
 	if err != nil {
 		p.record(world.Note{Kind: world.Failed, Call: call})
@@ -538,7 +553,12 @@ func (p *simProc) Timer(now time.Duration, id uint64) []world.Action {
 	p.event(now)
 	if t := p.timers[id]; t != nil {
 		delete(p.timers, id)
-		if !t.stopped {
+		switch {
+		case t.c != nil:
+			if t.c.gen == t.gen {
+				t.c.fired = true
+			}
+		case !t.stopped:
 			t.fired = true
 			t.f()
 		}

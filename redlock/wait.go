@@ -185,6 +185,11 @@ func (d *waitDriver) finish() {
 	if lk != nil && d.m.Waited() {
 		lk.waited = true // others may be waiting too: its release hands on
 	}
+	if lk != nil && lk.queueID == "" && w != nil && d.m.EverJoined() {
+		// A join of its may have reached a master after the release that
+		// named it there: its release takes the member off (release.lua).
+		lk.queueID = l.wake.member(w, false, time.Time{})
+	}
 }
 
 // The machine's wait.Local: the Locker's waker, in memory.

@@ -870,8 +870,14 @@ func b2i(b bool) int {
 // load puts src in the script cache, bound to its model, and returns its
 // SHA1.
 func (m *Master) load(src string) string {
-	sum := sha1.Sum([]byte(src))
-	sha := hex.EncodeToString(sum[:])
+	sha, ok := "", false
+	if m.scripts != nil {
+		sha, ok = m.scripts.bySrc[src]
+	}
+	if !ok {
+		sum := sha1.Sum([]byte(src))
+		sha = hex.EncodeToString(sum[:])
+	}
 	if _, ok := m.loaded[sha]; !ok {
 		m.loaded[sha] = m.scripts.model(sha)
 	}

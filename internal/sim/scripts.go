@@ -62,6 +62,7 @@ func modelFor(name string) model {
 type Scripts struct {
 	bySHA map[string]model
 	sha   map[string]string // file name -> SHA1
+	bySrc map[string]string // source -> SHA1: SCRIPT LOAD of a known source hashes nothing
 }
 
 // NewScripts binds the sources in srcs (file name, such as
@@ -69,7 +70,7 @@ type Scripts struct {
 // where the library prepends it) to their models. A name without a model
 // is an error: the simulation must not meet a script it cannot run.
 func NewScripts(srcs map[string]string) (*Scripts, error) {
-	s := &Scripts{bySHA: map[string]model{}, sha: map[string]string{}}
+	s := &Scripts{bySHA: map[string]model{}, sha: map[string]string{}, bySrc: map[string]string{}}
 	var missing []string
 	for name, src := range srcs {
 		fn := modelFor(name)
@@ -80,6 +81,7 @@ func NewScripts(srcs map[string]string) (*Scripts, error) {
 		sha := sha1hex(src)
 		s.bySHA[sha] = fn
 		s.sha[name] = sha
+		s.bySrc[src] = sha
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)

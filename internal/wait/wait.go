@@ -219,6 +219,11 @@ func (m *Machine) Attempts() int { return m.attempt }
 // be waiting too, so its release hands the key on.
 func (m *Machine) Waited() bool { return m.registered || m.attempt > 1 }
 
+// EverJoined reports whether the waiter joined the masters' queue at some
+// time: a join may reach a master after the release that named it there,
+// so the lock it acquires takes its member off the queue on release.
+func (m *Machine) EverJoined() bool { return m.everJoined }
+
 // Leave is what the waiter takes back from the masters once the wait is
 // over.
 type Leave uint8
