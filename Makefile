@@ -18,6 +18,10 @@ TEST_PKGS     ?= ./... ./cmd/redlock/... ./cmd/redlock-bench/... ./tests/...
 TEST_TAGS     ?= charts,docker,otel,peers
 # Build tags for make bench, e.g. BENCH_TAGS=charts for -chart.
 BENCH_TAGS    ?=
+# make sim: how many simulated sections inside the assumptions, and the
+# first seed (docs/design.md §20).
+SIM_SECTIONS  ?= 100000000
+SIM_SEED      ?= 1
 # FSYNC=1 adds compose.fsync.yaml (AOF, appendfsync always) to lab-up.
 FSYNC         ?=
 # FORCE=1 rebuilds the local image even if it exists.
@@ -49,7 +53,7 @@ lab_net = net=$$(docker network ls -q --filter label=com.docker.compose.project=
 is_conn = [ -n "$$(docker inspect -f "{{if index .NetworkSettings.Networks \"$$netname\"}}yes{{end}}" $$cid)" ]
 
 .DEFAULT_GOAL := help
-.PHONY: help test check-deps check-rules fuzz image require-compose lab-up lab-down lab-status \
+.PHONY: help test sim check-deps check-rules fuzz image require-compose lab-up lab-down lab-status \
         lab-pause lab-unpause lab-cut lab-heal
 
 help: ## list the verbs
@@ -76,10 +80,18 @@ test: check-deps check-rules ## run every test with the race detector against re
 	for m in $(ADAPTERS); do \
 		echo "(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...)"; \
 		(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...) || exit 1; \
-	done
+	done && \
+	{ echo "$(GO) test -count=1 -run 'TestSim$$|TestSimReplay' ./redlock"; $(GO) test -count=1 -run 'TestSim$$|TestSimReplay' ./redlock; }
 
 # A module importing only the library must get go-redis and nothing else it
 # does not use (in its go.mod and go.sum): part of make test.
+# The deterministic simulator (docs/design.md §20). make test runs its
+# short run (TestSim: 100 000 sections); this is the long one, on every
+# CPU, without the race detector (it would only slow the worlds, which run
+# one goroutine each).
+sim: ## the deterministic simulator's long run: SIM_SECTIONS (10^8) sections inside the assumptions over seeds from SIM_SEED, 0 violations; each row outside must show one; prints sections per CPU-minute
+	$(GO) test -count=1 -timeout 0 -run 'TestSim$$' -v ./redlock -sim.sections=$(SIM_SECTIONS) -sim.seed=$(SIM_SEED)
+
 check-deps: ## check that a module importing only redlock gets go-redis and nothing else it does not use
 	@GO="$(GO)" scripts/check-consumer-deps.sh
 

@@ -14,7 +14,7 @@ import (
 // on sysEnv (the monotonic clock, the runtime's random sources, blocking
 // waits and goroutines); the deterministic simulator in this package's
 // tests runs the same code on simulated time, one seeded source of
-// randomness and no goroutine of the Locker's own (docs/design.md §21).
+// randomness and no goroutine of the Locker's own (docs/design.md §20).
 // Every reading of the clock the protocol acts on goes through now.
 type env interface {
 	// now is the current time.

@@ -44,13 +44,13 @@ type simRun struct {
 	violations []world.Violation
 	trace      []world.TraceEvent
 	// liveness: calls that could have acquired within the row's bound
-	// and did not (reported, not failed: docs/design.md §21).
+	// and did not (reported, not failed: docs/design.md §20).
 	liveness, judged int
 }
 
 // livenessBound is how long a Lock call may take, and the window of
 // stability before it, when a majority of masters is reachable and
-// stable (docs/design.md §21): every caller of the resource may be
+// stable (docs/design.md §20): every caller of the resource may be
 // ahead of it (C of them), each holding for up to its section, then
 // handing on within two rounds (2 × NodeTimeout) or, its announcement
 // lost, within the longest backoff (MaxDelay); one holder may have died

@@ -13,7 +13,7 @@ import (
 	"github.com/quorumlab/redlock/internal/sim/world"
 )
 
-// The deterministic simulator's process (docs/design.md §21): a real
+// The deterministic simulator's process (docs/design.md §20): a real
 // Locker, detached (env.go), whose callers run the library's own Lock and
 // Unlock (the wait's state machine and its driver, the rounds, the
 // validity arithmetic, the waker, the streams with their breakers,

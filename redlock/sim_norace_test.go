@@ -1,0 +1,5 @@
+//go:build !race
+
+package redlock
+
+const simRace = false
