@@ -175,7 +175,7 @@ func (ss *shardSet) refresh() {
 			err = ss.cfg.ids.claim(ss.cfg.master, identity{id: id, node: true})
 		}
 	}
-	now := time.Now()
+	now := ss.cfg.env.now()
 	ss.mu.Lock()
 	ss.fetching = false
 	first := !ss.tried
@@ -354,7 +354,7 @@ func (ss *shardSet) fetch() ([]redis.ClusterSlot, error) {
 func (ss *shardSet) stats() MasterStats {
 	ss.mu.Lock()
 	st := MasterStats{Addr: ss.cfg.addr}
-	if ss.table.Load() == nil && !ss.failedAt.IsZero() && time.Since(ss.failedAt) < ss.cfg.nodeTimeout {
+	if ss.table.Load() == nil && !ss.failedAt.IsZero() && ss.cfg.env.now().Sub(ss.failedAt) < ss.cfg.nodeTimeout {
 		st.Skipped = true
 	}
 	addrs := append([]string(nil), ss.order...)

@@ -209,7 +209,7 @@ func (k *respLink) read(br *bufio.Reader) {
 			return
 		}
 		if fresh {
-			now = time.Now() // once per read, not per reply
+			now = k.s.cfg.env.now() // once per read, not per reply
 		}
 		k.s.answer(k, r, now)
 	}

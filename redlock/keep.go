@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +116,7 @@ func (lk *Lock) keep(life context.Context, cancellable bool) *Held {
 		h.cancel(nil)
 		return h
 	}
-	h.lost = time.AfterFunc(time.Until(lk.deadline)-lk.leadLocked(), h.declareLost)
+	h.lost = time.AfterFunc(lk.deadline.Sub(lk.locker.env.now())-lk.leadLocked(), h.declareLost)
 	if lk.hold != nil {
 		lk.hold.kept.Store(true) // redlock.kept on its hold time
 	}
@@ -179,7 +178,7 @@ func (h *Held) declareLost() {
 	if h.unlocked.Load() {
 		return // unlocked first: not a loss
 	}
-	now := time.Now()
+	now := h.lk.locker.env.now()
 	h.lostAt.Store(&now)
 	h.cancel(ErrLost)
 	h.lk.locker.keeper.leave(h)
@@ -196,7 +195,7 @@ func (h *Held) rearmLocked() {
 		return // born ended (keep): nothing to extend
 	}
 	if h.lost.Stop() {
-		h.lost.Reset(time.Until(h.lk.deadline) - h.lk.leadLocked())
+		h.lost.Reset(h.lk.deadline.Sub(h.lk.locker.env.now()) - h.lk.leadLocked())
 	}
 	h.lk.locker.keeper.schedule(h, h.lk.extendInLocked())
 }
@@ -426,7 +425,7 @@ func (h *Held) stop() {
 // exceed the whole window and extensions would run back to back.
 func (lk *Lock) extendInLocked() time.Duration {
 	w, deadline := lk.budget.Window(), lk.deadline
-	jitter := time.Duration(rand.Int64N(int64(w/30) + 1))
-	left := time.Until(deadline)
+	jitter := time.Duration(lk.locker.env.intN(int64(w/30) + 1))
+	left := deadline.Sub(lk.locker.env.now())
 	return max(min(w/10, left/2), left-lk.locker.pace.lead(w)-jitter)
 }

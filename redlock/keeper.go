@@ -41,6 +41,7 @@ const keepAhead = 10 * time.Millisecond
 type keeper struct {
 	mu      sync.Mutex
 	base    time.Time // due times count from it (monotonic); set once
+	env     env       // the Locker's clock
 	due     dueHeap
 	live    int           // Helds kept (added and not left)
 	running bool          // the goroutine runs
@@ -86,7 +87,7 @@ func (k *keeper) add(h *Held, in time.Duration) {
 // schedule plans h's next extension in `in`, replacing any plan it had;
 // nothing once h has left.
 func (k *keeper) schedule(h *Held, in time.Duration) {
-	now := time.Now()
+	now := k.env.now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if h.left {
@@ -148,7 +149,7 @@ func (k *keeper) run() {
 			k.mu.Unlock()
 			return
 		}
-		now := time.Since(k.base)
+		now := k.env.now().Sub(k.base)
 		for len(k.due) > 0 {
 			it := k.due[0]
 			if it.h.left || it.gen != it.h.gen {
@@ -259,10 +260,10 @@ func (h *Held) extendOnce() {
 	// Bounded by the deadline: an extension that ends after it is
 	// worthless. It must not inherit a cancellation meant for fn.
 	ectx, ecancel := context.WithDeadline(context.WithoutCancel(ctx), lk.Deadline())
-	began := time.Now()
+	began := l.env.now()
 	err := lk.extend(ectx, true, nil) // on success it re-arms h.lost and plans the next
 	ecancel()
-	l.pace.record(time.Since(began))
+	l.pace.record(l.env.now().Sub(began))
 	if err == nil {
 		if h.failed > 0 {
 			l.log.InfoContext(ctx, "redlock: extended after a failure", l.logResource(lk.resource), "token", shortToken(lk.token), "failed", h.failed)
@@ -271,7 +272,7 @@ func (h *Held) extendOnce() {
 		return
 	}
 	h.failed++
-	if errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalid) || lk.isReleased() || !time.Now().Before(lk.Deadline()) {
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalid) || lk.isReleased() || !l.env.now().Before(lk.Deadline()) {
 		// Nothing more can extend it (closed, refused by the masters'
 		// ACL, unlocked, or past its deadline): the timer ends the lock
 		// at its deadline, if it has not.
@@ -289,7 +290,7 @@ func (h *Held) retryLocked(err error, deadline time.Time) {
 	l := lk.locker
 	l.log.WarnContext(h.ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 	// Retry soon, but not in a tight loop against a stalled quorum.
-	l.keeper.schedule(h, max(l.opts.NodeTimeout, time.Until(deadline)/4))
+	l.keeper.schedule(h, max(l.opts.NodeTimeout, deadline.Sub(l.env.now())/4))
 }
 
 // keepWait is how long one of the keeper's extensions waits for the
@@ -303,7 +304,7 @@ func (h *Held) retryLocked(err error, deadline time.Time) {
 // counts from its start, and a majority that answers after its deadline
 // (or with no validity left) still extends nothing.
 func (l *Locker) keepWait(deadline time.Time) time.Duration {
-	return max(l.opts.NodeTimeout, time.Until(deadline)/4)
+	return max(l.opts.NodeTimeout, deadline.Sub(l.env.now())/4)
 }
 
 // keepContext is ctx for a keeper's extension that began at start, ended
@@ -313,7 +314,7 @@ func (l *Locker) keepWait(deadline time.Time) time.Duration {
 func (l *Locker) keepContext(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(l.quit, func() {
-		time.AfterFunc(time.Until(start.Add(l.opts.NodeTimeout)), cancel)
+		l.env.afterFunc(start.Add(l.opts.NodeTimeout).Sub(l.env.now()), cancel)
 	})
 	return ctx, func() { stop(); cancel() }
 }
@@ -353,7 +354,7 @@ func extendBatch(hs []*Held) {
 		return
 	}
 	defer l.ops.Done()
-	start := time.Now()
+	start := l.env.now()
 	in, b, first, last, late := batchOf(in, start)
 	single = append(single, late...)
 	if len(in) == 0 {
@@ -365,7 +366,7 @@ func extendBatch(hs []*Held) {
 	ctx, stop := l.keepContext(ctx, start)
 	defer stop()
 	res := l.extendRound(ctx, start, l.keepWait(first), b)
-	elapsed := time.Since(start)
+	elapsed := l.env.now().Sub(start)
 	l.pace.record(elapsed)
 	l.tel.round(ctx, l, "extend", res)
 	single = append(single, settleBatch(in, b, res, start, elapsed)...)
@@ -439,7 +440,7 @@ func batchOf(in []*Held, start time.Time) (kept []*Held, b *extBatch, first, las
 // returned.
 func settleBatch(in []*Held, b *extBatch, res quorum.Result, start time.Time, elapsed time.Duration) (single []*Held) {
 	l := in[0].lk.locker
-	now := time.Now()
+	now := l.env.now()
 	refused := refusal(l.nodeResults(res))
 	for i, h := range in {
 		lk := h.lk

@@ -175,6 +175,7 @@ func newLocker(masters []Master, opts *Options, e env, path func(cfg *pathConfig
 		pace:    pace{masters: make([]roundTimes, len(masters))},
 	}
 	l.ids.addrs = addrs
+	l.keeper.env = e
 	l.quit, l.endQuit = context.WithCancel(context.Background())
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))

@@ -113,7 +113,7 @@ func (l *Locker) noteRound(ctx context.Context, resource string, err *Error) {
 		}
 		return
 	}
-	now := time.Now().UnixNano()
+	now := l.env.now().UnixNano()
 	n := l.noQuorumRounds.Add(1)
 	if n == 1 {
 		l.noQuorumSince.Store(now)

@@ -260,7 +260,7 @@ func (k *clientLink) write(batch []*cmd) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := k.s.cfg.env.now()
 	for i := range batch {
 		k.s.answer(k, rawOf(reps[i]), now)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -77,7 +76,7 @@ func (p *plainLink) write(batch []*cmd) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := p.s.cfg.env.now()
 	for i := range batch {
 		p.s.answer(p, plainRaw(cmds[i]), now)
 	}
