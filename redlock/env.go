@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/binary"
 	"math/rand/v2"
 	"time"
 
@@ -27,9 +28,9 @@ type env interface {
 	sleep(ctx, quit context.Context, delay time.Duration, woken <-chan struct{}, t **time.Timer) wakeup
 	// afterFunc runs f once d has passed, unless stopped first.
 	afterFunc(d time.Duration, f func()) stopper
-	// random fills b with random bytes (tokens, ids); intN draws
-	// uniformly from [0, n), n > 0.
-	random(b []byte)
+	// random is 64 random bits (tokens, ids: from a source fit for
+	// secrets in production); intN draws uniformly from [0, n), n > 0.
+	random() uint64
 	intN(n int64) int64
 	// detached: the Locker starts no goroutine of its own; what a
 	// goroutine of its would do (a stream's flush, a subscriber's
@@ -82,7 +83,11 @@ func (sysEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-chan
 
 func (sysEnv) afterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
 
-func (sysEnv) random(b []byte) { _, _ = crand.Read(b) } // never fails (Go ≥ 1.24)
+func (sysEnv) random() uint64 {
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // never fails (Go ≥ 1.24)
+	return binary.LittleEndian.Uint64(b[:])
+}
 
 func (sysEnv) intN(n int64) int64 { return rand.Int64N(n) }
 

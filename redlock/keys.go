@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"unicode"
@@ -142,14 +143,14 @@ func checkOwnerLabel(label string) error {
 // base64url, after "<label>/" when the Locker has an owner label.
 func (l *Locker) newToken() string {
 	var b [tokenBytes]byte
-	l.env.random(b[:])
-	label := l.opts.OwnerLabel
-	n := base64.RawURLEncoding.EncodedLen(tokenBytes)
-	if label != "" {
-		n += len(label) + 1
+	for i := 0; i < tokenBytes; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], l.env.random())
 	}
-	t := make([]byte, 0, n)
-	if label != "" {
+	// One allocation: the label and the encoding are laid out on the
+	// stack, then copied into the string.
+	var buf [MaxOwnerLabelLen + 1 + (tokenBytes*4+2)/3]byte
+	t := buf[:0]
+	if label := l.opts.OwnerLabel; label != "" {
 		t = append(append(t, label...), '/')
 	}
 	return string(base64.RawURLEncoding.AppendEncode(t, b[:]))

@@ -1070,7 +1070,9 @@ func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHo
 			pop = 2 // and hand the key itself to a waiter that asked (§14.3)
 		}
 	}
-	res := l.round(context.WithoutCancel(ctx), l.env.now(), true, func(c *cmd) bool {
+	// The round waits for every master whatever ctx says (a cancelled
+	// caller must not leave keys behind): ctx is only the telemetry's.
+	res := l.round(context.Background(), l.env.now(), true, func(c *cmd) bool {
 		t.set(c)
 		c.kind, c.token, c.n, c.waiter = kind, token, pop, queueID
 		return mayHold[c.node]

@@ -169,15 +169,7 @@ func (p *simProc) setTimer(d time.Duration, t *simTimer) {
 	p.out = append(p.out, world.Action{Kind: world.After, Tag: p.timerID, Delay: max(d, 0)})
 }
 
-func (p *simProc) random(b []byte) {
-	for i := 0; i < len(b); i += 8 {
-		v := p.rng.Uint64()
-		for j := i; j < len(b) && j < i+8; j++ {
-			b[j] = byte(v)
-			v >>= 8
-		}
-	}
-}
+func (p *simProc) random() uint64 { return p.rng.Uint64() }
 
 func (p *simProc) intN(n int64) int64 { return p.rng.Int64N(n) }
 

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"math"
 	"slices"
@@ -150,7 +151,7 @@ type subscriber struct {
 func newWaker(l *Locker) *waker {
 	w := &waker{l: l, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
 	var b [8]byte
-	l.env.random(b[:])
+	binary.LittleEndian.PutUint64(b[:], l.env.random())
 	w.id = hex.EncodeToString(b[:])
 	w.suffix = ":w:" + w.id
 	w.ctx, w.cancel = context.WithCancel(context.Background())

@@ -175,16 +175,40 @@ func (r *Round) Wait(ctx context.Context, timeout time.Duration) Result {
 	select {
 	case <-r.decided:
 	default:
-		t := time.NewTimer(timeout - time.Since(r.start))
+		t := getTimer(timeout - time.Since(r.start))
 		select {
 		case <-r.decided:
 		case <-t.C:
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
-		t.Stop()
+		putTimer(t)
 	}
 	return r.Finish(time.Now(), timeout, err)
+}
+
+// timers are Wait's, kept for the next round, so that a round allocates
+// no timer: stopped, and drained of a tick it was not read for (a program
+// on the timers of Go before 1.23, asynctimerchan=1, could find one there
+// later), a timer is reset and used again.
+var timers sync.Pool
+
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(t *time.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	timers.Put(t)
 }
 
 // Finish ends the round at now without waiting: what Wait returns once
