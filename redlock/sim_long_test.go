@@ -134,6 +134,9 @@ func TestSim(t *testing.T) {
 			t.Error(res.err)
 			return
 		}
+		if step := target / 20; target >= 10_000_000 && (sections+res.r.sections)/step > sections/step {
+			t.Logf("%d sections so far, seed %d, %v of CPU", sections+res.r.sections, res.seed, (cpuTime() - c0).Round(time.Second))
+		}
 		sections += res.r.sections
 		events += res.r.events
 		live[res.row.name] += res.r.liveness
