@@ -81,6 +81,18 @@ func refusal(nodes []NodeResult) error {
 	return nil
 }
 
+// refusalIn is refusal(l.nodeResults(res)) without building the nodes:
+// a master refused for another owner's key (Refused) carries no error
+// there.
+func (l *Locker) refusalIn(res quorum.Result) error {
+	for i, r := range res.Replies {
+		if r.Outcome != quorum.Refused && errors.Is(r.Err, ErrInvalid) {
+			return fmt.Errorf("master %s: %w", l.addrs[i], r.Err)
+		}
+	}
+	return nil
+}
+
 // skipError is the error of a master whose stream refuses commands: the
 // misconfiguration that made it stop (a permission refused at set-up, a
 // duplicate master), or quorum.ErrUnavailable while it is not answering.

@@ -200,7 +200,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		outcome = outCanceled
 		return fail("", context.Cause(ctx))
 	case !res.Reached:
-		if ref := refusal(l.nodeResults(res)); ref != nil {
+		if ref := l.refusalIn(res); ref != nil {
 			return fail("", ref) // a refused permission, not a lost lock
 		}
 		return fail("no majority still holds the token", nil)
@@ -266,7 +266,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	defer func() { l.tel.unlockedHold(ctx, lk, err) }()
 	expired := !lk.locker.env.now().Before(lk.deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold, lk.waited, lk.queueID)
-	if ref := refusal(l.nodeResults(res)); ref != nil {
+	if ref := l.refusalIn(res); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say
 		// so rather than return nil.
 		err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res),
@@ -317,18 +317,23 @@ type acqRecord struct {
 	n                                           uint8  // masters, when compact
 }
 
+// boxNodes keeps nodes for a record that is not compact. (Taking the
+// address of info.Nodes in pack would move all of info to the heap on
+// every call, compact or not.)
+func boxNodes(nodes []NodeResult) *[]NodeResult { return &nodes }
+
 // pack keeps info for a Lock of l.
 func (l *Locker) pack(info Acquisition) acqRecord {
 	a := acqRecord{Start: info.Start, Elapsed: info.Elapsed, TTL: info.TTL, Drift: info.Drift, SafetyMargin: info.SafetyMargin, Validity: info.Validity}
 	if len(info.Nodes) == 0 || len(info.Nodes) > compactNodes || len(info.Nodes) != len(l.addrs) {
 		if info.Nodes != nil {
-			a.nodes = &info.Nodes
+			a.nodes = boxNodes(info.Nodes)
 		}
 		return a
 	}
 	for i, r := range info.Nodes {
 		if r.Err != nil || r.Addr != l.addrs[i] || r.Outcome > 15 {
-			a.lat, a.outs, a.nodes = [compactNodes]time.Duration{}, 0, &info.Nodes
+			a.lat, a.outs, a.nodes = [compactNodes]time.Duration{}, 0, boxNodes(info.Nodes)
 			return a
 		}
 		a.lat[i] = r.Latency

@@ -237,6 +237,9 @@ func WithTTL(ttl time.Duration) LockOption {
 // ttlBudget returns the TTL and budget that opts set, validated; no opts
 // means the Locker's own (already validated).
 func (l *Locker) ttlBudget(ttl time.Duration, opts []LockOption) (time.Duration, validity.Budget, error) {
+	if len(opts) == 0 && ttl == l.opts.TTL {
+		return ttl, l.budget, nil // what the rest returns, without a lockConfig on the heap
+	}
 	c := lockConfig{ttl: ttl}
 	for _, o := range opts {
 		if o != nil {
