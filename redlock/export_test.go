@@ -42,3 +42,14 @@ func KeeperExtend(lk *Lock) error { return lk.extend(context.Background(), true,
 // SetAfterLock makes Hold and Do run f between their Lock and the keeping
 // of the lock (the window a Shutdown can fall into).
 func SetAfterLock(l *Locker, f func()) { l.afterLock = f }
+
+// WarmUp dials every master of l now, with one round of PTTLs that waits
+// for each master up to a second: a test's first round then does not race
+// the dials and handshakes against its NodeTimeout (10 ms at a TTL of
+// 1 s), which a loaded machine can overrun.
+func WarmUp(l *Locker) {
+	l.roundFor(context.Background(), l.env.now(), true, time.Second, 1, func(c *cmd) bool {
+		c.kind, c.key = cmdProbe, "redlock-test:warm-up"
+		return true
+	})
+}
