@@ -156,6 +156,14 @@ func TestSim(t *testing.T) {
 		t.Error(f)
 	}
 	for _, row := range inside {
+		if row.cfg.pollers > 0 {
+			// A TryLock poller takes the key whenever it finds it free,
+			// ahead of the queue: the bound, which counts each caller
+			// ahead once, does not hold for the Lock callers it cuts in
+			// front of.
+			t.Logf("liveness, %s: not judged (its pollers cut in line): %d of %d calls over the bound", row.name, live[row.name], judged[row.name])
+			continue
+		}
 		_, bound := livenessBound(row)
 		t.Logf("liveness, %s: %d of %d calls judged did not acquire within %v", row.name, live[row.name], judged[row.name], bound)
 	}
