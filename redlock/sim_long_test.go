@@ -234,3 +234,47 @@ func TestSimReplay(t *testing.T) {
 		}
 	}
 }
+
+var (
+	simRowName = flag.String("sim.row", "", "TestSimTrace: the row to replay")
+	simGrep    = flag.String("sim.grep", "", "TestSimTrace: print only the traced events containing this")
+)
+
+// TestSimTrace replays one seed of one row with its trace, and prints
+// the events (those containing -sim.grep), the violations, and every
+// queue member left on a master: go test ./redlock -run TestSimTrace
+// -sim.row mutex -sim.seed 7 -sim.grep 'ZADD'. It runs only when
+// -sim.row is given.
+func TestSimTrace(t *testing.T) {
+	if *simRowName == "" {
+		t.Skip("give -sim.row (and -sim.seed, -sim.grep)")
+	}
+	var row *simRow
+	for _, r := range simRows() {
+		if r.name == *simRowName {
+			row = r
+		}
+	}
+	if row == nil {
+		t.Fatalf("no row %q", *simRowName)
+	}
+	r, w, err := runSimWorld(row, *simSeed, *simSpan, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range w.TraceAround(w.Now(), w.Now(), 1<<62, 0) {
+		if s := e.String(); strings.Contains(s, *simGrep) {
+			t.Log(s)
+		}
+	}
+	for _, v := range r.violations {
+		t.Log(v)
+	}
+	for m := range w.Masters() {
+		for _, k := range w.Master(m).Keys(w.MasterNow(m)) {
+			if strings.HasSuffix(k, queueSuffix) {
+				t.Logf("master %d: %s %v", m, k, w.Master(m).Do(w.MasterNow(m), []string{"ZRANGE", k, "0", "-1"}))
+			}
+		}
+	}
+}

@@ -69,9 +69,16 @@ func livenessBound(row *simRow) (window, bound time.Duration) {
 // runSim runs row with seed for span of simulated time, stops the
 // processes, lets the world drain, and checks the history.
 func runSim(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, error) {
+	r, _, err := runSimWorld(row, seed, span, trace)
+	return r, err
+}
+
+// runSimWorld is runSim, also returning the world, for a replay to look
+// into.
+func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, *world.World, error) {
 	scripts, err := simScripts()
 	if err != nil {
-		return simRun{}, err
+		return simRun{}, nil, err
 	}
 	o := row.cfg.opts.withDefaults()
 	wo := world.Options{}
@@ -82,24 +89,24 @@ func runSim(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, e
 	wo.Assume = world.Assumptions{TTL: o.TTL, DriftFactor: o.DriftFactor, SafetyMargin: o.SafetyMargin}
 	w, err := world.New(wo)
 	if err != nil {
-		return simRun{}, err
+		return simRun{}, nil, err
 	}
 	for i := range row.procs {
 		p, err := newSimProc(w, i, &row.cfg)
 		if err != nil {
-			return simRun{}, err
+			return simRun{}, nil, err
 		}
 		w.Add(p)
 	}
 	if row.chaos != nil {
 		if err := w.Chaos(0, span, *row.chaos); err != nil {
-			return simRun{}, err
+			return simRun{}, nil, err
 		}
 	}
 	w.Run(span)
 	w.Stop()
 	if !w.Drain(50_000_000) {
-		return simRun{}, fmt.Errorf("seed %d: the world did not drain", seed)
+		return simRun{}, nil, fmt.Errorf("seed %d: the world did not drain", seed)
 	}
 	h := w.History()
 	var vs []world.Violation
@@ -128,5 +135,5 @@ func runSim(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, e
 	if trace && len(vs) > 0 {
 		r.trace = w.TraceAround(vs[0].At, 0, 60, 20)
 	}
-	return r, nil
+	return r, w, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/quorumlab/redlock/internal/quorum"
@@ -178,8 +179,18 @@ func (d *waitDriver) finish() {
 	case wait.LeaveQueue:
 		l.queueRound(ctx, t, w, cmdLeave)
 	case wait.LeaveUnnamed:
-		if by, all := l.wake.namedBy(w); !all {
-			l.leaveWhere(ctx, t, w, func(i int) bool { return by != nil && by[i] })
+		// A release named it, and took it off the queue where the masters
+		// agreed on the head; but a join of its still on its way to a
+		// master can land after the release there, and put it back.
+		// Without a lock, it leaves every master (after its joins: each
+		// stream keeps its order). With one, the lock's release takes its
+		// member off (queueID, below) where the release goes; it leaves
+		// the others now, and the round does not wait: they are a
+		// minority.
+		if lk == nil {
+			l.queueRound(ctx, t, w, cmdLeave)
+		} else if slices.Contains(lk.mayHold, false) {
+			l.leaveWhere(ctx, t, w, func(i int) bool { return lk.mayHold[i] })
 		}
 	}
 	if lk != nil && d.m.Waited() {

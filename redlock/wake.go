@@ -467,18 +467,6 @@ func (w *waker) wakeOnMajority(wt *waiter) (now, later bool) {
 	return false, true
 }
 
-// namedBy is, by master, whether the last release that named wt took it
-// off the queue there (all true: nowhere left to leave).
-func (w *waker) namedBy(wt *waiter) (by []bool, all bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	all = wt.by != nil
-	for _, b := range wt.by {
-		all = all && b
-	}
-	return slices.Clone(wt.by), all
-}
-
 // find is the waiter id of q, or nil.
 func (q *waitQueue) find(id string) *waiter {
 	for _, x := range q.waiters {

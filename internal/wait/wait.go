@@ -233,7 +233,7 @@ const (
 	LeaveGiveBack       // give the grant token back (handing on what was handed), and leave, in one round
 	LeaveWhere          // a writer that acquired: leave where its round did not grant
 	LeaveQueue          // leave the queue
-	LeaveUnnamed        // taken off by a release that named it: leave where it did not name it
+	LeaveUnnamed        // taken off by a release that named it: leave where a join may have landed since
 )
 
 // Leave says what to take back once Done: a waiter still in the queue
@@ -252,7 +252,8 @@ func (m *Machine) Leave() Leave {
 	case m.joined || m.everJoined && m.cfg.Writer:
 		return LeaveQueue
 	case m.everJoined:
-		// Masters that disagreed on the head popped another waiter.
+		// Masters that disagreed on the head popped another waiter, and a
+		// join may land after the release that named it.
 		return LeaveUnnamed
 	}
 	return LeaveNothing
