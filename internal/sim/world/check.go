@@ -133,10 +133,13 @@ func Fences(ivs []Interval) []Violation {
 		if prevX >= 0 && ivs[prevX].Resource != cur.Resource {
 			prevX = -1
 		}
+		self := false // cur ends where it enters: it is no earlier holder of its own
 		for j < len(byEnd) {
 			e := &ivs[byEnd[j]]
 			if c := strings.Compare(e.Resource, cur.Resource); c > 0 || c == 0 && e.End() > cur.Enter {
 				break
+			} else if byEnd[j] == i {
+				self = true
 			} else if c == 0 && (top < 0 || e.Fence > ivs[top].Fence) {
 				top = byEnd[j]
 			}
@@ -152,6 +155,9 @@ func Fences(ivs []Interval) []Violation {
 		if before >= 0 && cur.Fence <= ivs[before].Fence && len(out) < maxViolations {
 			out = append(out, Violation{Check: "fence", At: cur.Enter,
 				What: fmt.Sprintf("%q: fence %d after %d:\n\t%v\n\tafter %v", cur.Resource, cur.Fence, ivs[before].Fence, *cur, ivs[before])})
+		}
+		if self && (top < 0 || cur.Fence > ivs[top].Fence) {
+			top = i // for the holders after it
 		}
 	}
 	return out
