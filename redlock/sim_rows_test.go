@@ -92,14 +92,17 @@ func simRows() []*simRow {
 		// A DriftFactor of 5 % and clocks whose rates differ by up to 4.9 %,
 		// so that the drift term is what keeps a holder at its deadline
 		// safe (with the default 1 % and 0.8 %, a window without it was
-		// never caught in a minute of this row); and slow announcements,
-		// so that a handed lock's start at since(G), not at its grants'
-		// arrival, is too.
+		// never caught in a minute of this row); and announcements of
+		// 4 ms on average (up to 40), so that a handed lock's start at
+		// since(G), not at its grants' arrival, is too.
 		{name: "edge", procs: 3, cfg: func() simConfig {
 			c := simEdge()
 			c.opts.DriftFactor = 0.05
 			return c
-		}(), world: func(o *world.Options) { lossy(o); o.Drift, o.PubSubDelay = 0.024, slowly }, every: 8},
+		}(), world: func(o *world.Options) {
+			lossy(o)
+			o.Drift, o.PubSubDelay = 0.024, world.Dist{Min: 50 * time.Microsecond, Mean: 4 * time.Millisecond, Max: 40 * time.Millisecond}
+		}, every: 8},
 		// The faults' pauses are the holders' stalls.
 		{name: "edge-faults", procs: 3, cfg: func() simConfig {
 			c := simEdge()
