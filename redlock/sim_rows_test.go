@@ -102,7 +102,7 @@ func simRows() []*simRow {
 		}(), world: func(o *world.Options) {
 			lossy(o)
 			o.Drift, o.PubSubDelay = 0.024, world.Dist{Min: 50 * time.Microsecond, Mean: 4 * time.Millisecond, Max: 40 * time.Millisecond}
-		}, every: 8},
+		}, every: 16},
 		// The faults' pauses are the holders' stalls.
 		{name: "edge-faults", procs: 3, cfg: func() simConfig {
 			c := simEdge()
@@ -117,7 +117,7 @@ func simRows() []*simRow {
 			c.opts.NodeTimeout = 25 * time.Millisecond
 			c.extendTTL = [2]time.Duration{26 * time.Millisecond, 28 * time.Millisecond}
 			return c
-		}(), world: func(o *world.Options) { drifting(o); o.Delay = slowly }, every: 2},
+		}(), world: func(o *world.Options) { drifting(o); o.Delay = slowly }, every: 4},
 		{name: "fenced", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.opts.Fencing = true
