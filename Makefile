@@ -22,6 +22,10 @@ BENCH_TAGS    ?=
 # first seed (docs/design.md §20).
 SIM_SECTIONS  ?= 100000000
 SIM_SEED      ?= 1
+# make mutations: which of redlock/testdata/mutations/*.patch (file name
+# prefixes, e.g. 03 or "01 06"; empty: all), and each one's CPU limit in s.
+MUTATIONS     ?=
+MUTATION_CPU  ?= 60
 # FSYNC=1 adds compose.fsync.yaml (AOF, appendfsync always) to lab-up.
 FSYNC         ?=
 # FORCE=1 rebuilds the local image even if it exists.
@@ -53,7 +57,7 @@ lab_net = net=$$(docker network ls -q --filter label=com.docker.compose.project=
 is_conn = [ -n "$$(docker inspect -f "{{if index .NetworkSettings.Networks \"$$netname\"}}yes{{end}}" $$cid)" ]
 
 .DEFAULT_GOAL := help
-.PHONY: help test sim check-deps check-rules fuzz image require-compose lab-up lab-down lab-status \
+.PHONY: help test sim mutations check-deps check-rules fuzz image require-compose lab-up lab-down lab-status \
         lab-pause lab-unpause lab-cut lab-heal
 
 help: ## list the verbs
@@ -91,6 +95,13 @@ test: check-deps check-rules ## run every test with the race detector against re
 # one goroutine each).
 sim: ## the deterministic simulator's long run: SIM_SECTIONS (10^8) sections inside the assumptions over seeds from SIM_SEED, 0 violations; each row outside must show one; prints sections per CPU-minute
 	$(GO) test -count=1 -timeout 0 -run 'TestSim$$' -v ./redlock -sim.sections=$(SIM_SECTIONS) -sim.seed=$(SIM_SEED)
+
+# Each patch in redlock/testdata/mutations plants one protocol bug; the
+# simulator must catch each (a script's, TestDifferential against a real
+# redis-server) within MUTATION_CPU seconds of CPU, in a throw-away
+# worktree of HEAD (scripts/mutations.sh).
+mutations: ## plant each bug of redlock/testdata/mutations in a throw-away worktree and show TestSim (or TestDifferential) catch it within 60 s of CPU; prints a markdown table (MUTATIONS=03 for some)
+	@GO="$(GO)" CPU_LIMIT=$(MUTATION_CPU) scripts/mutations.sh $(MUTATIONS)
 
 check-deps: ## check that a module importing only redlock gets go-redis and nothing else it does not use
 	@GO="$(GO)" scripts/check-consumer-deps.sh

@@ -63,6 +63,14 @@ type simConfig struct {
 	readers float64
 	// extend: a holder extends its lock halfway through its section.
 	extend bool
+	// extendTTL (with toDeadline): a NodeTimeout before its deadline the
+	// holder extends its lock, with a TTL drawn from [extendTTL[0],
+	// extendTTL[1]] in whole milliseconds (WithTTL). An Extend that
+	// returns nil promises that the new deadline is still ahead
+	// (docs/design.md §6): the holder takes it as its check of the
+	// deadline, and stalls for stall before it acts; then it goes on to
+	// the deadline, new or old, as without an extension.
+	extendTTL [2]time.Duration
 }
 
 // simProc is one process: a Locker and its callers. It is the world's
@@ -310,6 +318,14 @@ func (p *simProc) section(c *simCaller) {
 	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
 	switch {
 	case cfg.toDeadline:
+		if lo, hi := cfg.extendTTL[0], cfg.extendTTL[1]; hi > 0 {
+			c.pause(lk.Deadline().Sub(p.now()) - p.l.opts.NodeTimeout)
+			ttl := lo + p.draw(hi-lo)/time.Millisecond*time.Millisecond
+			if p.now().Before(lk.Deadline()) && lk.Extend(ctx, WithTTL(ttl)) == nil {
+				p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
+				c.pause(cfg.stall)
+			}
+		}
 		c.pause(lk.Deadline().Sub(p.now()) - 100*time.Microsecond)
 		if p.now().Before(lk.Deadline()) {
 			c.pause(cfg.stall)
