@@ -55,6 +55,20 @@ func newLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Loc
 	return l
 }
 
+// newColdLocker is newLocker without dialling first: for a test whose
+// masters stall before the Locker's first contact with them, which is
+// the case it tests.
+func newColdLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Locker {
+	t.Helper()
+	l, err := redlock.New(c.Clients(), opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	t.Cleanup(c.ResumeAll)
+	return l
+}
+
 // keyState returns, per master, the lock key's value ("" when absent).
 func keyState(t *testing.T, c *lab.Masters, resource string) []string {
 	t.Helper()
