@@ -235,7 +235,8 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 	inv := l.invalidErr()
 	ok := win > 0 && res.Err == nil && info.Validity > 0 && inv == nil
 	for i, r := range res.Replies {
-		took := r.Outcome != quorum.Unavailable && r.Outcome != quorum.Refused && r.Outcome != quorum.Failed
+		// Failed may have run: its connection broke after the send.
+		took := r.Outcome != quorum.Unavailable && r.Outcome != quorum.Refused
 		won[i] = ok && took && (r.Outcome != quorum.OK || r.Value == uint64(win))
 		rest[i] = took && (!ok || r.Outcome != quorum.OK || r.Value != uint64(win))
 	}
