@@ -189,8 +189,12 @@ type Machine struct {
 	// wake; retried: once per wake.
 	round, joined, woke, retried bool
 	// giving: handed the key by a minority: give it back when the timer
-	// fires.
+	// fires, at giveAt. The instant is drawn once, on the first grant:
+	// the wakes that come meanwhile (announcements of other releases)
+	// must not put it off, or a waiter woken more often than every
+	// NodeTimeout sits on its grants for good.
 	giving bool
+	giveAt time.Time
 	// ask: the next round is a waiting writer's on a wake, and asks its
 	// place in the queue itself (rw_write.lua) instead of a rank first.
 	// everJoined: the waiter has joined the queue at some time; a release
@@ -425,7 +429,9 @@ func (m *Machine) ProbeDone(now time.Time, free bool, expires time.Time) Action 
 		}
 		// Handed the key by a minority whose messages were lost: wait a
 		// little for the others, as on a wake.
-		m.giving = m.local.Grants() > 0
+		if m.local.Grants() > 0 {
+			m.give(now)
+		}
 		if free && !expires.IsZero() {
 			// Gone from a majority between the round and this read:
 			// expired, or released to a waiter a release named, whose
@@ -443,7 +449,8 @@ func (m *Machine) ProbeDone(now time.Time, free bool, expires time.Time) Action 
 		if m.local.Grants() > 0 {
 			// Handed the key by a minority, whose messages were lost: as
 			// on a wake.
-			m.giving, m.round = true, false
+			m.give(now)
+			m.round = false
 			return m.loop(now)
 		}
 		switch {
@@ -542,12 +549,20 @@ func (m *Machine) sleep(now time.Time) Action {
 		m.expires = time.Time{}
 	}
 	if m.giving {
-		// Jittered, so that two waiters each handed a minority do not
-		// give back in step and trade their grants.
-		d, m.expiring = m.cfg.NodeTimeout+m.local.Jitter(m.cfg.NodeTimeout), false
+		d, m.expiring = max(m.giveAt.Sub(now), 0), false
 	}
 	m.st = stSleeping
 	return Action{Kind: Sleep, Delay: d}
+}
+
+// give starts, at now, the wait for the rest of the grants, unless one
+// is on: a jittered NodeTimeout to 2 × NodeTimeout, so that two waiters
+// each handed a minority do not give back in step and trade their grants.
+func (m *Machine) give(now time.Time) {
+	if !m.giving {
+		m.giving = true
+		m.giveAt = now.Add(m.cfg.NodeTimeout + m.local.Jitter(m.cfg.NodeTimeout))
+	}
 }
 
 // TimerFired: the sleep's timer fired at now.
@@ -588,7 +603,8 @@ func (m *Machine) Woken(now time.Time) Action {
 		// grants are on their way, or went to another waiter. A round now
 		// would be refused where its own grant is: wait a little, then
 		// give back what it has.
-		m.giving, m.round = true, false
+		m.give(now)
+		m.round = false
 		return m.loop(now)
 	}
 	m.round, m.woke, m.retried = true, true, false

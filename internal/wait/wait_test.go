@@ -154,6 +154,31 @@ func TestMinorityOfGrantsGivesBack(t *testing.T) {
 	}
 }
 
+// Wakes that come while a waiter holds a minority of grants (other
+// releases' announcements) do not put its give-back off: it completes at
+// the instant its first grant set, however often it is woken. (Found by
+// the simulator's lab row: a waiter handed one grant, woken every few
+// milliseconds by rounds of callers that did not queue, slept on its
+// grant for its whole 2 s.)
+func TestWakesDoNotPutOffTheGiveBack(t *testing.T) {
+	f := &fakeLocal{grant: true, backoff: time.Second, jitter: 7 * time.Millisecond}
+	m := New(cfg(Target{Queued: true}), f)
+	m.Start(t0, false, false)
+	m.RoundDone(t0, RoundResult{HeldByMajority: true, HeldElsewhere: true})
+	m.JoinDone(t0)
+	m.ProbeDone(t0, false, time.Time{})
+	f.grants = 1
+	giveAt := t0.Add(nt + 7*time.Millisecond)
+	for now := t0; now.Before(giveAt); now = now.Add(5 * time.Millisecond) {
+		a := m.Woken(now)
+		want(t, a, Sleep)
+		if a.Delay != giveAt.Sub(now) {
+			t.Fatalf("woken at +%v: delay %v, want %v (until the first grant's NodeTimeout + jitter)", now.Sub(t0), a.Delay, giveAt.Sub(now))
+		}
+	}
+	want(t, m.TimerFired(giveAt), Complete)
+}
+
 // A wake on the first master's announcement whose round fails: retry at
 // once when a majority has announced by now, else sleep until it has.
 func TestWokenRoundRetriesOnMajority(t *testing.T) {
