@@ -90,7 +90,7 @@ test: check-deps check-rules ## run every test with the race detector against re
 # A module importing only the library must get go-redis and nothing else it
 # does not use (in its go.mod and go.sum): part of make test.
 # The deterministic simulator (docs/design.md §20). make test runs its
-# short run (TestSim: 100 000 sections); this is the long one, on every
+# short run (TestSim: 300 000 sections); this is the long one, on every
 # CPU, without the race detector (it would only slow the worlds, which run
 # one goroutine each).
 sim: ## the deterministic simulator's long run: SIM_SECTIONS (10^8) sections inside the assumptions over seeds from SIM_SEED, 0 violations; each row outside must show one; prints sections per CPU-minute

@@ -51,14 +51,14 @@ func simFailure(row *simRow, r simRun, span time.Duration) string {
 }
 
 // TestSim runs every row: the rows inside the assumptions over seeds in
-// turn until they have made -sim.sections sections (100 000 by default,
+// turn until they have made -sim.sections sections (300 000 by default,
 // 10 000 under the race detector),
 // with no violation; the rows outside over a few seeds each, which must
 // show one. It reports the simulated sections per CPU-minute, and for a
 // failing seed, how to replay it and the trace around its first
 // violation.
 func TestSim(t *testing.T) {
-	target, outsideSeeds := 100_000, uint64(3)
+	target, outsideSeeds := 300_000, uint64(3)
 	if simRace {
 		target = 10_000 // the detector slows the worlds tenfold
 	}
@@ -96,7 +96,7 @@ func TestSim(t *testing.T) {
 		for range runtime.GOMAXPROCS(0) {
 			wg.Go(func() {
 				for j := range jobs {
-					r, err := runSim(j.row, j.seed, *simSpan, false)
+					r, err := runSim(j.row, j.seed, rowSpan(j.row), false)
 					results <- result{j, r, err}
 				}
 			})
@@ -154,7 +154,7 @@ func TestSim(t *testing.T) {
 		live[res.row.name] += res.r.liveness
 		judged[res.row.name] += res.r.judged
 		if len(res.r.violations) > 0 && len(failed) < 5 {
-			failed = append(failed, simFailure(res.row, res.r, *simSpan))
+			failed = append(failed, simFailure(res.row, res.r, rowSpan(res.row)))
 		}
 		if !stopped && (sections >= target || len(failed) > 0) {
 			stopped = true
@@ -214,6 +214,14 @@ func TestSim(t *testing.T) {
 	}
 }
 
+// rowSpan is the simulated time of one seed of row.
+func rowSpan(row *simRow) time.Duration {
+	if row.span > 0 {
+		return row.span
+	}
+	return *simSpan
+}
+
 func rowNames(rows []*simRow) string {
 	names := make([]string, len(rows))
 	for i, r := range rows {
@@ -270,7 +278,7 @@ func TestSimTrace(t *testing.T) {
 	if row == nil {
 		t.Fatalf("no row %q", *simRowName)
 	}
-	r, w, err := runSimWorld(row, *simSeed, *simSpan, true)
+	r, w, err := runSimWorld(row, *simSeed, rowSpan(row), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,6 +138,13 @@ func simRows() []*simRow {
 			c.readers = 0.7
 			return c
 		}(), world: lossy, chaos: &simFaults, every: 2},
+		// The fault lab's rows (tests/chaos, on containers): its
+		// workload and time scale, handed and fenced, with its faults;
+		// and handed without faults, where callers that do not queue
+		// release the key every few milliseconds.
+		{name: "lab-calm", procs: 5, cfg: simLab(false), span: 20 * time.Second},
+		{name: "lab-handed", procs: 5, cfg: simLab(false), lab: true, span: 20 * time.Second},
+		{name: "lab-fenced", procs: 5, cfg: simLab(true), lab: true, span: 20 * time.Second},
 		// Outside the assumptions: each must show a violation.
 		{name: "restart-empty-at-once", procs: 3, cfg: simEdge(), outside: true, chaos: &simRestartsAtOnce,
 			world: func(o *world.Options) { o.Outside.RestartEmptyAtOnce = true }},

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ type simRow struct {
 	// are set after it).
 	world func(o *world.Options)
 	chaos *world.Chaos
+	// lab: the fault lab's faults (simLabFaults) instead of chaos, and
+	// span: the simulated time per seed (0: -sim.span).
+	lab  bool
+	span time.Duration
 	// outside: the run breaks an assumption on purpose and must show a
 	// violation.
 	outside bool
@@ -101,6 +106,14 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	if row.chaos != nil {
 		if err := w.Chaos(0, span, *row.chaos); err != nil {
 			return simRun{}, nil, err
+		}
+	}
+	if row.lab {
+		r := rand.New(rand.NewPCG(seed, 0x1ab))
+		for _, f := range simLabFaults(r, span, w.Masters(), row.procs, o.TTL) {
+			if err := w.Inject(f); err != nil {
+				return simRun{}, nil, err
+			}
 		}
 	}
 	w.Run(span)
