@@ -142,9 +142,9 @@ func simRows() []*simRow {
 		// workload and time scale, handed and fenced, with its faults;
 		// and handed without faults, where callers that do not queue
 		// release the key every few milliseconds.
-		{name: "lab-calm", procs: 5, cfg: simLab(false), span: 20 * time.Second},
-		{name: "lab-handed", procs: 5, cfg: simLab(false), lab: true, span: 20 * time.Second},
-		{name: "lab-fenced", procs: 5, cfg: simLab(true), lab: true, span: 20 * time.Second},
+		{name: "lab-calm", procs: 5, cfg: simLab(false), span: 10 * time.Second, every: 4},
+		{name: "lab-handed", procs: 5, cfg: simLab(false), lab: true, span: 10 * time.Second, every: 4},
+		{name: "lab-fenced", procs: 5, cfg: simLab(true), lab: true, span: 10 * time.Second, every: 4},
 		// Outside the assumptions: each must show a violation.
 		{name: "restart-empty-at-once", procs: 3, cfg: simEdge(), outside: true, chaos: &simRestartsAtOnce,
 			world: func(o *world.Options) { o.Outside.RestartEmptyAtOnce = true }},

@@ -88,7 +88,10 @@ func (d *waitDriver) do(a wait.Action) wait.Action {
 		l.complete(ctx, t, d.w)
 		return d.m.CompleteDone(d.l.env.now())
 	case wait.GiveBack:
-		l.giveBack(ctx, t, d.w, a.Again)
+		l.giveBack(ctx, t, d.w, false)
+		if a.Again {
+			l.wake.unhand(d.w) // named from now on (§14.3 item 5)
+		}
 		return d.m.GiveBackDone(d.l.env.now())
 	case wait.Sleep:
 		return d.sleep(a.Delay)

@@ -593,6 +593,15 @@ func (w *waker) resetGrants(wt *waiter, next string) string {
 	return old
 }
 
+// unhand makes wt a waiter that releases name, no longer one they may
+// hand the key to: its later joins carry its bare id, and no grant
+// counts (wt gave its token back first).
+func (w *waker) unhand(wt *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt.grant = nil
+}
+
 // tokenDigest is the hex SHA-1 of token, as release.lua names a grant.
 func tokenDigest(token string) string {
 	sum := sha1.Sum([]byte(token))

@@ -30,7 +30,7 @@ const (
 	Probe         // poll whether the key is free, and when it expires; then ProbeDone
 	Rank          // read the waiter's place in the queue; then RankDone
 	Complete      // take the key with the grant token where it is free; then CompleteDone
-	GiveBack      // give the grant token back and wait on with a new one; then GiveBackDone
+	GiveBack      // give the grant token back and wait on, named by releases; then GiveBackDone
 	Sleep         // wait for the timer (after Delay), a wake, the context or Close
 	Done          // the wait is over: End says how
 )
@@ -64,7 +64,9 @@ type Action struct {
 	// InQueue (Round): the round carries the writer's queue entry
 	// (rw_write.lua), and Ask: it asks the writer's place too.
 	InQueue, Ask bool
-	// Again (GiveBack): the waiter waits on, with a new grant token.
+	// Again (GiveBack): the waiter waits on, no longer one a release
+	// may hand the key to: releases name it, and it acquires by rounds of
+	// its own (§14.3 item 5).
 	Again bool
 	// Delay (Sleep): when the timer fires.
 	Delay time.Duration
@@ -160,6 +162,7 @@ const (
 	stPollJoin                  // its every-fourth join: JoinDone
 	stPollRank                  // its rank, the key found free: RankDone
 	stWokenRank                 // its rank on a wake that named nobody: RankDone
+	stGrantProbe                // a poll on a minority of grants: ProbeDone
 	stComplete                  // completing a minority of grants: CompleteDone
 	stGiveBack                  // giving them back: GiveBackDone
 	stGiveBackJoin              // joining again after the give-back: JoinDone
@@ -167,7 +170,7 @@ const (
 )
 
 var stateNames = [...]string{"New", "Round", "RoundJoin", "RoundProbe", "PlaceJoin", "StartJoin", "Sleeping",
-	"PollProbe", "PollJoin", "PollRank", "WokenRank", "Complete", "GiveBack", "GiveBackJoin", "Done"}
+	"PollProbe", "PollJoin", "PollRank", "WokenRank", "GrantProbe", "Complete", "GiveBack", "GiveBackJoin", "Done"}
 
 func (s state) String() string { return stateNames[s] }
 
@@ -188,13 +191,6 @@ type Machine struct {
 	// it knows) an entry in the masters' queue; woke: this round follows a
 	// wake; retried: once per wake.
 	round, joined, woke, retried bool
-	// giving: handed the key by a minority: give it back when the timer
-	// fires, at giveAt. The instant is drawn once, on the first grant:
-	// the wakes that come meanwhile (announcements of other releases)
-	// must not put it off, or a waiter woken more often than every
-	// NodeTimeout sits on its grants for good.
-	giving bool
-	giveAt time.Time
 	// ask: the next round is a waiting writer's on a wake, and asks its
 	// place in the queue itself (rw_write.lua) instead of a rank first.
 	// everJoined: the waiter has joined the queue at some time; a release
@@ -412,6 +408,7 @@ func (m *Machine) JoinDone(now time.Time) Action {
 		return m.polledOn(now)
 	case stGiveBackJoin:
 		m.joined, m.everJoined, m.round = true, true, false
+		m.grant = false // named from now on: its member carries no token
 		return m.loop(now)
 	}
 	return m.invalid()
@@ -427,10 +424,10 @@ func (m *Machine) ProbeDone(now time.Time, free bool, expires time.Time) Action 
 		if m.local.TakeGrants() {
 			return m.done(EndHanded)
 		}
-		// Handed the key by a minority whose messages were lost: wait a
-		// little for the others, as on a wake.
 		if m.local.Grants() > 0 {
-			m.give(now)
+			// Handed the key by a minority whose messages were lost: the
+			// poll read every master, so complete at once.
+			return m.io(stComplete, Action{Kind: Complete})
 		}
 		if free && !expires.IsZero() {
 			// Gone from a majority between the round and this read:
@@ -442,16 +439,21 @@ func (m *Machine) ProbeDone(now time.Time, free bool, expires time.Time) Action 
 			}
 		}
 		return m.sleep(now)
+	case stGrantProbe:
+		if m.local.TakeGrants() {
+			return m.done(EndHanded)
+		}
+		// The poll read every master: what it did not find handed to the
+		// waiter went to another, or is free (completed next).
+		return m.io(stComplete, Action{Kind: Complete})
 	case stPollProbe:
 		if m.local.TakeGrants() {
 			return m.done(EndHanded)
 		}
 		if m.local.Grants() > 0 {
 			// Handed the key by a minority, whose messages were lost: as
-			// on a wake.
-			m.give(now)
-			m.round = false
-			return m.loop(now)
+			// above.
+			return m.io(stComplete, Action{Kind: Complete})
 		}
 		switch {
 		case !free:
@@ -519,7 +521,10 @@ func (m *Machine) CompleteDone(now time.Time) Action {
 		return m.done(EndHanded)
 	}
 	// Still no majority: give back, so that the masters that handed it
-	// the key hand it on, and join again, at the same place.
+	// the key hand it on, and join again, at the same place, as a waiter
+	// that releases name: the masters disagree on the head, or some do
+	// not answer, and a waiter handed a minority cannot make progress on
+	// its own, where one named makes rounds (docs/design.md §14.3 item 5).
 	return m.io(stGiveBack, Action{Kind: GiveBack, Again: true})
 }
 
@@ -548,36 +553,14 @@ func (m *Machine) sleep(now time.Time) Action {
 		}
 		m.expires = time.Time{}
 	}
-	if m.giving {
-		d, m.expiring = max(m.giveAt.Sub(now), 0), false
-	}
 	m.st = stSleeping
 	return Action{Kind: Sleep, Delay: d}
-}
-
-// give starts, at now, the wait for the rest of the grants, unless one
-// is on: a jittered NodeTimeout to 2 × NodeTimeout, so that two waiters
-// each handed a minority do not give back in step and trade their grants.
-func (m *Machine) give(now time.Time) {
-	if !m.giving {
-		m.giving = true
-		m.giveAt = now.Add(m.cfg.NodeTimeout + m.local.Jitter(m.cfg.NodeTimeout))
-	}
 }
 
 // TimerFired: the sleep's timer fired at now.
 func (m *Machine) TimerFired(now time.Time) Action {
 	if m.st != stSleeping {
 		return m.invalid()
-	}
-	if m.giving {
-		m.giving = false
-		if m.local.TakeGrants() {
-			return m.done(EndHanded)
-		}
-		// No majority came: take the key with the grant token where it
-		// is free (a master that lost it and its queue hands nothing on).
-		return m.io(stComplete, Action{Kind: Complete})
 	}
 	// The backoff covers a lost release message. Only the first waiter in
 	// line polls: the others are woken in turn. A queued waiter's poll
@@ -600,12 +583,12 @@ func (m *Machine) Woken(now time.Time) Action {
 	}
 	if m.local.Grants() > 0 {
 		// Handed the key by some masters, not yet a majority: the others'
-		// grants are on their way, or went to another waiter. A round now
-		// would be refused where its own grant is: wait a little, then
-		// give back what it has.
-		m.give(now)
-		m.round = false
-		return m.loop(now)
+		// grants are on their way, or went to another waiter. Read every
+		// master (a round now would be refused where its own grant is):
+		// the poll takes a round trip, by which the grants of the same
+		// release have come, and counts a key found holding the grant
+		// token as a grant.
+		return m.io(stGrantProbe, Action{Kind: Probe})
 	}
 	m.round, m.woke, m.retried = true, true, false
 	m.expires, m.expiring = time.Time{}, false // released: the next holder has its own TTL
