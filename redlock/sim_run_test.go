@@ -49,7 +49,8 @@ type simRun struct {
 	violations []world.Violation
 	trace      []world.TraceEvent
 	// liveness: calls that could have acquired within the row's bound
-	// and did not (reported, not failed: docs/design.md §20).
+	// and did not (violations too, in the rows without pollers:
+	// docs/design.md §20); judged: the calls the bound applied to.
 	liveness, judged int
 }
 
@@ -137,9 +138,14 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 		}
 		return false
 	})...)
-	r := simRun{seed: seed, hash: w.Hash(), sections: w.Sections(), events: w.Events(), violations: vs}
+	// Liveness is judged where the bound holds: not in the rows whose
+	// TryLock pollers take a free key ahead of the queue.
 	window, bound := livenessBound(row)
-	r.liveness = len(world.Liveness(h, window, bound))
+	lv := world.Liveness(h, window, bound)
+	if row.cfg.pollers == 0 {
+		vs = append(vs, lv...)
+	}
+	r := simRun{seed: seed, hash: w.Hash(), sections: w.Sections(), events: w.Events(), violations: vs, liveness: len(lv)}
 	for _, c := range h.Calls {
 		if c.Start+bound <= h.End && c.Limit >= c.Start+bound {
 			r.judged++

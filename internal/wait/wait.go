@@ -205,6 +205,11 @@ type Machine struct {
 	// that instant.
 	expires  time.Time
 	expiring bool
+	// giving: handed the key by a minority; at giveAt, if no majority has
+	// come, the waiter reads every master (a Probe counts a key holding
+	// its token), completes, and gives back.
+	giving bool
+	giveAt time.Time
 }
 
 // New returns a wait; Start begins it.
@@ -547,6 +552,10 @@ func (m *Machine) sleep(now time.Time) Action {
 		d = m.local.Backoff(n + QueuedSteps + m.probes)
 	}
 	m.expiring = false
+	if m.giving {
+		m.st = stSleeping
+		return Action{Kind: Sleep, Delay: max(m.giveAt.Sub(now), 0)}
+	}
 	if !m.expires.IsZero() {
 		if u := m.expires.Sub(now); u < d {
 			d, m.expiring = max(u, 0), true
@@ -561,6 +570,14 @@ func (m *Machine) sleep(now time.Time) Action {
 func (m *Machine) TimerFired(now time.Time) Action {
 	if m.st != stSleeping {
 		return m.invalid()
+	}
+	if m.giving {
+		// No majority came: read every master (a round would be refused
+		// where its own grant is); the poll counts a key found holding
+		// the grant token, and its round trip lets the grants still on
+		// their way arrive.
+		m.giving = false
+		return m.io(stGrantProbe, Action{Kind: Probe})
 	}
 	// The backoff covers a lost release message. Only the first waiter in
 	// line polls: the others are woken in turn. A queued waiter's poll
@@ -583,12 +600,14 @@ func (m *Machine) Woken(now time.Time) Action {
 	}
 	if m.local.Grants() > 0 {
 		// Handed the key by some masters, not yet a majority: the others'
-		// grants are on their way, or went to another waiter. Read every
-		// master (a round now would be refused where its own grant is):
-		// the poll takes a round trip, by which the grants of the same
-		// release have come, and counts a key found holding the grant
-		// token as a grant.
-		return m.io(stGrantProbe, Action{Kind: Probe})
+		// grants are on their way (the majority's wakes it again), or
+		// went to another waiter. Wait the first backoff for them, from
+		// the first grant: later wakes do not put it off.
+		if !m.giving {
+			m.giving, m.giveAt = true, now.Add(m.local.Backoff(1))
+		}
+		m.round = false
+		return m.sleep(now)
 	}
 	m.round, m.woke, m.retried = true, true, false
 	m.expires, m.expiring = time.Time{}, false // released: the next holder has its own TTL

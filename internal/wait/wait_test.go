@@ -123,20 +123,28 @@ func TestHeldThenWaitsForExpiry(t *testing.T) {
 	}
 }
 
-// A waiter handed the key by a minority reads every master at once (no
-// timer: a timer that wakes restarted let a waiter woken every few
-// milliseconds sit on its grant for good), completes where the key is
-// free, and with no majority then gives back and waits on as a waiter
-// that releases name: it acquires by rounds of its own (§14.3 item 5).
+// A waiter handed the key by a minority waits the first backoff from its
+// first grant (wakes meanwhile do not put it off: a wait restarted by
+// every wake let a waiter woken every few milliseconds sit on its grant
+// for good), then reads every master, completes where the key is free,
+// and with no majority then gives back and waits on as a waiter that
+// releases name: it acquires by rounds of its own (§14.3 item 5).
 func TestMinorityOfGrantsGivesBack(t *testing.T) {
-	f := &fakeLocal{grant: true, backoff: time.Second, jitter: 7 * time.Millisecond}
+	f := &fakeLocal{grant: true, backoff: 5 * time.Millisecond}
 	m := New(cfg(Target{Queued: true}), f)
 	m.Start(t0, false, false)
 	m.RoundDone(t0, RoundResult{HeldByMajority: true, HeldElsewhere: true})
 	m.JoinDone(t0)
 	m.ProbeDone(t0, false, time.Time{})
 	f.grants = 2
-	want(t, m.Woken(t0), Probe)
+	for i, at := range []time.Duration{0, time.Millisecond, 4 * time.Millisecond} {
+		a := m.Woken(t0.Add(at))
+		want(t, a, Sleep)
+		if a.Delay != 5*time.Millisecond-at {
+			t.Fatalf("wake %d at +%v: delay %v, want %v (the first backoff, from the first grant)", i, at, a.Delay, 5*time.Millisecond-at)
+		}
+	}
+	want(t, m.TimerFired(t0.Add(5*time.Millisecond)), Probe)
 	want(t, m.ProbeDone(t0, false, time.Time{}), Complete)
 	a := m.CompleteDone(t0)
 	want(t, a, GiveBack)
@@ -291,7 +299,8 @@ func outcomes(st state, e int) string {
 		m.attempt = r.IntN(3)
 		m.registered, m.grant = r.IntN(2) == 0, r.IntN(2) == 0
 		m.round, m.joined, m.woke, m.retried = r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(2) == 0
-		m.ask, m.everJoined = r.IntN(2) == 0, r.IntN(2) == 0
+		m.ask, m.everJoined, m.giving = r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(2) == 0
+		m.giveAt = t0.Add(time.Duration(r.IntN(10)) * time.Millisecond)
 		m.probes, m.suspect, m.behind, m.held = r.IntN(8), r.IntN(2) == 0, uint64(r.IntN(4)), r.IntN(2) == 0
 		m.expiring = r.IntN(2) == 0
 		if r.IntN(2) == 0 {

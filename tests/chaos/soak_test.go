@@ -37,8 +37,13 @@ func TestSoakSummary(t *testing.T) {
 		backends                            = map[string]int{}
 		scenarios                           = map[string]int{}
 	)
-	fmt.Println("| run | scenario | backend | seed | critical sections | violations | stale writes accepted | faults | wall | heap start → end (MiB) | goroutines start → end |")
-	fmt.Println("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	// The handed scenario beside the fenced one, per run: wall per
+	// section and p99 acquire, handed ÷ fenced (docs/fault-lab.md).
+	type pair struct{ fenced, handed *Result }
+	pairs := map[string]*pair{}
+	var runs []string
+	fmt.Println("| run | scenario | backend | seed | critical sections | violations | stale writes accepted | faults | wall | availability % | failed Lock calls | of them while a majority answered | p99 acquire | heap start → end (MiB) | goroutines start → end |")
+	fmt.Println("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, f := range files {
 		s, err := ReadSummary(f)
 		if err != nil {
@@ -60,14 +65,43 @@ func TestSoakSummary(t *testing.T) {
 			backends[be] += r.Sections
 			sc, _, _ := strings.Cut(r.Scenario, ":") // "inside" (fenced) or "handoff"
 			scenarios[sc] += r.Sections
-			fmt.Printf("| %s | %s | %s | %d | %d | %d | %d | %d | %v | %.1f → %.1f | %d → %d |\n",
+			failed := r.Acquires - r.AcquireOK
+			withMajority := failed - r.FailedWithoutMajority
+			fmt.Printf("| %s | %s | %s | %d | %d | %d | %d | %d | %v | %.3f | %d | %d | %v | %.1f → %.1f | %d → %d |\n",
 				filepath.Base(f), sc, be, r.Seed, r.Sections, r.Overlaps, r.StaleAccepted, r.FaultsRun, r.Wall.Round(time.Second),
+				r.Availability, failed, withMajority, r.P99Acquire.Round(time.Millisecond),
 				float64(r.HeapStart)/(1<<20), float64(r.HeapEnd)/(1<<20), r.GoroutineStart, r.GoroutineEnd)
 			if r.Overlaps != 0 || r.StaleAccepted != 0 {
 				t.Errorf("%s: %d violations, %d stale writes accepted inside the assumptions; want 0 and 0", f, r.Overlaps, r.StaleAccepted)
 			}
+			if withMajority > 0 {
+				t.Errorf("%s, %s: %d failed Lock calls waited while a majority of masters answered the prober throughout; want 0", f, sc, withMajority)
+			}
+			key := filepath.Base(f)
+			if pairs[key] == nil {
+				pairs[key] = &pair{}
+				runs = append(runs, key)
+			}
+			if sc == "handoff" {
+				pairs[key].handed = &r
+			} else {
+				pairs[key].fenced = &r
+			}
 		}
 	}
+	fmt.Println()
+	fmt.Println("| run | wall per section, handed ÷ fenced | p99 acquire, handed ÷ fenced | availability %, handed / fenced |")
+	fmt.Println("| --- | ---: | ---: | ---: |")
+	for _, key := range runs {
+		p := pairs[key]
+		if p.fenced == nil || p.handed == nil || p.fenced.Sections == 0 || p.handed.Sections == 0 || p.fenced.P99Acquire == 0 {
+			continue
+		}
+		perSection := func(r *Result) float64 { return r.Wall.Seconds() / float64(r.Sections) }
+		fmt.Printf("| %s | %.2f | %.2f | %.3f / %.3f |\n", key, perSection(p.handed)/perSection(p.fenced),
+			float64(p.handed.P99Acquire)/float64(p.fenced.P99Acquire), p.handed.Availability, p.fenced.Availability)
+	}
+	fmt.Println()
 	fmt.Printf("total: %d critical sections inside the assumptions (process %d, docker %d; fenced %d, handed %d), %d seeds, %d violations, %d stale writes accepted, %v of runs\n",
 		sections, backends["process"], backends["docker"], scenarios["inside"], scenarios["handoff"], len(seeds), violations, staleAccepted, wall.Round(time.Second))
 	if sections < *soakSections {
