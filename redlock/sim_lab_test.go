@@ -76,11 +76,12 @@ func simLabFaults(r *rand.Rand, span time.Duration, masters, clients int, ttl ti
 
 // simLab is the lab's workload: five processes, four resources, one
 // caller each per resource, holds of up to 2 ms, a 500 ms TTL, a 50 ms
-// NodeTimeout, and Lock calls bounded by 4 TTL.
+// NodeTimeout. The lab bounds a Lock call by 4 TTL; here 8 TTL, so that
+// its liveness bound (2.015 s) can be judged.
 func simLab(fenced bool) simConfig {
 	return simConfig{opts: Options{TTL: 500 * time.Millisecond, NodeTimeout: 50 * time.Millisecond, Fencing: fenced},
 		resources: []string{"r0", "r1", "r2", "r3"}, callers: 1, hold: 2 * time.Millisecond, think: time.Millisecond,
-		limit: 2 * time.Second}
+		limit: 4 * time.Second}
 }
 
 var simLabKind = flag.Int("sim.labkind", -1, "TestSimLab: only this kind of the lab's faults (0 pause, 1 kill and restart, 2 cut, 3 two restarts in turn while two pause; -1: all)")
@@ -100,7 +101,7 @@ func TestSimLab(t *testing.T) {
 		if !strings.HasPrefix(row.name, "lab-") {
 			continue
 		}
-		var sections, calls, failed, judged, over int
+		var sections, calls, failed, judged, over, slow int
 		var waits []time.Duration
 		for s := range uint64(*simLabSeeds) {
 			r, w, err := runSimWorld(row, *simSeed+s, rowSpan(row), false)
@@ -121,6 +122,9 @@ func TestSimLab(t *testing.T) {
 				if !c.Acquired {
 					failed++
 				}
+				if !c.Acquired || c.End-c.Start > 4*row.cfg.opts.TTL {
+					slow++ // past the lab's own bound on a Lock call
+				}
 				waits = append(waits, c.End-c.Start)
 				if *simLabSlow > 0 && c.End-c.Start > *simLabSlow {
 					t.Logf("%s seed %d: client %d call %d on %s from %v took %v (acquired %v)", row.name, *simSeed+s, c.Client, c.Call, c.Resource, c.Start, c.End-c.Start, c.Acquired)
@@ -134,8 +138,8 @@ func TestSimLab(t *testing.T) {
 			}
 			return waits[min(len(waits)-1, int(p*float64(len(waits))))]
 		}
-		t.Logf("%-14s %7d sections, %7d calls, %4d failed (%.3f%% ok), liveness %d of %d judged over the bound; wait p50 %v p99 %v p99.9 %v max %v",
-			row.name, sections, calls, failed, 100*float64(calls-failed)/float64(max(calls, 1)), over, judged,
+		t.Logf("%-14s %7d sections, %7d calls, %4d failed, %4d past 4 TTL (%.3f%% within), liveness %d of %d judged over the bound; wait p50 %v p99 %v p99.9 %v max %v",
+			row.name, sections, calls, failed, slow, 100*float64(calls-slow)/float64(max(calls, 1)), over, judged,
 			q(0.5), q(0.99), q(0.999), q(1))
 	}
 }
