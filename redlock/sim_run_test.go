@@ -145,11 +145,7 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 		vs = append(vs, lv...)
 	}
 	r := simRun{seed: seed, hash: w.Hash(), sections: w.Sections(), events: w.Events(), violations: vs, liveness: len(lv)}
-	for _, c := range h.Calls {
-		if c.Start+bound <= h.End && c.Limit >= c.Start+bound {
-			r.judged++
-		}
-	}
+	r.judged = world.Judged(h, window, bound)
 	if trace && len(vs) > 0 {
 		r.trace = w.TraceAround(vs[0].At, 0, 60, 20)
 	}

@@ -187,30 +187,10 @@ func DoneByDeadline(ivs []Interval) []Violation {
 // bound after it, and its context allowed bound. A call that began less than bound before the
 // history's end is not judged.
 func Liveness(h History, window, bound time.Duration) []Violation {
-	need := validity.Majority(h.Masters)
 	var out []Violation
 	for _, c := range h.Calls {
-		from, to := c.Start-window, c.Start+bound
-		if to > h.End || c.Limit < to {
-			continue
-		}
-		if c.Acquired && c.End-c.Start <= bound {
-			continue
-		}
-		stable := 0
-		for m := range h.Masters {
-			ok := true
-			for _, o := range h.Outages {
-				if (o.Master == m || o.Master == -1) && (o.Client == -1 || o.Client == c.Client) && o.From <= to && o.To >= from {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				stable++
-			}
-		}
-		if stable < need || len(out) >= maxViolations {
+		stable, ok := judged(h, c, window, bound)
+		if !ok || c.Acquired && c.End-c.Start <= bound || len(out) >= maxViolations {
 			continue
 		}
 		what := "did not acquire"
@@ -221,9 +201,44 @@ func Liveness(h History, window, bound time.Duration) []Violation {
 		}
 		out = append(out, Violation{Check: "liveness", At: c.Start,
 			What: fmt.Sprintf("client %d call %d on %q %s, bound %v, with %d of %d masters stable from %v to %v",
-				c.Client, c.Call, c.Resource, what, bound, stable, h.Masters, from, to)})
+				c.Client, c.Call, c.Resource, what, bound, stable, h.Masters, c.Start-window, c.Start+bound)})
 	}
 	return out
+}
+
+// Judged is how many calls Liveness judges: those whose context allowed
+// bound, that began at least bound before the history's end, with a
+// majority of masters stable for them throughout.
+func Judged(h History, window, bound time.Duration) int {
+	n := 0
+	for _, c := range h.Calls {
+		if _, ok := judged(h, c, window, bound); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// judged reports whether Liveness judges c, and how many masters had no
+// outage for it from window before its start to bound after it.
+func judged(h History, c Call, window, bound time.Duration) (stable int, ok bool) {
+	from, to := c.Start-window, c.Start+bound
+	if to > h.End || c.Limit < to {
+		return 0, false
+	}
+	for m := range h.Masters {
+		up := true
+		for _, o := range h.Outages {
+			if (o.Master == m || o.Master == -1) && (o.Client == -1 || o.Client == c.Client) && o.From <= to && o.To >= from {
+				up = false
+				break
+			}
+		}
+		if up {
+			stable++
+		}
+	}
+	return stable, stable >= validity.Majority(h.Masters)
 }
 
 // Leftovers checks that no master holds a key, other than those keep
