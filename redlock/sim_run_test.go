@@ -110,7 +110,7 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	}
 	if row.lab {
 		r := rand.New(rand.NewPCG(seed, 0x1ab))
-		for _, f := range simLabFaults(r, span, w.Masters(), row.procs, o.TTL) {
+		for _, f := range simLabFaults(r, span, w.Masters(), row.procs, o.TTL, o.Fencing) {
 			if err := w.Inject(f); err != nil {
 				return simRun{}, nil, err
 			}
