@@ -236,7 +236,3 @@ func (d *waitDriver) WakeOnMajority() (now, later bool) { return d.l.wake.wakeOn
 func (d *waitDriver) FreedSince(t time.Time) bool { return d.l.wake.freedSince(d.t, t) }
 
 func (d *waitDriver) Backoff(n int) time.Duration { return d.l.backoff(n) }
-
-func (d *waitDriver) Jitter(max time.Duration) time.Duration {
-	return time.Duration(d.l.env.intN(int64(max) + 1))
-}

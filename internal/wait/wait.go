@@ -124,9 +124,8 @@ type Local interface {
 	// woke nobody here.
 	FreedSince(t time.Time) bool
 	// Backoff is the jittered wait after attempt n (the Locker's retry
-	// policy); Jitter(d) is a uniform draw from [0, d].
+	// policy).
 	Backoff(n int) time.Duration
-	Jitter(d time.Duration) time.Duration
 }
 
 // RoundResult is what the driver tells of a round.
@@ -546,16 +545,16 @@ func (m *Machine) GiveBackDone(now time.Time) Action {
 // that is sooner, or after a jittered NodeTimeout for a waiter handed a
 // minority of grants.
 func (m *Machine) sleep(now time.Time) Action {
+	if m.giving {
+		m.st, m.expiring = stSleeping, false
+		return Action{Kind: Sleep, Delay: max(m.giveAt.Sub(now), 0)}
+	}
 	n := max(m.attempt, 1)
 	d := m.local.Backoff(n)
 	if m.joined && m.held && !m.woke && !m.suspect {
 		d = m.local.Backoff(n + QueuedSteps + m.probes)
 	}
 	m.expiring = false
-	if m.giving {
-		m.st = stSleeping
-		return Action{Kind: Sleep, Delay: max(m.giveAt.Sub(now), 0)}
-	}
 	if !m.expires.IsZero() {
 		if u := m.expires.Sub(now); u < d {
 			d, m.expiring = max(u, 0), true

@@ -23,7 +23,7 @@ type fakeLocal struct {
 	majNow, majLater     bool
 	freed                bool
 	registered, mayHand  int
-	backoff, jitter      time.Duration
+	backoff              time.Duration
 	backoffN             []int
 	tookGrants, askedMaj int
 }
@@ -52,7 +52,6 @@ func (f *fakeLocal) Backoff(n int) time.Duration {
 	f.backoffN = append(f.backoffN, n)
 	return f.backoff
 }
-func (f *fakeLocal) Jitter(time.Duration) time.Duration { return f.jitter }
 
 var _ Local = (*fakeLocal)(nil)
 
