@@ -140,12 +140,12 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	// Liveness is judged where the bound holds: not in the rows whose
 	// TryLock pollers take a free key ahead of the queue.
 	window, bound := livenessBound(row)
-	lv := world.Liveness(h, window, bound)
+	lv, judged := world.LivenessJudged(h, window, bound)
 	if row.cfg.pollers == 0 {
 		vs = append(vs, lv...)
 	}
 	r := simRun{seed: seed, hash: w.Hash(), sections: w.Sections(), events: w.Events(), violations: vs, liveness: len(lv)}
-	r.judged = world.Judged(h, window, bound)
+	r.judged = judged
 	if trace && len(vs) > 0 {
 		r.trace = w.TraceAround(vs[0].At, 0, 60, 20)
 	}

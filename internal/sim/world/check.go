@@ -187,10 +187,24 @@ func DoneByDeadline(ivs []Interval) []Violation {
 // bound after it, and its context allowed bound. A call that began less than bound before the
 // history's end is not judged.
 func Liveness(h History, window, bound time.Duration) []Violation {
+	out, _ := LivenessJudged(h, window, bound)
+	return out
+}
+
+// LivenessJudged is Liveness, also returning how many calls it judged:
+// those whose context allowed bound, that began at least bound before
+// the history's end, with a majority of masters stable for them
+// throughout.
+func LivenessJudged(h History, window, bound time.Duration) ([]Violation, int) {
 	var out []Violation
+	n := 0
 	for _, c := range h.Calls {
 		stable, ok := judged(h, c, window, bound)
-		if !ok || c.Acquired && c.End-c.Start <= bound || len(out) >= maxViolations {
+		if !ok {
+			continue
+		}
+		n++
+		if c.Acquired && c.End-c.Start <= bound || len(out) >= maxViolations {
 			continue
 		}
 		what := "did not acquire"
@@ -203,20 +217,7 @@ func Liveness(h History, window, bound time.Duration) []Violation {
 			What: fmt.Sprintf("client %d call %d on %q %s, bound %v, with %d of %d masters stable from %v to %v",
 				c.Client, c.Call, c.Resource, what, bound, stable, h.Masters, c.Start-window, c.Start+bound)})
 	}
-	return out
-}
-
-// Judged is how many calls Liveness judges: those whose context allowed
-// bound, that began at least bound before the history's end, with a
-// majority of masters stable for them throughout.
-func Judged(h History, window, bound time.Duration) int {
-	n := 0
-	for _, c := range h.Calls {
-		if _, ok := judged(h, c, window, bound); ok {
-			n++
-		}
-	}
-	return n
+	return out, n
 }
 
 // judged reports whether Liveness judges c, and how many masters had no
