@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // cmdKind is one of the few commands the Locker sends.

@@ -42,7 +42,7 @@ func TestErrorNamesTheCause(t *testing.T) {
 				t.Cleanup(func() { cl.Close() })
 				clients = append(clients, cl)
 			}
-			l, err := redlock.New(clients, &redlock.Options{NodeTimeout: time.Second, ViaClient: path.viaClient})
+			l, err := redlock.New(clients, &redlock.Options{MasterTimeout: time.Second, ViaClient: path.viaClient})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ func ExampleLocker_Hold() {
 		log.Fatal(err)
 	}
 	defer masters.Close()
-	locker, err := redlock.New(masters.Clients(), &redlock.Options{TTL: time.Second, NodeTimeout: 100 * time.Millisecond})
+	locker, err := redlock.New(masters.Clients(), &redlock.Options{TTL: time.Second, MasterTimeout: 100 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

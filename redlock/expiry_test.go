@@ -149,7 +149,7 @@ func (m *expireBeforeRead) Do(ctx context.Context, cmds [][]string) ([]redlock.R
 // The dead holder's keys expire after the waiter's round found them held
 // and before its read of their PTTLs (a window that a loaded machine
 // widens): the read, which finds them gone from a majority, dates their
-// expiry in the past, and the waiter looks again NodeTimeout later (the
+// expiry in the past, and the waiter looks again MasterTimeout later (the
 // read cannot tell an expiry from a release that named another waiter),
 // not at its backoff (an hour here). Both in the masters' queue and not.
 func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
@@ -174,7 +174,7 @@ func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
 				ms[i] = &expireBeforeRead{Master: redlock.GoRedis(c.Client(i)), c: c.Client(i), key: tc.key}
 			}
 			wopts := tc.opts
-			wopts.NodeTimeout = 200 * time.Millisecond
+			wopts.MasterTimeout = 200 * time.Millisecond
 			wopts.Retry = redlock.RetryPolicy{MinDelay: time.Hour, MaxDelay: time.Hour}
 			waiter, err := redlock.NewMasters(ms, &wopts)
 			if err != nil {
@@ -203,7 +203,7 @@ func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
 func TestWaiterWokenAtExpiryOfAnExtendedLockWaitsAgain(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()
-	holder := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, NodeTimeout: 100 * time.Millisecond})
+	holder := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, MasterTimeout: 100 * time.Millisecond})
 	h, err := holder.Hold(ctx, "kept")
 	if err != nil {
 		t.Fatal(err)

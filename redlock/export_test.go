@@ -36,7 +36,7 @@ func LostAt(h *Held) time.Time {
 func Waiting(l *Locker) int64 { return l.wake.waiting.Load() }
 
 // KeeperExtend is one of the keeper's extensions of lk (it waits for the
-// masters up to keepWait, not NodeTimeout), made by the test.
+// masters up to keepWait, not MasterTimeout), made by the test.
 func KeeperExtend(lk *Lock) error { return lk.extend(context.Background(), true, nil) }
 
 // SetAfterLock makes Hold and Do run f between their Lock and the keeping
@@ -45,7 +45,7 @@ func SetAfterLock(l *Locker, f func()) { l.afterLock = f }
 
 // WarmUp dials every master of l now, with one round of PTTLs that waits
 // for each master up to a second: a test's first round then does not race
-// the dials and handshakes against its NodeTimeout (10 ms at a TTL of
+// the dials and handshakes against its MasterTimeout (10 ms at a TTL of
 // 1 s), which a loaded machine can overrun.
 func WarmUp(l *Locker) {
 	l.roundFor(context.Background(), l.env.now(), true, time.Second, 1, func(c *cmd) bool {

@@ -107,7 +107,7 @@ func TestPerLockTTL(t *testing.T) {
 		rule string
 	}{
 		{1500*time.Millisecond + 500*time.Microsecond, "whole number of milliseconds"},
-		{100 * time.Millisecond, "longer than NodeTimeout"},
+		{100 * time.Millisecond, "longer than MasterTimeout"},
 		{-time.Second, "TTL"},
 	} {
 		if lk, err := l.TryLock(ctx, "bad", redlock.WithTTL(tc.ttl)); !errors.Is(err, redlock.ErrInvalid) || lk != nil || !strings.Contains(fmt.Sprint(err), tc.rule) {
@@ -134,7 +134,7 @@ func TestPerLockTTL(t *testing.T) {
 func TestHoldKeepsAndSignalsLoss(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 800 * time.Millisecond
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 100 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 100 * time.Millisecond})
 	h, err := l.Hold(t.Context(), "leader")
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func TestHoldUnlock(t *testing.T) {
 // keeper plans its extensions from the new TTL.
 func TestHoldExtendWithShorterTTL(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 100 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, MasterTimeout: 100 * time.Millisecond})
 	h, err := l.Hold(t.Context(), "shorter")
 	if err != nil {
 		t.Fatal(err)

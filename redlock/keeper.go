@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // keepWorkers bounds how many extensions one Locker's keeper has in
@@ -290,31 +290,31 @@ func (h *Held) retryLocked(err error, deadline time.Time) {
 	l := lk.locker
 	l.log.WarnContext(h.ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 	// Retry soon, but not in a tight loop against a stalled quorum.
-	l.keeper.schedule(h, max(l.opts.NodeTimeout, deadline.Sub(l.env.now())/4))
+	l.keeper.schedule(h, max(l.opts.MasterTimeout, deadline.Sub(l.env.now())/4))
 }
 
 // keepWait is how long one of the keeper's extensions waits for the
 // masters to answer (docs/design.md §8): a quarter of the time the lock
-// has left, and at least NodeTimeout. An acquisition gives up on a master
-// at NodeTimeout so that its caller can retry at once; a kept lock has no
-// caller to retry, and a wait cut at NodeTimeout on masters that all
+// has left, and at least MasterTimeout. An acquisition gives up on a master
+// at MasterTimeout so that its caller can retry at once; a kept lock has no
+// caller to retry, and a wait cut at MasterTimeout on masters that all
 // answer a little slower (a loaded host) fails every extension until the
 // lock is lost. The wait ends earlier once a majority has answered, so a
 // stalled minority costs nothing more; the validity of an extension still
 // counts from its start, and a majority that answers after its deadline
 // (or with no validity left) still extends nothing.
 func (l *Locker) keepWait(deadline time.Time) time.Duration {
-	return max(l.opts.NodeTimeout, deadline.Sub(l.env.now())/4)
+	return max(l.opts.MasterTimeout, deadline.Sub(l.env.now())/4)
 }
 
 // keepContext is ctx for a keeper's extension that began at start, ended
-// once the Locker closes, though not before NodeTimeout from start (as
+// once the Locker closes, though not before MasterTimeout from start (as
 // long as any round waits): Close waits for operations in flight, and must
 // not wait for keepWait.
 func (l *Locker) keepContext(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(l.quit, func() {
-		l.env.afterFunc(start.Add(l.opts.NodeTimeout).Sub(l.env.now()), cancel)
+		l.env.afterFunc(start.Add(l.opts.MasterTimeout).Sub(l.env.now()), cancel)
 	})
 	return ctx, func() { stop(); cancel() }
 }

@@ -22,7 +22,7 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 1500 * time.Millisecond
 	const n = 2000
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 150 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 150 * time.Millisecond})
 	base := runtime.NumGoroutine()
 	hs := make([]*redlock.Held, n)
 	err := inParallel(n, func(i int) (err error) {

@@ -14,9 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
-	"github.com/quorumlab/redlock/validity"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/validity"
 )
 
 // Locker acquires locks on a fixed set of independent Redis masters. It is
@@ -180,7 +181,7 @@ func newLocker(masters []Master, opts *Options, e env, path func(cfg *pathConfig
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
-		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.NodeTimeout, log: log, ids: &l.ids, tried: &l.tried, env: e}
+		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.MasterTimeout, log: log, ids: &l.ids, tried: &l.tried, env: e}
 		switch {
 		case path != nil:
 			l.streams[i] = path(cfg)
@@ -227,7 +228,7 @@ func isNilPointer(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-// clientAddr names a master in NodeResult and errors.
+// clientAddr names a master in MasterResult and errors.
 func clientAddr(c redis.UniversalClient) string {
 	switch c := c.(type) {
 	case *redis.Client:
@@ -271,7 +272,7 @@ func (l *Locker) Stats() []MasterStats {
 }
 
 // Close makes new operations fail with ErrClosed, waits for the ones in
-// progress (each round is bounded by NodeTimeout; an acquisition caught
+// progress (each round is bounded by MasterTimeout; an acquisition caught
 // between its two fenced rounds fails and releases what it took; a Lock
 // that is waiting stops waiting, fails with ErrClosed, and first takes its
 // place in the masters' queue, and any key they handed it, back), then
@@ -516,7 +517,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
+		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Masters: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
 	token := l.newToken()
 	ms := uint64(ttl.Milliseconds())
@@ -555,7 +556,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	}
 	l.tel.round(ctx, l, "acquire", res)
 	a := acquiring{l: l, ctx: ctx, t: t, token: token, budget: budget, start: start, mayHold: mayHold,
-		info: Acquisition{Start: start, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin, Nodes: l.nodeResults(res)}}
+		info: Acquisition{Start: start, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin, Masters: l.nodeResults(res)}}
 	if err := a.settle("acquire", res, ""); err != nil {
 		return nil, err
 	}
@@ -599,10 +600,10 @@ func (a *acquiring) settle(op string, res quorum.Result, reason string) error {
 		return nil
 	}
 	l.releaseRound(ctx, a.t, a.token, a.mayHold, false, "")
-	e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
+	e := &Error{Op: op, Resource: resource, Need: l.need, Masters: info.Masters, Reason: reason, kind: ErrNotAcquired}
 	// A master that refused the command for lack of permission is named,
 	// and makes the error ErrInvalid too.
-	e.cause = refusal(info.Nodes)
+	e.cause = refusal(info.Masters)
 	outcome := outNoQuorum
 	switch {
 	case inv != nil:
@@ -662,7 +663,7 @@ func (a *acquiring) fence(res quorum.Result) (uint64, error) {
 		return true
 	})
 	l.tel.round(a.ctx, l, "fence", wres)
-	a.info.Nodes = l.nodeResults(wres)
+	a.info.Masters = l.nodeResults(wres)
 	if err := a.settle("fence", wres, ""); err != nil {
 		return 0, err
 	}
@@ -703,17 +704,17 @@ func closedError(op, resource string) error {
 
 // round sends one command to each master (fill sets it up; false skips
 // the master) and waits for the decision: a majority, or with waitAll
-// every master, each within NodeTimeout of start. A master that is not
+// every master, each within MasterTimeout of start. A master that is not
 // answering is not sent anything (Unavailable); a release for it is
 // deferred until it answers again. Until every master has been dialled
 // once, a round waits for all of them, so that two masters that turn out
 // to be one server (run_id, on first contact) fail it with ErrInvalid
 // rather than after it.
 func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill func(c *cmd) bool) quorum.Result {
-	return l.roundFor(ctx, start, waitAll, l.opts.NodeTimeout, l.need, fill)
+	return l.roundFor(ctx, start, waitAll, l.opts.MasterTimeout, l.need, fill)
 }
 
-// roundFor is round waiting up to wait from start instead of NodeTimeout
+// roundFor is round waiting up to wait from start instead of MasterTimeout
 // (the keeper's extensions: keepWait), and decided by need OKs (1 ≤ need
 // ≤ the masters) instead of a majority (a waiter completing its grants:
 // complete).
@@ -741,18 +742,18 @@ func (l *Locker) roundFor(ctx context.Context, start time.Time, waitAll bool, wa
 	return res
 }
 
-func (l *Locker) untried() []NodeResult {
-	nodes := make([]NodeResult, len(l.masters))
+func (l *Locker) untried() []MasterResult {
+	nodes := make([]MasterResult, len(l.masters))
 	for i := range nodes {
-		nodes[i] = NodeResult{Addr: l.addrs[i], Outcome: quorum.Canceled}
+		nodes[i] = MasterResult{Addr: l.addrs[i], Outcome: quorum.Canceled}
 	}
 	return nodes
 }
 
-func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
-	nodes := make([]NodeResult, len(res.Replies))
+func (l *Locker) nodeResults(res quorum.Result) []MasterResult {
+	nodes := make([]MasterResult, len(res.Replies))
 	for i, r := range res.Replies {
-		nodes[i] = NodeResult{Addr: l.addrs[i], Outcome: r.Outcome, Latency: r.Latency, Err: r.Err}
+		nodes[i] = MasterResult{Addr: l.addrs[i], Outcome: r.Outcome, Latency: r.Latency, Err: r.Err}
 		if r.Outcome == quorum.Refused {
 			nodes[i].Err = nil
 		}
@@ -761,7 +762,7 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 }
 
 // release deletes token's key on every master where it may be (mayHold),
-// and waits for each to answer or reach NodeTimeout, whatever ctx says: a
+// and waits for each to answer or reach MasterTimeout, whatever ctx says: a
 // cancelled caller must still not leave keys behind. On each master the
 // release follows the SET it cleans up on the same ordered stream, so it
 // can never run first. A master counts as OK when the key is

@@ -24,7 +24,7 @@ import (
 // calls Do with one batch at a time per master, in order, so a release is
 // never sent before the SET it cleans up. A master that stalls holds its
 // batch until Do returns (the Locker bounds it with the context, see
-// ClientTimeout); rounds do not wait for it longer than NodeTimeout, and
+// ClientTimeout); rounds do not wait for it longer than MasterTimeout, and
 // nothing new is sent to it meanwhile (docs/design.md §10).
 type Master interface {
 	// Do sends cmds, in order, as one pipeline, and returns one reply per
@@ -32,7 +32,7 @@ type Master interface {
 	// kind ReplyError, not an error; an error means the outcome of the
 	// batch is unknown (a network error, ctx ended).
 	Do(ctx context.Context, cmds [][]string) ([]Reply, error)
-	// Addr names the master in Stats, NodeResult and errors, and two
+	// Addr names the master in Stats, MasterResult and errors, and two
 	// masters with the same non-empty Addr are refused as one.
 	Addr() string
 }
@@ -58,7 +58,7 @@ type Reply struct {
 	Text string
 }
 
-// ClientTimeout bounds one Do on the client path (or NodeTimeout, when
+// ClientTimeout bounds one Do on the client path (or MasterTimeout, when
 // that is longer): past it the batch's
 // outcome is unknown, and the Locker reconnects (calls Do again with its
 // scripts) before it sends anything else to that master. It plays the role

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // shortMaster is a Master on the client path that can drop the last reply
@@ -75,7 +77,7 @@ func TestNewFromURLs(t *testing.T) {
 	for i := range c.N() {
 		urls = append(urls, c.URL(i))
 	}
-	l, err := redlock.NewFromURLs(urls, &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	l, err := redlock.NewFromURLs(urls, &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,14 +104,14 @@ func TestClientPathShortReplies(t *testing.T) {
 	for i, cl := range c.Clients() {
 		ms[i] = &shortMaster{m: redlock.GoRedis(cl), addr: c.Addrs()[i], short: i != 0}
 	}
-	l, err := redlock.NewMasters(ms, &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	l, err := redlock.NewMasters(ms, &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	_, err = l.TryLock(t.Context(), "short")
 	var e *redlock.Error
-	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(redlock.OutcomeOK) > 1 {
+	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(quorum.OK) > 1 {
 		t.Fatalf("TryLock with 2 of 3 masters answering short: %v, want ErrNotAcquired with at most master 0 OK", err)
 	}
 	waitFor(t, "no key left", func() bool { return countValue(keyState(t, c, "short"), "") == 3 })

@@ -33,17 +33,17 @@ type Options struct {
 	// Default: 0.
 	SafetyMargin time.Duration
 
-	// NodeTimeout bounds each call to one master. The Locker stops waiting
+	// MasterTimeout bounds each call to one master. The Locker stops waiting
 	// for a master at this deadline even if the client ignores contexts
 	// (go-redis v9 does by default), and marks it unavailable until it
 	// answers again. The keeper's extensions (Hold, Keep, Do) wait longer:
-	// a quarter of the lock's time left, and at least NodeTimeout. It must be shorter than TTL. Default: TTL/200 kept
+	// a quarter of the lock's time left, and at least MasterTimeout. It must be shorter than TTL. Default: TTL/200 kept
 	// within [10ms, 50ms] (50ms for the 10s default, the top of the Redlock
 	// spec's 5–50ms range for a 10s TTL), and at most TTL/4. The floor is
 	// there because a cold client's first call also dials and handshakes
 	// (go-redis sends HELLO and CLIENT SETINFO), which can take several
 	// milliseconds on a loaded machine.
-	NodeTimeout time.Duration
+	MasterTimeout time.Duration
 
 	// KeyPrefix is prepended to every key; it must not contain '{' or '}'.
 	// Keys are "<KeyPrefix>{<resource>}" and "<KeyPrefix>{<resource>}:fence".
@@ -169,8 +169,8 @@ func (o Options) withDefaults() Options {
 	if o.DriftConstant == 0 {
 		o.DriftConstant = validity.DefaultDriftConstant
 	}
-	if o.NodeTimeout == 0 && o.TTL > 0 {
-		o.NodeTimeout = min(max(o.TTL/200, 10*time.Millisecond), 50*time.Millisecond, o.TTL/4)
+	if o.MasterTimeout == 0 && o.TTL > 0 {
+		o.MasterTimeout = min(max(o.TTL/200, 10*time.Millisecond), 50*time.Millisecond, o.TTL/4)
 	}
 	if o.KeyPrefix == "" && !o.RedsyncKeys {
 		o.KeyPrefix = DefaultKeyPrefix
@@ -199,10 +199,10 @@ func (o Options) validate() error {
 	switch {
 	case o.TTL%time.Millisecond != 0:
 		return invalid(fmt.Sprintf("TTL %v is not a whole number of milliseconds (Redis keeps PX in ms)", o.TTL))
-	case o.NodeTimeout < 0:
-		return invalid(fmt.Sprintf("NodeTimeout %v must be positive", o.NodeTimeout))
-	case o.NodeTimeout >= o.TTL:
-		return invalid(fmt.Sprintf("NodeTimeout %v must be shorter than TTL %v", o.NodeTimeout, o.TTL))
+	case o.MasterTimeout < 0:
+		return invalid(fmt.Sprintf("MasterTimeout %v must be positive", o.MasterTimeout))
+	case o.MasterTimeout >= o.TTL:
+		return invalid(fmt.Sprintf("MasterTimeout %v must be shorter than TTL %v", o.MasterTimeout, o.TTL))
 	case !o.RedsyncKeys && strings.ContainsAny(o.KeyPrefix, "{}"):
 		return invalid(fmt.Sprintf("KeyPrefix %q must not contain '{' or '}' (they would change the keys' hash slot)", o.KeyPrefix))
 	case o.Retry.MaxAttempts < 0:
@@ -222,7 +222,7 @@ type lockConfig struct {
 }
 
 // WithTTL sets the TTL of this one lock instead of Options.TTL, by the same
-// rules: a whole number of milliseconds up to MaxTTL, longer than NodeTimeout, and
+// rules: a whole number of milliseconds up to MaxTTL, longer than MasterTimeout, and
 // longer than its drift allowance plus SafetyMargin (an invalid TTL fails
 // the call with ErrInvalid). Zero means the default, as in Options: the
 // call's TTL as if WithTTL were not passed (Options.TTL; for Extend, the
@@ -262,8 +262,8 @@ func (l *Locker) ttlBudget(ttl time.Duration, opts []LockOption) (time.Duration,
 		return 0, b, invalid("WithTTL: " + err.Error())
 	case c.ttl%time.Millisecond != 0:
 		return 0, b, invalid(fmt.Sprintf("WithTTL: TTL %v is not a whole number of milliseconds (Redis keeps PX in ms)", c.ttl))
-	case l.opts.NodeTimeout >= c.ttl:
-		return 0, b, invalid(fmt.Sprintf("WithTTL: TTL %v must be longer than NodeTimeout %v", c.ttl, l.opts.NodeTimeout))
+	case l.opts.MasterTimeout >= c.ttl:
+		return 0, b, invalid(fmt.Sprintf("WithTTL: TTL %v must be longer than MasterTimeout %v", c.ttl, l.opts.MasterTimeout))
 	}
 	return c.ttl, b, nil
 }

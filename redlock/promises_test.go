@@ -187,8 +187,8 @@ func TestShutdownEndsEveryPrimitive(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()
 	const nt = 300 * time.Millisecond
-	a := newLocker(t, c, &redlock.Options{NodeTimeout: nt})
-	b := newLocker(t, c, &redlock.Options{NodeTimeout: nt})
+	a := newLocker(t, c, &redlock.Options{MasterTimeout: nt})
+	b := newLocker(t, c, &redlock.Options{MasterTimeout: nt})
 
 	// The handed lock first, while every master answers (the handoff
 	// helpers want all five): B holds, A waits and is handed the key.
@@ -287,7 +287,7 @@ func TestGiveUpDuringStallLeavesNoMember(t *testing.T) {
 	// Fenced: a waiter that may be handed the key leaves with its
 	// give-back, a release; a fenced one sends a leave of its own.
 	a := newLocker(t, c, &redlock.Options{Fencing: true})
-	b := newLocker(t, c, &redlock.Options{Fencing: true, NodeTimeout: 100 * time.Millisecond})
+	b := newLocker(t, c, &redlock.Options{Fencing: true, MasterTimeout: 100 * time.Millisecond})
 	lkA, err := a.TryLock(ctx, resource)
 	if err != nil {
 		t.Fatal(err)
@@ -387,13 +387,13 @@ func TestShutdownAfterCloseOnlyCloses(t *testing.T) {
 // set by the release, after the first join of the waiter's token from
 // which the holder counts its validity, so the adopted deadline may be
 // later than the holder's own, but by no more than the holder's
-// Acquisition().Elapsed less NodeTimeout (docs/design.md §16), with the
+// Acquisition().Elapsed less MasterTimeout (docs/design.md §16), with the
 // millisecond of PTTL's resolution.
 func TestAdoptOfHandedLockDeadlineBound(t *testing.T) {
 	c, _, lkA, got, token := grantWaits(t, "adopt-handed")
 	ctx := t.Context()
-	// B waits longer than NodeTimeout (200 ms here): the handed keys are
-	// set that much after its first join, more than Adopt's NodeTimeout
+	// B waits longer than MasterTimeout (200 ms here): the handed keys are
+	// set that much after its first join, more than Adopt's MasterTimeout
 	// makes up for.
 	time.Sleep(600 * time.Millisecond)
 	if err := lkA.Unlock(ctx); err != nil {
@@ -406,11 +406,11 @@ func TestAdoptOfHandedLockDeadlineBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nt := adopter.Options().NodeTimeout
+	nt := adopter.Options().MasterTimeout
 	bound := lkB.Deadline().Add(lkB.Acquisition().Elapsed - nt + 2*time.Millisecond)
 	if adopted.Deadline().After(bound) {
-		t.Errorf("adopted deadline %v after the holder's %v plus its Elapsed %v less NodeTimeout %v",
+		t.Errorf("adopted deadline %v after the holder's %v plus its Elapsed %v less MasterTimeout %v",
 			adopted.Deadline().Sub(lkB.Deadline()), lkB.Deadline().Format(time.StampMicro), lkB.Acquisition().Elapsed, nt)
 	}
-	t.Logf("adopted deadline − holder's: %v; bound: Elapsed %v − NodeTimeout %v", adopted.Deadline().Sub(lkB.Deadline()), lkB.Acquisition().Elapsed, nt)
+	t.Logf("adopted deadline − holder's: %v; bound: Elapsed %v − MasterTimeout %v", adopted.Deadline().Sub(lkB.Deadline()), lkB.Acquisition().Elapsed, nt)
 }

@@ -98,7 +98,7 @@ func TestSemaphoreBound(t *testing.T) {
 // permit is granted again.
 func TestSemaphoreMinorityStalled(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newColdLocker(t, c, &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 100 * time.Millisecond})
+	l := newColdLocker(t, c, &redlock.Options{TTL: 5 * time.Second, MasterTimeout: 100 * time.Millisecond})
 	s, err := l.Semaphore("exports", 2)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // Do has returned, and new acquisitions fail with ErrClosed.
 func TestShutdownReleasesHeldLocks(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
-	l := newLocker(t, c, &redlock.Options{NodeTimeout: 400 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{MasterTimeout: 400 * time.Millisecond})
 	ctx := t.Context()
 	resources := []string{"sd-hold-a", "sd-hold-b", "sd-do", "sd-plain"}
 	var helds []*redlock.Held

@@ -8,9 +8,9 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/internal/sim"
 	"github.com/quorumlab/redlock/internal/sim/world"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // The deterministic simulator's process (docs/design.md §20): a real
@@ -63,7 +63,7 @@ type simConfig struct {
 	readers float64
 	// extend: a holder extends its lock halfway through its section.
 	extend bool
-	// extendTTL (with toDeadline): a NodeTimeout before its deadline the
+	// extendTTL (with toDeadline): a MasterTimeout before its deadline the
 	// holder extends its lock, with a TTL drawn from [extendTTL[0],
 	// extendTTL[1]] in whole milliseconds (WithTTL). An Extend that
 	// returns nil promises that the new deadline is still ahead
@@ -319,7 +319,7 @@ func (p *simProc) section(c *simCaller) {
 	switch {
 	case cfg.toDeadline:
 		if lo, hi := cfg.extendTTL[0], cfg.extendTTL[1]; hi > 0 {
-			c.pause(lk.Deadline().Sub(p.now()) - p.l.opts.NodeTimeout)
+			c.pause(lk.Deadline().Sub(p.now()) - p.l.opts.MasterTimeout)
 			ttl := lo + p.draw(hi-lo)/time.Millisecond*time.Millisecond
 			if p.now().Before(lk.Deadline()) && lk.Extend(ctx, WithTTL(ttl)) == nil {
 				p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})

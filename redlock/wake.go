@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // Wake on release (docs/design.md §14).

@@ -146,7 +146,7 @@ func (m *Masters) Locker(opts *redlock.Options) (*redlock.Locker, error) {
 // byte already on its way when Stall is called may still arrive). New
 // connections are accepted and hang the same way. This is what a
 // SIGSTOPped or frozen server looks like to a client: a Locker gives up on
-// each call after its NodeTimeout and then skips the master until it
+// each call after its MasterTimeout and then skips the master until it
 // answers again. The server itself keeps running, and its keys keep
 // expiring.
 func (m *Masters) Stall(i ...int) error {

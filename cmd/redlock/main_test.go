@@ -45,7 +45,7 @@ func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func mastersFlag(addrs []string) string { return strings.Join(addrs, ",") }
 
 // newLocker returns a Locker over c whose clients have dialled already (a
-// cold first call can overrun NodeTimeout on a loaded machine), with a TTL
+// cold first call can overrun MasterTimeout on a loaded machine), with a TTL
 // long enough that nothing expires during a test.
 func newLocker(t *testing.T, c *lab.Masters, opts redlock.Options) *redlock.Locker {
 	t.Helper()
@@ -58,7 +58,7 @@ func newLocker(t *testing.T, c *lab.Masters, opts redlock.Options) *redlock.Lock
 	if opts.TTL == 0 {
 		opts.TTL = 60 * time.Second
 	}
-	opts.NodeTimeout = 500 * time.Millisecond
+	opts.MasterTimeout = 500 * time.Millisecond
 	l, err := redlock.New(clients, &opts)
 	if err != nil {
 		t.Fatal(err)

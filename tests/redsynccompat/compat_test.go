@@ -41,7 +41,7 @@ func newRedsync(t *testing.T, c *lab.Masters) *redsync.Redsync {
 	return redsync.New(pools...)
 }
 
-// newLocker returns a Locker over the lab's clients. NodeTimeout is
+// newLocker returns a Locker over the lab's clients. MasterTimeout is
 // generous: this machine runs the tests under -race on two shared cores,
 // and a healthy master descheduled for 50ms is not what they are about.
 func newLocker(t *testing.T, c *lab.Masters, o redlock.Options) *redlock.Locker {
@@ -51,7 +51,7 @@ func newLocker(t *testing.T, c *lab.Masters, o redlock.Options) *redlock.Locker 
 			t.Fatal(err)
 		}
 	}
-	o.TTL, o.NodeTimeout = ttl, 200*time.Millisecond
+	o.TTL, o.MasterTimeout = ttl, 200*time.Millisecond
 	l, err := redlock.New(c.Clients(), &o)
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func TestRedsyncKeysSharesTheKeyWithRedsync(t *testing.T) {
 	onEveryMaster(t, c, "orders:2", lk.Token())
 	m := rs.NewMutex("orders:2", redsync.WithExpiry(ttl))
 	var taken *redsync.ErrTaken
-	if err := m.TryLockContext(ctx); !errors.As(err, &taken) || len(taken.Nodes) != c.N() {
+	if err := m.TryLockContext(ctx); !errors.As(err, &taken) || len(taken.Masters) != c.N() {
 		t.Fatalf("redsync TryLock while we hold the name: %v; want ErrTaken on all %d", err, c.N())
 	}
 	// A redsync Mutex that holds nothing releases nothing of ours.

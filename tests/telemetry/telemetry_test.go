@@ -33,8 +33,8 @@ func setup(t *testing.T, c *lab.Masters, opts redlock.Options) (*redlock.Locker,
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	opts.MeterProvider, opts.TracerProvider = mp, tp
-	if opts.NodeTimeout == 0 {
-		opts.NodeTimeout = 200 * time.Millisecond
+	if opts.MasterTimeout == 0 {
+		opts.MasterTimeout = 200 * time.Millisecond
 	}
 	l, err := redlock.New(c.Clients(), &opts)
 	if err != nil {
@@ -302,7 +302,7 @@ func waitAll(t *testing.T, c *lab.Masters, resource, token string) {
 
 func TestStalledMasterIsSkipped(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l, reader, _ := setup(t, c, redlock.Options{NodeTimeout: 50 * time.Millisecond})
+	l, reader, _ := setup(t, c, redlock.Options{MasterTimeout: 50 * time.Millisecond})
 	lk, err := l.TryLock(t.Context(), "warm")
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestStalledMasterIsSkipped(t *testing.T) {
 
 func TestLostLease(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l, reader, _ := setup(t, c, redlock.Options{TTL: 500 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	l, reader, _ := setup(t, c, redlock.Options{TTL: 500 * time.Millisecond, MasterTimeout: 40 * time.Millisecond})
 	err := l.Do(t.Context(), "doomed", func(ctx context.Context) error {
 		for _, i := range []int{0, 2, 4} {
 			if err := c.Pause(i); err != nil {
@@ -370,7 +370,7 @@ func TestGlobalProviders(t *testing.T) {
 		t.Skipf("the global meter provider is %T: an SDK was installed earlier in this process (run with -count=1)", otel.GetMeterProvider())
 	}
 	c := lab.ForTest(t, 3, nil)
-	l, err := redlock.New(c.Clients(), &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	l, err := redlock.New(c.Clients(), &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
