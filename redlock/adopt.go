@@ -12,10 +12,10 @@ import (
 	"github.com/quorumlab/redlock/quorum"
 )
 
-// MaxTokenLen is the longest token Adopt accepts, in bytes: far more than
-// this package's tokens (an owner label of at most MaxOwnerLabelLen, "/"
+// maxTokenLen is the longest token Adopt accepts, in bytes: far more than
+// this package's tokens (an owner label of at most maxOwnerLabelLen, "/"
 // and 22 characters) or redsync's (24).
-const MaxTokenLen = 1024
+const maxTokenLen = 1024
 
 // Adopt takes over the lock on resource whose keys hold token, without
 // changing them: after a restart (the process persisted Lock.Token), or
@@ -47,8 +47,8 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 	switch {
 	case token == "":
 		return nil, invalid("Adopt: empty token (pass the Token of the lock to adopt)")
-	case len(token) > MaxTokenLen:
-		return nil, invalid(fmt.Sprintf("Adopt: token is %d bytes, over the %d-byte limit", len(token), MaxTokenLen))
+	case len(token) > maxTokenLen:
+		return nil, invalid(fmt.Sprintf("Adopt: token is %d bytes, over the %d-byte limit", len(token), maxTokenLen))
 	}
 	t, err := l.target(resource)
 	if err != nil {

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // closedAddrs returns n addresses on which nothing listens: ports the

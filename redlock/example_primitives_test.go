@@ -5,8 +5,9 @@ import (
 	"log"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // fiveMasters is the compose lab's masters (make lab-up).

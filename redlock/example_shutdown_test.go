@@ -8,8 +8,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // A worker that holds a lock until SIGTERM, then gives it up at once

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // pttlRead is one master's PTTL of a key (ms; −2 when absent), with the
@@ -131,13 +133,13 @@ func TestWaiterAcquiresWhenDeadHoldersKeysExpire(t *testing.T) {
 // first PTTL of key it is sent deletes key first (without announcing, as
 // an expiry does not).
 type expireBeforeRead struct {
-	redlock.Master
+	driver.Master
 	c    *redis.Client
 	key  string
 	once sync.Once
 }
 
-func (m *expireBeforeRead) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, error) {
+func (m *expireBeforeRead) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
 	for _, cmd := range cmds {
 		if len(cmd) == 2 && strings.EqualFold(cmd[0], "PTTL") && cmd[1] == m.key {
 			m.once.Do(func() { m.c.Del(ctx, m.key) })
@@ -169,9 +171,9 @@ func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			holder.Close() // crashed: nothing released, nothing announced
-			ms := make([]redlock.Master, c.N())
+			ms := make([]driver.Master, c.N())
 			for i := range ms {
-				ms[i] = &expireBeforeRead{Master: redlock.GoRedis(c.Client(i)), c: c.Client(i), key: tc.key}
+				ms[i] = &expireBeforeRead{Master: redlock.GoRedisMaster(c.Client(i)), c: c.Client(i), key: tc.key}
 			}
 			wopts := tc.opts
 			wopts.MasterTimeout = 200 * time.Millisecond

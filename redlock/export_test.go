@@ -3,6 +3,10 @@ package redlock
 import (
 	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
 )
 
 // SetBetweenRounds lets tests inject a fault between the two rounds of a
@@ -53,3 +57,26 @@ func WarmUp(l *Locker) {
 		return true
 	})
 }
+
+// GoRedisMaster is c as New takes it, as a Master: a test wraps it to
+// intercept Do on the client path, and closes c itself.
+func GoRedisMaster(c redis.UniversalClient) driver.Master { return &goRedisMaster{c: c} }
+
+// The key naming and release script cmd/redlock reads through
+// internal/keys.
+var (
+	KeyFor      = keyFor
+	ResourceFor = resourceFor
+)
+
+func ReleaseScript() *redis.Script { return redis.NewScript(releaseSrc) }
+
+// The limits on input, named in the docs rather than exported.
+const (
+	MaxTokenLen      = maxTokenLen
+	MaxResourceLen   = maxResourceLen
+	MaxOwnerLabelLen = maxOwnerLabelLen
+	MaxResources     = maxResources
+	MaxTTL           = maxTTL
+	MaxPermits       = maxPermits
+)

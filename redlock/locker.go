@@ -10,12 +10,12 @@ import (
 	"slices"
 	"sync"
 
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
@@ -25,7 +25,7 @@ import (
 // on the plain path, one flusher) per master.
 type Locker struct {
 	masters []redis.UniversalClient // nil for a master on the client path
-	given   []Master                // as given; Close closes those the Locker made (closeOwned)
+	given   []driver.Master         // as given; Close closes those the Locker made (closeOwned)
 	addrs   []string
 	opts    Options
 	budget  validity.Budget
@@ -88,21 +88,21 @@ type Locker struct {
 // Options.ViaClient is set, get the plain path: batches sent as go-redis
 // pipelines through the client itself.
 func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
-	ms := make([]Master, len(masters))
+	ms := make([]driver.Master, len(masters))
 	for i, m := range masters {
 		if m != nil && !isNilPointer(m) {
-			ms[i] = GoRedis(m)
+			ms[i] = &goRedisMaster{c: m}
 		}
 	}
 	return NewMasters(ms, opts)
 }
 
-// NewMasters is New over masters of any client (Master): go-redis clients
-// (GoRedis, FromOptions, ParseURL) take the paths New gives them, the
-// others (the adapters under adapters/) the client path, through the
-// client's own pipelining. Clients made by FromOptions and ParseURL are
-// closed by Close, also when NewMasters fails; the others are the caller's.
-func NewMasters(masters []Master, opts *Options) (*Locker, error) {
+// NewMasters is New over masters of any client (package driver): go-redis
+// clients (driver.GoRedis) take the paths New gives them, the others (the
+// adapters under adapters/) the client path, through the client's own
+// pipelining. The clients of driver.GoRedis are the Locker's: Close closes
+// them, also when NewMasters fails; the others are the caller's.
+func NewMasters(masters []driver.Master, opts *Options) (*Locker, error) {
 	l, err := newLocker(masters, opts, sysEnv{}, nil)
 	if err != nil {
 		closeOwned(masters)
@@ -113,7 +113,7 @@ func NewMasters(masters []Master, opts *Options) (*Locker, error) {
 // newLocker makes a Locker that lives in e; path, when not nil, makes
 // each master's path instead of the one its client calls for (the
 // simulator's).
-func newLocker(masters []Master, opts *Options, e env, path func(cfg *pathConfig) pathway) (*Locker, error) {
+func newLocker(masters []driver.Master, opts *Options, e env, path func(cfg *pathConfig) pathway) (*Locker, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -133,12 +133,13 @@ func newLocker(masters []Master, opts *Options, e env, path func(cfg *pathConfig
 			return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
 		}
 		ids := []string{fmt.Sprintf("%p", m)}
-		if g, ok := m.(*goRedisMaster); ok {
-			if g.c == nil || isNilPointer(g.c) {
+		if g, ok := m.(goRedisClient); ok {
+			c := g.GoRedisClient()
+			if c == nil || isNilPointer(c) {
 				return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
 			}
-			clients[i] = g.c
-			ids[0] = fmt.Sprintf("%p", g.c)
+			clients[i] = c
+			ids[0] = fmt.Sprintf("%p", c)
 		}
 		addrs[i] = masterAddr(m)
 		// The same address reaches the same server, unless a dialer of
@@ -226,17 +227,6 @@ func (l *Locker) warnMasterCount() {
 func isNilPointer(v any) bool {
 	rv := reflect.ValueOf(v)
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-// clientAddr names a master in MasterResult and errors.
-func clientAddr(c redis.UniversalClient) string {
-	switch c := c.(type) {
-	case *redis.Client:
-		return strings.ToLower(c.Options().Addr)
-	case *redis.ClusterClient:
-		return strings.ToLower(strings.Join(c.Options().Addrs, ","))
-	}
-	return ""
 }
 
 // enter registers an operation, unless the Locker is closing.
@@ -421,8 +411,8 @@ type target struct {
 	mode            mode // a read or write lock of an RWMutex (rwmutex.go); 0 otherwise
 }
 
-// MaxResources is the most resources one TryLockAll or LockAll takes.
-const MaxResources = 256
+// maxResources is the most resources one TryLockAll or LockAll takes.
+const maxResources = 256
 
 func (l *Locker) target(resource string) (target, error) {
 	if err := l.opts.checkName(resource); err != nil {
@@ -435,8 +425,8 @@ func (l *Locker) targetAll(resources []string) (target, error) {
 	switch {
 	case len(resources) == 0:
 		return target{}, invalid("no resources to lock")
-	case len(resources) > MaxResources:
-		return target{}, invalid(fmt.Sprintf("%d resources, over the limit of %d per lock", len(resources), MaxResources))
+	case len(resources) > maxResources:
+		return target{}, invalid(fmt.Sprintf("%d resources, over the limit of %d per lock", len(resources), maxResources))
 	}
 	rs := slices.Clone(resources)
 	slices.Sort(rs)

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/validity"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quorumlab/redlock/validity"
 )
 
 // Options configures a Locker. A nil *Options, and every zero field, means
@@ -16,7 +17,7 @@ import (
 // allowance off: a zero DriftFactor or DriftConstant means the default.
 type Options struct {
 	// TTL is how long each master keeps the lock key, a whole number of
-	// milliseconds (Redis's PX resolution), at most MaxTTL. Default: 10s.
+	// milliseconds (Redis's PX resolution), at most 24h. Default: 10s.
 	TTL time.Duration
 
 	// DriftFactor is the relative clock-rate error allowed between this
@@ -141,13 +142,13 @@ type RetryPolicy struct {
 	MaxDelay time.Duration
 }
 
-// MaxTTL is the longest TTL a lock may have (Options.TTL, WithTTL): the
+// maxTTL is the longest TTL a lock may have (Options.TTL, WithTTL): the
 // time a crashed holder can block everyone. Work that runs longer keeps a
 // shorter lock extended (Hold, Do). docs/design.md §2 says why 24h.
-const MaxTTL = 24 * time.Hour
+const maxTTL = 24 * time.Hour
 
 func aboveMaxTTL(what string, ttl time.Duration) string {
-	return fmt.Sprintf("%s %v is above MaxTTL (%v): keep a shorter lock extended instead (Hold, Do)", what, ttl, MaxTTL)
+	return fmt.Sprintf("%s %v is above the %v limit: keep a shorter lock extended instead (Keep, Do)", what, ttl, maxTTL)
 }
 
 // Defaults, each named in its field's comment.
@@ -190,7 +191,7 @@ func (o Options) budget() validity.Budget {
 
 // validate reports the first rule a filled-in Options breaks.
 func (o Options) validate() error {
-	if o.TTL > MaxTTL {
+	if o.TTL > maxTTL {
 		return invalid(aboveMaxTTL("TTL", o.TTL))
 	}
 	if err := o.budget().Validate(); err != nil {
@@ -222,7 +223,7 @@ type lockConfig struct {
 }
 
 // WithTTL sets the TTL of this one lock instead of Options.TTL, by the same
-// rules: a whole number of milliseconds up to MaxTTL, longer than MasterTimeout, and
+// rules: a whole number of milliseconds up to maxTTL, longer than MasterTimeout, and
 // longer than its drift allowance plus SafetyMargin (an invalid TTL fails
 // the call with ErrInvalid). Zero means the default, as in Options: the
 // call's TTL as if WithTTL were not passed (Options.TTL; for Extend, the
@@ -256,7 +257,7 @@ func (l *Locker) ttlBudget(ttl time.Duration, opts []LockOption) (time.Duration,
 	o.TTL = c.ttl
 	b := o.budget()
 	switch err := b.Validate(); {
-	case c.ttl > MaxTTL:
+	case c.ttl > maxTTL:
 		return 0, b, invalid(aboveMaxTTL("WithTTL: TTL", c.ttl))
 	case err != nil:
 		return 0, b, invalid("WithTTL: " + err.Error())

@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The Lua scripts. They run with EVALSHA: every connection loads them when
@@ -108,12 +106,3 @@ var (
 		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, probeMineScript,
 		semExtendScript}
 )
-
-// ReleaseScript returns the compare-and-delete a Locker releases with
-// (scripts/release.lua), for tools that release a lock they did not take
-// (cmd/redlock release --force). KEYS[1] is the lock key, ARGV[1] the
-// token; it deletes the key only while it holds that token, announces the
-// release to waiting Lockers, and returns 1 (deleted), 0 (absent) or −1
-// (another token is there). With the key's queue as KEYS[2] it also hands
-// the lock to the longest-waiting caller (and returns 2 when there was one).
-func ReleaseScript() *redis.Script { return redis.NewScript(releaseSrc) }

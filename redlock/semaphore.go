@@ -10,14 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/keys"
 	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 
-// MaxPermits is the most permits a Semaphore has. Every acquisition round
-// names each permit's key to every master, so its cost grows with the
-// permits (docs/bench.md measures 32, 256 and 1 024).
-const MaxPermits = 1024
+// maxPermits is the most permits a Semaphore has (1 024). Every
+// acquisition round names each permit's key to every master, so its cost
+// grows with the permits (docs/bench.md measures 32, 256 and 1 024).
+const maxPermits = keys.MaxPermits
 
 // metaSuffix names a semaphore's permits record: the stem + ":meta" holds
 // the number of permits, and expires with the last permit held (at most a
@@ -57,14 +58,14 @@ type Semaphore struct {
 }
 
 // Semaphore returns the semaphore called name with permits permits (1 to
-// MaxPermits). The name follows the rules of a resource name; it does not
+// maxPermits). The name follows the rules of a resource name; it does not
 // share keys with a mutex or a read-write lock of the same name. A Locker
 // with Options.RedsyncKeys refuses it (ErrInvalid: under that naming its
 // keys could be a mutex's). It sends nothing: a permits mismatch is found
 // by the first acquisition.
 func (l *Locker) Semaphore(name string, permits int) (*Semaphore, error) {
-	if permits <= 0 || permits > MaxPermits {
-		return nil, invalid(fmt.Sprintf("semaphore permits %d: want 1 to %d", permits, MaxPermits))
+	if permits <= 0 || permits > maxPermits {
+		return nil, invalid(fmt.Sprintf("semaphore permits %d: want 1 to %d", permits, maxPermits))
 	}
 	stem, err := l.primitiveKey(name)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/quorum"
 )
 
@@ -743,9 +744,9 @@ func (w *waker) startLocked() {
 // waiters rely on their backoff alone. Any other client that panics here
 // is treated alike. A master on the client path (nil m) has one when it
 // is a Subscriber (subscriber.go).
-func subscribe(ctx context.Context, m redis.UniversalClient, given Master) (ps pubSub) {
+func subscribe(ctx context.Context, m redis.UniversalClient, given driver.Master) (ps pubSub) {
 	if m == nil {
-		if sb, ok := given.(Subscriber); ok {
+		if sb, ok := given.(driver.Subscriber); ok {
 			return newClientPubSub(sb)
 		}
 		return nil

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/lab"
 )
 
 // Masters that are Redis Clusters (-cluster NxS): each master is one lab

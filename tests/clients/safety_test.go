@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/lab/labtest"
 	"github.com/quorumlab/redlock/quorum"
@@ -369,7 +370,7 @@ func TestSameServerUnderTwoNames(t *testing.T) {
 	const alias = "alias-of-master-0.invalid:6379"
 	real := c.Addrs()[0]
 	eachKind(t, c, func(t *testing.T, k kind) {
-		ms := append(k.masters(t, c), redlock.FromOptions(&redis.Options{Addr: alias,
+		ms := append(k.masters(t, c), driver.GoRedis(&redis.Options{Addr: alias,
 			Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, network, real)

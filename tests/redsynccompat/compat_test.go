@@ -273,7 +273,7 @@ func TestRedsyncKeysSharesTheKeyWithRedsync(t *testing.T) {
 	onEveryMaster(t, c, "orders:2", lk.Token())
 	m := rs.NewMutex("orders:2", redsync.WithExpiry(ttl))
 	var taken *redsync.ErrTaken
-	if err := m.TryLockContext(ctx); !errors.As(err, &taken) || len(taken.Masters) != c.N() {
+	if err := m.TryLockContext(ctx); !errors.As(err, &taken) || len(taken.Nodes) != c.N() {
 		t.Fatalf("redsync TryLock while we hold the name: %v; want ErrTaken on all %d", err, c.N())
 	}
 	// A redsync Mutex that holds nothing releases nothing of ours.
