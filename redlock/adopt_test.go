@@ -198,7 +198,10 @@ func TestAdoptedLockKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lk.Keep()
+	if err := lk.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	h := lk
 	d0 := h.Deadline()
 	waitFor(t, "the keeper's first extension", func() bool { return h.Deadline().After(d0) || h.Err() != nil })
 	if err := h.Err(); err != nil {

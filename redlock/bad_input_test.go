@@ -26,19 +26,19 @@ func TestNilContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lk.Keep()
+	if err := lk.Keep(); err != nil {
+		t.Fatal(err)
+	}
 	calls := map[string]func() error{
 		"TryLock":    func() error { _, err := l.TryLock(nilCtx, "x"); return err },
 		"TryLockAll": func() error { _, err := l.TryLockAll(nilCtx, []string{"x", "y"}); return err },
 		"Lock":       func() error { _, err := l.Lock(nilCtx, "x"); return err },
 		"LockAll":    func() error { _, err := l.LockAll(nilCtx, []string{"x", "y"}); return err },
-		"Hold":       func() error { _, err := l.Hold(nilCtx, "x"); return err },
 		"Do": func() error {
 			return l.Do(nilCtx, "x", func(context.Context) error { return nil })
 		},
 		"Extend":      func() error { return lk.Extend(nilCtx) },
 		"Unlock":      func() error { return lk.Unlock(nilCtx) },
-		"Held.Unlock": func() error { return h.Unlock(nilCtx) },
 		"WriteFenced": func() error { return redlock.WriteFenced(nilCtx, c.Client(0), "k", 1, "owner", "v") },
 		"ReadFenced":  func() error { _, _, err := redlock.ReadFenced(nilCtx, c.Client(0), "k"); return err },
 	}
@@ -61,10 +61,10 @@ func TestNilContext(t *testing.T) {
 	}
 	noKeyOn(t, c, "x", 0, 1, 2)
 	// The lock was left alone by every refused call.
-	if h.Err() != nil || !lk.Valid() {
-		t.Fatalf("after the nil-context calls: Err %v, Valid %v", h.Err(), lk.Valid())
+	if lk.Err() != nil || !lk.Valid() {
+		t.Fatalf("after the nil-context calls: Err %v, Valid %v", lk.Err(), lk.Valid())
 	}
-	if err := h.Unlock(t.Context()); err != nil {
+	if err := lk.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -96,7 +96,7 @@ func TestUnlockTwiceAndValid(t *testing.T) {
 		t.Errorf("second Unlock: %v; want ErrUnlocked, not ErrLost", err)
 	}
 
-	hl, err := l.Hold(ctx, "twice-held")
+	hl, err := redlock.Hold(l, ctx, "twice-held")
 	if err != nil {
 		t.Fatal(err)
 	}

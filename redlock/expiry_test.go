@@ -206,7 +206,7 @@ func TestWaiterWokenAtExpiryOfAnExtendedLockWaitsAgain(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()
 	holder := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, MasterTimeout: 100 * time.Millisecond})
-	h, err := holder.Hold(ctx, "kept")
+	h, err := redlock.Hold(holder, ctx, "kept")
 	if err != nil {
 		t.Fatal(err)
 	}

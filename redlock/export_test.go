@@ -27,8 +27,14 @@ func WakeChannel(l *Locker, key string) string { return l.wake.channel(key) }
 // Wakes is how many waiters l has woken on a release.
 func Wakes(l *Locker) int64 { return l.wake.woken.Load() }
 
-// LostAt is when h's timer declared it lost (zero if it has not).
-func LostAt(h *Held) time.Time {
+// LostAt is when lk's timer declared it lost (zero if it has not).
+func LostAt(lk *Lock) time.Time {
+	lk.mu.Lock()
+	h := lk.held
+	lk.mu.Unlock()
+	if h == nil {
+		return time.Time{}
+	}
 	if t := h.lostAt.Load(); t != nil {
 		return *t
 	}
@@ -80,3 +86,20 @@ const (
 	MaxTTL           = maxTTL
 	MaxPermits       = maxPermits
 )
+
+// Hold is Lock then Keep, the way a caller keeps a lock, with the test
+// hook between them (SetAfterLock): a Keep that fails releases the lock.
+func Hold(l *Locker, ctx context.Context, resource string, opts ...LockOption) (*Lock, error) {
+	lk, err := l.Lock(ctx, resource, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if l.afterLock != nil {
+		l.afterLock()
+	}
+	if err := lk.Keep(); err != nil {
+		lk.Unlock(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return lk, nil
+}

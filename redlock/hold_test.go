@@ -135,15 +135,15 @@ func TestHoldKeepsAndSignalsLoss(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 800 * time.Millisecond
 	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 100 * time.Millisecond})
-	h, err := l.Hold(t.Context(), "leader")
+	h, err := redlock.Hold(l, t.Context(), "leader")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h.Lock() {
+	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h {
 		t.Fatalf("FromContext(h.Context()) = %v, %v", lk, ok)
 	}
-	if h.Lock().Keep() != h {
-		t.Fatal("Keep on a held lock must return the same Held")
+	if err := h.Keep(); err != nil {
+		t.Fatalf("Keep on a kept lock: %v, want nil (it does nothing)", err)
 	}
 	start := time.Now()
 	for time.Since(start) < 5*ttl {
@@ -199,7 +199,10 @@ func TestHoldUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lk.Keep()
+	if err := lk.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	h := lk
 	if err := h.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +226,7 @@ func TestHoldUnlock(t *testing.T) {
 func TestHoldExtendWithShorterTTL(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, MasterTimeout: 100 * time.Millisecond})
-	h, err := l.Hold(t.Context(), "shorter")
+	h, err := redlock.Hold(l, t.Context(), "shorter")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,8 @@ type Lock struct {
 	budget   validity.Budget // for ttl
 	deadline time.Time
 	released bool
-	waited   bool  // acquired by a Lock that waited: its release hands the key on (set before mu is used)
-	held     *Held // set once by Keep, under mu
+	waited   bool     // acquired by a Lock that waited: its release hands the key on (set before mu is used)
+	held     *keeping // set once by Keep, Done, Err or Context, under mu
 
 	hold *holdEntry // for the hold-time metrics (telemetry.go); nil when not metering
 }
@@ -239,12 +239,28 @@ func (lk *Lock) setDeadlineLocked(d time.Time) {
 // lack of permission (its ACL) makes it return an error wrapping
 // ErrInvalid that names the refused command: the key stays there until
 // its TTL. A second Unlock sends nothing and returns an error wrapping
-// ErrUnlocked (not ErrLost). A kept lock's Done closes before the first
-// release is sent.
-func (lk *Lock) Unlock(ctx context.Context) (err error) {
+// ErrUnlocked (not ErrLost). Done closes before the first release is
+// sent; for a kept lock (Keep), Unlock first stops the keeper, waiting for
+// an extension in flight, and it returns an error wrapping ErrLost when
+// the lock had been lost before (its keys are deleted all the same where
+// they are still ours).
+func (lk *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Unlock")
 	}
+	lk.mu.Lock()
+	h := lk.held
+	lk.mu.Unlock()
+	if h != nil {
+		_, err := h.unlock(ctx)
+		return err
+	}
+	return lk.unlockKeys(ctx)
+}
+
+// unlockKeys is Unlock's release of the keys; a keeping's unlock calls it
+// once the keeper has let go of the lock.
+func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Unlock", lk.resource)
 	defer func() { end(span, err) }()
@@ -293,7 +309,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 		return nil
 	}
 	err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Masters: l.nodeResults(res), Reason: reason, kind: ErrLost}
-	if lk.held == nil || !lk.held.firing.Load() { // a Held's loss was logged when it happened
+	if lk.held == nil || !lk.held.firing.Load() { // a kept lock's loss was logged when it happened
 		l.log.ErrorContext(ctx, "redlock: lost", l.logResource(lk.resource), "token", shortToken(lk.token), "reason", reason, l.logErr(err, lk.resource))
 	}
 	return err

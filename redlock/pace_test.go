@@ -25,8 +25,8 @@ func TestKeeperExtendsEarlierUnderLatency(t *testing.T) {
 	// firstExtension returns when the first extension started, counted
 	// from the acquisition's start: an extension's deadline is its start
 	// plus the window.
-	firstExtension := func(l *redlock.Locker, resource string) (*redlock.Held, time.Duration) {
-		h, err := l.Hold(t.Context(), resource)
+	firstExtension := func(l *redlock.Locker, resource string) (*redlock.Lock, time.Duration) {
+		h, err := redlock.Hold(l, t.Context(), resource)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestKeeperWaitsPastNodeTimeoutForSlowMasters(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
 	const ttl = 2 * time.Second
 	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 20 * time.Millisecond})
-	h, err := l.Hold(t.Context(), "keep-slow")
+	h, err := redlock.Hold(l, t.Context(), "keep-slow")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,7 +224,10 @@ func TestKeepPermitAndReadLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp, hr := p.Keep(), r.Keep()
+	if err := errors.Join(p.Keep(), r.Keep()); err != nil {
+		t.Fatal(err)
+	}
+	hp, hr := p, r
 	start := time.Now()
 	for time.Since(start) < 4*ttl {
 		if err := errors.Join(hp.Err(), hr.Err()); err != nil {
@@ -337,7 +340,10 @@ func TestSemaphoreRecordExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	expiresWithin(t, c, meta, ttl)
-	h := p.Keep()
+	if err := p.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	h := p
 	for start := time.Now(); time.Since(start) < 3*ttl; {
 		if err := h.Err(); err != nil {
 			t.Fatalf("the permit was lost: %v", err)

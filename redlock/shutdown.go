@@ -123,7 +123,7 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 	}
 	locks := l.live.close()
 	begun := l.env.now()
-	helds := make([]*Held, len(locks))
+	helds := make([]*keeping, len(locks))
 	for i, lk := range locks {
 		lk.mu.Lock()
 		helds[i] = lk.held

@@ -23,9 +23,9 @@ func TestShutdownReleasesHeldLocks(t *testing.T) {
 	l := newLocker(t, c, &redlock.Options{MasterTimeout: 400 * time.Millisecond})
 	ctx := t.Context()
 	resources := []string{"sd-hold-a", "sd-hold-b", "sd-do", "sd-plain"}
-	var helds []*redlock.Held
+	var helds []*redlock.Lock
 	for _, r := range resources[:2] {
-		h, err := l.Hold(ctx, r)
+		h, err := redlock.Hold(l, ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}

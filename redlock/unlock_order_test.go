@@ -132,13 +132,16 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 				}
 				lk.Unlock(ctx) // seen too late: again
 			}
-			h := lk.Keep()
+			if err := lk.Keep(); err != nil {
+				t.Error(err)
+			}
+			h := lk
 			ready <- h.Context()
 			err = h.Unlock(ctx)
 			if h.Err() == nil {
 				t.Errorf("run %d: Err() nil after Unlock", run)
 			}
-			return h.Lock(), err
+			return h, err
 		})
 	}
 	for run := range 20 {

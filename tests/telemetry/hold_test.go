@@ -166,8 +166,11 @@ func TestHoldDurationKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		lk.Unlock(ctx)
-		h, err := l.Hold(ctx, "leader")
+		h, err := l.Lock(ctx, "leader")
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Keep(); err != nil {
 			t.Fatal(err)
 		}
 		h.Unlock(ctx)
@@ -175,7 +178,10 @@ func TestHoldDurationKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kept.Keep().Unlock(ctx)
+		if err := kept.Keep(); err != nil {
+			t.Fatal(err)
+		}
+		kept.Unlock(ctx)
 		if err := l.Do(ctx, "done", func(context.Context) error { return nil }); err != nil {
 			t.Fatal(err)
 		}

@@ -104,8 +104,11 @@ func TestLogsTellTheStory(t *testing.T) {
 	}
 
 	// A kept lock whose extensions fail, then succeed again.
-	h, err := l.Hold(t.Context(), resource)
+	h, err := l.Lock(t.Context(), resource)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Keep(); err != nil {
 		t.Fatal(err)
 	}
 	tokens = append(tokens, h.Token())

@@ -478,7 +478,7 @@ func TestStaleWritesOnTheLockersProvider(t *testing.T) {
 		t.Fatalf("fenced_writes.stale on the Locker's provider = %d, want 1", n)
 	}
 
-	// Lock.WriteFenced, on a lock taken by TryLock (no lock in ctx).
+	// A lock taken by TryLock: its Context carries it.
 	lk, err := l.TryLock(t.Context(), "acct")
 	if err != nil {
 		t.Fatal(err)
@@ -487,8 +487,8 @@ func TestStaleWritesOnTheLockersProvider(t *testing.T) {
 	if err := redlock.WriteFenced(t.Context(), db, "acct-row", lk.Fence()+1, "a-later-holder", "v3"); err != nil {
 		t.Fatal(err)
 	}
-	if err := lk.WriteFenced(t.Context(), db, "acct-row", "v4"); !errors.Is(err, redlock.ErrStaleFence) {
-		t.Fatalf("Lock.WriteFenced: %v, want ErrStaleFence", err)
+	if err := redlock.WriteFenced(lk.Context(), db, "acct-row", lk.Fence(), lk.Token(), "v4"); !errors.Is(err, redlock.ErrStaleFence) {
+		t.Fatalf("WriteFenced with the lock's Context: %v, want ErrStaleFence", err)
 	}
 	if n := sum(t, collect(t, reader), "redlock.fenced_writes.stale"); n != 2 {
 		t.Fatalf("fenced_writes.stale on the Locker's provider = %d, want 2", n)
