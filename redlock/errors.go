@@ -31,6 +31,9 @@ var (
 	// lock: more masters refused (another token there) than N − majority,
 	// whatever the others did. Such errors wrap ErrNotAcquired too.
 	ErrHeld = errors.New("redlock: held by another owner")
+	// ErrNoLeader: Election.Leader found no leader reported by a majority
+	// of masters.
+	ErrNoLeader = errors.New("redlock: no leader")
 )
 
 type invalidError struct{ rule string }
@@ -172,7 +175,8 @@ func (e *Error) causeOf(o quorum.Outcome) string {
 	return fmt.Sprintf(": %s, and %d other causes", first, len(seen)-1)
 }
 
-// Unwrap returns the sentinel (ErrNotAcquired, ErrLost or ErrClosed),
+// Unwrap returns the sentinel (ErrNotAcquired, ErrLost, ErrClosed,
+// ErrUnlocked or ErrNoLeader),
 // ErrHeld for an acquisition refused by too many masters, and the context
 // error, if any.
 func (e *Error) Unwrap() []error {

@@ -97,7 +97,7 @@ func closeOwned(ms []driver.Master) {
 		if _, caller := m.(*goRedisMaster); caller {
 			continue
 		}
-		if g, ok := m.(goRedisClient); ok {
+		if g, ok := m.(goRedisClient); ok && g.GoRedisClient() != nil {
 			g.GoRedisClient().Close()
 		}
 	}

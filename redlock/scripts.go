@@ -54,11 +54,16 @@ var (
 	rwReadSrc string
 	//go:embed scripts/rw_unread.lua
 	rwUnreadSrc string
+	//go:embed scripts/leader_write.lua
+	leaderWriteBody string
+	//go:embed scripts/leader_read.lua
+	leaderReadSrc string
 
 	// The scripts that compare fences share decimal.lua's exact
 	// comparison of decimal strings.
 	writebackSrc      = decimalLua + writebackBody
 	fencedWriteSrc    = decimalLua + fencedWriteBody
+	leaderWriteSrc    = decimalLua + leaderWriteBody
 	acquireMultiSrc   = decimalLua + acquireMultiBody
 	writebackMultiSrc = decimalLua + writebackMultiBody
 )
@@ -101,8 +106,10 @@ var (
 	rwWriteScript        = newScript("rw_write.lua", rwWriteSrc)
 	rwReadScript         = newScript("rw_read.lua", rwReadSrc)
 	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
+	leaderWriteScript    = newScript("leader_write.lua", leaderWriteSrc)
+	leaderReadScript     = newScript("leader_read.lua", leaderReadSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
 		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, probeMineScript,
-		semExtendScript}
+		semExtendScript, leaderWriteScript, leaderReadScript}
 )
