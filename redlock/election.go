@@ -212,9 +212,9 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	})
 	reads := texts.take()
 	type vote struct {
-		term         uint64
-		digest, val  string
-		expires      []time.Time
+		term        uint64
+		digest, val string
+		expires     []time.Time
 	}
 	var votes []*vote
 	for i, r := range res.Replies {

@@ -87,12 +87,12 @@ type waker struct {
 	// watched: the channels an Election's observers listen on (watch),
 	// subscribed beside the keys of queues.
 	watched map[string][]*watcher
-	subs   []*subscriber         // by master; nil until the first wait
-	closed bool
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	ctx    context.Context // subscriptions' calls; cancelled by close
-	cancel context.CancelFunc
+	subs    []*subscriber // by master; nil until the first wait
+	closed  bool
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	ctx     context.Context // subscriptions' calls; cancelled by close
+	cancel  context.CancelFunc
 
 	waiting atomic.Int64 // waiters registered: busy's fast answer when 0
 	keys    atomic.Int64 // len(queues): contended's fast answer when 0
