@@ -55,6 +55,10 @@ type Verdict struct {
 	// WriteErrors: writes that failed otherwise (unknown effect). The
 	// resource is never faulted, so this should be 0.
 	WriteErrors int `json:"write_errors"`
+	// InFlight: writes whose client was killed during them (Write.Unknown:
+	// the election's killed leaders); the register model lets each have
+	// taken effect or not.
+	InFlight int `json:"writes_in_flight_at_kill,omitempty"`
 	// ResourceOK is porcupine's verdict on the writes against a fenced
 	// register (accept iff fence ≥ the last accepted one); skipped when a
 	// write had an unknown effect.
@@ -172,6 +176,28 @@ var resourceModel = porcupine.Model{
 	},
 }
 
+// resourceModelUnknown is resourceModel with writes of unknown outcome
+// (Output nil): such a write may have been accepted, if the rule allowed
+// it, or never have landed.
+var resourceModelUnknown = (&porcupine.NondeterministicModel{
+	Partition: resourceModel.Partition,
+	Init:      func() []any { return []any{register{}} },
+	Step: func(state, input, output any) []any {
+		last, in := state.(register), input.(writeInput)
+		ok := in.Fence > last.Fence || (in.Fence == last.Fence && in.Owner == last.Owner)
+		next := register{in.Fence, in.Owner}
+		switch {
+		case output == nil && ok:
+			return []any{last, next}
+		case output == nil, output == false && !ok:
+			return []any{last}
+		case output == true && ok:
+			return []any{next}
+		}
+		return nil
+	},
+}).ToModel()
+
 // sectionKey links a write to its section.
 type sectionKey struct {
 	client int
@@ -269,10 +295,16 @@ func checkWrites(v *Verdict, writes []Write, enters map[sectionKey]int64) {
 			accepted = append(accepted, w)
 		case w.Stale:
 			v.StaleAttempted++
+		case w.Unknown:
+			v.InFlight++
 		default:
 			v.WriteErrors++
 		}
-		ops = append(ops, porcupine.Operation{ClientId: w.Client, Input: writeInput{w.Resource, w.Fence, w.Owner}, Output: w.Accepted, Call: w.Call, Return: w.Return})
+		var out any = w.Accepted
+		if w.Unknown {
+			out = nil
+		}
+		ops = append(ops, porcupine.Operation{ClientId: w.Client, Input: writeInput{w.Resource, w.Fence, w.Owner}, Output: out, Call: w.Call, Return: w.Return})
 	}
 	// Stale accepted: an accepted write that began after the resource had
 	// accepted (and returned) either a write with a larger fence (the
@@ -305,6 +337,10 @@ func checkWrites(v *Verdict, writes []Write, enters map[sectionKey]int64) {
 		}
 	}
 	if v.WriteErrors == 0 && len(ops) > 0 {
-		v.ResourceOK = porcupine.CheckOperationsTimeout(resourceModel, ops, checkTimeout)
+		m := resourceModel
+		if v.InFlight > 0 {
+			m = resourceModelUnknown
+		}
+		v.ResourceOK = porcupine.CheckOperationsTimeout(m, ops, checkTimeout)
 	}
 }

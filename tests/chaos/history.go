@@ -39,6 +39,10 @@ type Write struct {
 	Accepted bool   `json:"accepted,omitempty"`
 	Stale    bool   `json:"stale,omitempty"` // rejected with redlock.ErrStaleFence
 	Err      string `json:"err,omitempty"`
+	// Unknown marks a write its client was killed during (a leader killed
+	// in the election scenario): it may or may not have reached the
+	// resource. Return is then math.MaxInt64.
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // Acquire is one bounded Lock call: availability and latency come from
