@@ -32,7 +32,25 @@ const (
 	// PauseClient SIGSTOPs subprocess client Client for Dur, at its next
 	// entry into a critical section, then SIGCONTs it.
 	PauseClient Kind = "client-pause"
+
+	// The election scenario's faults on its leaders (election.go), each
+	// landing on subprocess campaigner Client at its next entry into
+	// leadership (or wherever it is after 5 s).
+	//
+	// FreezeLeader SIGSTOPs the campaigner for Dur (2–3 TTL: past its
+	// deadline), then SIGCONTs it: a frozen leader.
+	FreezeLeader Kind = "leader-freeze"
+	// KillLeader SIGKILLs the campaigner; a new one takes its place.
+	KillLeader Kind = "leader-kill"
+	// CutLeader cuts the campaigner off every master (the proxies of its
+	// own, in front of the masters') for Dur.
+	CutLeader Kind = "leader-cut"
 )
+
+// onClient says whether a fault lands on a client rather than on masters.
+func (k Kind) onClient() bool {
+	return k == PauseClient || k == FreezeLeader || k == KillLeader || k == CutLeader
+}
 
 // Fault is one episode of a schedule: applied At after the run starts,
 // undone Dur later (kinds that last).
@@ -48,7 +66,7 @@ type Fault struct {
 func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "t=%v %s", f.At.Round(time.Millisecond), f.Kind)
-	if f.Kind == PauseClient {
+	if f.Kind.onClient() {
 		fmt.Fprintf(&b, " client=%d", f.Client)
 	} else {
 		fmt.Fprintf(&b, " masters=%v", f.Masters)
@@ -67,7 +85,7 @@ type Plan struct {
 	Kinds         []Kind
 	Masters       int           // N
 	MaxFaulted    int           // most masters one episode touches
-	Clients       int           // subprocess clients (PauseClient)
+	Clients       int           // subprocess clients (PauseClient, the leader faults)
 	TTL           time.Duration // sets durations: pauses, delays, jumps
 	MasterTimeout time.Duration // latency stays below it (RTT = 2Δ < MasterTimeout)
 	Length        time.Duration // schedule span
@@ -90,7 +108,7 @@ func NewSchedule(r *rand.Rand, p Plan) []Fault {
 	gap := func() time.Duration { return p.TTL/2 + time.Duration(r.Int64N(int64(p.TTL))) }
 	for at := gap(); at < p.Length; {
 		f := Fault{At: at, Kind: p.Kinds[r.IntN(len(p.Kinds))]}
-		if f.Kind == PauseClient {
+		if f.Kind.onClient() {
 			f.Client = r.IntN(max(p.Clients, 1))
 		} else {
 			k := 1 + r.IntN(p.MaxFaulted)
@@ -108,8 +126,10 @@ func NewSchedule(r *rand.Rand, p Plan) []Fault {
 			f.Dur = p.TTL + time.Duration(r.Int64N(int64(2*p.TTL)))
 		case JumpClock:
 			f.Delta = p.TTL/2 + time.Duration(r.Int64N(int64(p.TTL)))
-		case PauseClient:
+		case PauseClient, FreezeLeader:
 			f.Dur = 2*p.TTL + time.Duration(r.Int64N(int64(p.TTL)))
+		case CutLeader:
+			f.Dur = p.TTL/2 + time.Duration(r.Int64N(int64(2*p.TTL)))
 		}
 		out = append(out, f)
 		at += f.Dur + gap()
