@@ -29,6 +29,18 @@ type ClientConfig struct {
 	Seed           uint64        `json:"seed"`
 	// Unfenced: no fencing, no writes to the resource (Workload.Unfenced).
 	Unfenced bool `json:"unfenced,omitempty"`
+	// Role is what the client does: "" loops over the mutex (runClient);
+	// "campaign" and "observe" take part in the election called Election
+	// (election.go).
+	Role     string `json:"role,omitempty"`
+	Election string `json:"election,omitempty"`
+	// A campaigner's habits (ElectionWorkload): at most Steps fenced
+	// writes a leadership, one Proclaim in ProclaimEvery leaderships, and
+	// one in LapseEvery left to lapse (its Locker closed) instead of
+	// resigned; 0 never.
+	Steps         int `json:"steps,omitempty"`
+	ProclaimEvery int `json:"proclaim_every,omitempty"`
+	LapseEvery    int `json:"lapse_every,omitempty"`
 
 	// For subprocess clients only: what to dial and for how long.
 	Masters       []string      `json:"masters,omitempty"`
@@ -45,22 +57,35 @@ type sink interface {
 	section(Section)
 	write(Write)
 	acquire(Acquire)
+	// The election's records (election.go).
+	publication(Publication)
+	leadership(Leadership)
+	step(Step)
+	delivery(Delivery)
 }
 
 type historySink struct{ h *History }
 
-func (s historySink) entered(int)       {}
-func (s historySink) section(x Section) { s.h.addSection(x) }
-func (s historySink) write(w Write)     { s.h.addWrite(w) }
-func (s historySink) acquire(a Acquire) { s.h.addAcquire(a) }
+func (s historySink) entered(int)               {}
+func (s historySink) section(x Section)         { s.h.addSection(x) }
+func (s historySink) write(w Write)             { s.h.addWrite(w) }
+func (s historySink) acquire(a Acquire)         { s.h.addAcquire(a) }
+func (s historySink) publication(p Publication) { s.h.addPublication(p) }
+func (s historySink) leadership(l Leadership)   { s.h.addLeadership(l) }
+func (s historySink) step(Step)                 {} // in-process leaders are never killed
+func (s historySink) delivery(d Delivery)       { s.h.addDelivery(d) }
 
 // line is one record a subprocess client prints.
 type line struct {
-	T       string   `json:"t"` // "enter", "section", "write", "acquire"
-	Client  int      `json:"client"`
-	Section *Section `json:"section,omitempty"`
-	Write   *Write   `json:"write,omitempty"`
-	Acquire *Acquire `json:"acquire,omitempty"`
+	T        string       `json:"t"` // "enter", "section", "write", "acquire", "pub", "lead", "step", "delivery"
+	Client   int          `json:"client"`
+	Section  *Section     `json:"section,omitempty"`
+	Write    *Write       `json:"write,omitempty"`
+	Acquire  *Acquire     `json:"acquire,omitempty"`
+	Pub      *Publication `json:"pub,omitempty"`
+	Lead     *Leadership  `json:"lead,omitempty"`
+	Step     *Step        `json:"step,omitempty"`
+	Delivery *Delivery    `json:"delivery,omitempty"`
 }
 
 // jsonSink prints records as JSON lines. "enter" is printed the moment a
@@ -81,6 +106,12 @@ func (s *jsonSink) entered(c int)     { s.put(line{T: "enter", Client: c}) }
 func (s *jsonSink) section(x Section) { s.put(line{T: "section", Client: x.Client, Section: &x}) }
 func (s *jsonSink) write(w Write)     { s.put(line{T: "write", Client: w.Client, Write: &w}) }
 func (s *jsonSink) acquire(a Acquire) { s.put(line{T: "acquire", Client: a.Client, Acquire: &a}) }
+func (s *jsonSink) publication(p Publication) {
+	s.put(line{T: "pub", Client: p.Client, Pub: &p})
+}
+func (s *jsonSink) leadership(l Leadership) { s.put(line{T: "lead", Client: l.Client, Lead: &l}) }
+func (s *jsonSink) step(x Step)             { s.put(line{T: "step", Client: x.Client, Step: &x}) }
+func (s *jsonSink) delivery(d Delivery)     { s.put(line{T: "delivery", Client: d.Observer, Delivery: &d}) }
 
 // writeTimeout bounds one fenced write; the resource is never faulted.
 const writeTimeout = 5 * time.Second

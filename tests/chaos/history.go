@@ -21,6 +21,9 @@ type Section struct {
 	// Late is true when the holder's deadline had passed by Exit: it acted
 	// outside its lease (a pause, or a scheduling delay longer than TTL).
 	Late bool `json:"late,omitempty"`
+	// Lapsed: an election's leader-section its campaigner ended by letting
+	// the leadership lapse (closing its Locker) instead of resigning.
+	Lapsed bool `json:"lapsed,omitempty"`
 }
 
 // Write is one fenced write to the resource Redis, as the writer saw it.
@@ -55,6 +58,47 @@ type Acquire struct {
 	Start int64 `json:"start,omitempty"`
 }
 
+// Publication is a value a campaigner set out to publish: with Campaign
+// (Term 0: not known before Campaign returns; its Leadership gives it) or
+// with Proclaim (the leadership's Term).
+type Publication struct {
+	Client int    `json:"client"`
+	Value  string `json:"value"`
+	Term   uint64 `json:"term,omitempty"`
+	At     int64  `json:"at"` // monoNow before the call
+}
+
+// Leadership is one successful Campaign: its term (the lock's fence) and
+// the value Campaign published.
+type Leadership struct {
+	Client int    `json:"client"`
+	Seq    int64  `json:"seq"`
+	Term   uint64 `json:"term"`
+	Value  string `json:"value"`
+	At     int64  `json:"at"` // monoNow after Campaign returned
+}
+
+// Step is a subprocess leader's report before each fenced write: the
+// parent completes the section and the write from it if it kills the
+// leader (subClient.lastStep).
+type Step struct {
+	Client int    `json:"client"`
+	Seq    int64  `json:"seq"`
+	Term   uint64 `json:"term"`
+	Owner  string `json:"owner"`
+	Enter  int64  `json:"enter"`
+	At     int64  `json:"at"`       // after lk.Err() was nil
+	Dead   int64  `json:"deadline"` // lk.Deadline() then, as monoNow
+}
+
+// Delivery is one leader an observer's Observe delivered.
+type Delivery struct {
+	Observer int    `json:"observer"`
+	Term     uint64 `json:"term"`
+	Value    string `json:"value"`
+	At       int64  `json:"at"`
+}
+
 // History collects records from every client of a run; safe for concurrent
 // use.
 type History struct {
@@ -62,6 +106,10 @@ type History struct {
 	sections []Section
 	writes   []Write
 	acquires []Acquire
+	// The election scenario's (election.go).
+	pubs       []Publication
+	leads      []Leadership
+	deliveries []Delivery
 }
 
 func (h *History) addSection(s Section) {
@@ -108,4 +156,50 @@ func (h *History) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.sections)
+}
+
+func (h *History) addPublication(p Publication) {
+	h.mu.Lock()
+	h.pubs = append(h.pubs, p)
+	h.mu.Unlock()
+}
+
+func (h *History) addLeadership(l Leadership) {
+	h.mu.Lock()
+	h.leads = append(h.leads, l)
+	h.mu.Unlock()
+}
+
+func (h *History) addDelivery(d Delivery) {
+	h.mu.Lock()
+	h.deliveries = append(h.deliveries, d)
+	h.mu.Unlock()
+}
+
+// Publications returns a copy of the values campaigners set out to publish.
+func (h *History) Publications() []Publication {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.pubs)
+}
+
+// Leaderships returns a copy of the leaderships recorded so far.
+func (h *History) Leaderships() []Leadership {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.leads)
+}
+
+// Deliveries returns a copy of what observers were delivered.
+func (h *History) Deliveries() []Delivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.deliveries)
+}
+
+// Terms returns how many leaderships (successful Campaigns) were recorded.
+func (h *History) Terms() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.leads)
 }

@@ -82,6 +82,9 @@ type Result struct {
 	MinorityExceeded      time.Duration `json:"minority_exceeded_ns,omitempty"`
 	FailedWithoutMajority int           `json:"failed_without_majority,omitempty"`
 	Verdict
+	// Election is the election scenario's part (election.go); nil in
+	// the mutex's rows.
+	Election *ElectionVerdict `json:"election,omitempty"`
 	// Notes say what a scenario showed in words (constructed scenarios).
 	Notes string `json:"notes,omitempty"`
 	// Backend runs the faulted masters: "" (process) or "docker".
@@ -348,6 +351,14 @@ type subClient struct {
 	want   atomic.Bool   // the next "enter" should be reported on entered
 	enters chan struct{} // buffered 1
 	once   sync.Once
+
+	// A campaigner's leadership in progress (election.go): its last step,
+	// until the section that closes it arrives, and whether that step's
+	// fenced write is still unreported. A killed leader's section and
+	// write are completed from them (killLeader).
+	mu       sync.Mutex
+	lastStep *Step
+	pending  bool
 }
 
 func startSubClient(cfg ClientConfig, h *History) (*subClient, error) {
@@ -387,10 +398,28 @@ func startSubClient(cfg ClientConfig, h *History) (*subClient, error) {
 				}
 			case l.Section != nil:
 				h.addSection(*l.Section)
+				sc.mu.Lock()
+				if sc.lastStep != nil && sc.lastStep.Seq == l.Section.Seq {
+					sc.lastStep, sc.pending = nil, false
+				}
+				sc.mu.Unlock()
 			case l.Write != nil:
 				h.addWrite(*l.Write)
+				sc.mu.Lock()
+				sc.pending = false
+				sc.mu.Unlock()
 			case l.Acquire != nil:
 				h.addAcquire(*l.Acquire)
+			case l.Pub != nil:
+				h.addPublication(*l.Pub)
+			case l.Lead != nil:
+				h.addLeadership(*l.Lead)
+			case l.Step != nil:
+				sc.mu.Lock()
+				sc.lastStep, sc.pending = l.Step, true
+				sc.mu.Unlock()
+			case l.Delivery != nil:
+				h.addDelivery(*l.Delivery)
 			}
 		}
 		_, _ = io.Copy(io.Discard, out)
@@ -402,13 +431,7 @@ func startSubClient(cfg ClientConfig, h *History) (*subClient, error) {
 // section, SIGSTOPs it there for d, and SIGCONTs it. A client that enters
 // no section within 5 s is paused wherever it is.
 func (sc *subClient) pauseInSection(ctx context.Context, d time.Duration) error {
-	sc.want.Store(true)
-	t := time.NewTimer(5 * time.Second)
-	defer t.Stop()
-	select {
-	case <-sc.enters:
-	case <-t.C:
-	case <-ctx.Done():
+	if !sc.awaitEntry(ctx) {
 		return nil
 	}
 	pid := sc.cmd.Process.Pid
@@ -417,6 +440,21 @@ func (sc *subClient) pauseInSection(ctx context.Context, d time.Duration) error 
 	}
 	sleepCtx(ctx, d)
 	return syscall.Kill(pid, syscall.SIGCONT)
+}
+
+// awaitEntry waits for the client's next entry into a critical section
+// (or leadership), at most 5 s; false when ctx ended first.
+func (sc *subClient) awaitEntry(ctx context.Context) bool {
+	sc.want.Store(true)
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-sc.enters:
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // stop asks the client to finish (EOF on stdin) and waits for it, killing
@@ -472,11 +510,19 @@ func RunHelper(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	}
 	db := redis.NewClient(&redis.Options{Addr: cfg.ResourceDB})
 	defer db.Close()
-	l, err := redlock.New(clients, &redlock.Options{TTL: cfg.TTL, MasterTimeout: cfg.MasterTimeout, Fencing: !cfg.Unfenced})
+	opts := &redlock.Options{TTL: cfg.TTL, MasterTimeout: cfg.MasterTimeout, Fencing: !cfg.Unfenced}
+	open := func() (*redlock.Locker, error) { return redlock.New(clients, opts) }
+	if cfg.Role == "campaign" { // a Locker at a time, of its own (a leadership left to lapse closes one)
+		return runCampaigner(ctx, open, db, cfg, newJSONSink(stdout))
+	}
+	l, err := open()
 	if err != nil {
 		return err
 	}
 	defer l.Close()
+	if cfg.Role == "observe" {
+		return runObserver(ctx, l, cfg, newJSONSink(stdout))
+	}
 	runClient(ctx, l, db, cfg, newJSONSink(stdout))
 	return nil
 }

@@ -1,0 +1,657 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/internal/faultproxy"
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/labdocker"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/quorumlab/redlock/validity"
+)
+
+// The election scenario: campaigners (in-process, and subprocesses that
+// the schedule freezes, kills and cuts off while they lead) loop
+// Campaign → lead → Resign in one election (redlock.Election), writing
+// through redlock.WriteFenced with their term into the resource Redis,
+// while observers record every leader Observe delivers.
+//
+// A leader-section is a leadership as its campaigner saw it: enter after
+// Campaign returned and the lock was Valid; then steps, each one checking
+// lk.Err() == nil before a fenced write; exit before Resign (or before
+// the Locker is closed to let the leadership lapse). Exit is clipped at
+// the lock's deadline as read at the exit (CLOCK_MONOTONIC, from
+// lk.Deadline()): Redlock promises one leader before its deadline at any
+// instant, not that a frozen process stops acting, so a leader frozen past
+// its deadline ends there (Section.Late) and what it does on waking is the
+// fenced resource's to reject. A killed leader's section ends at the
+// deadline it reported at its last step, or when the parent reaped it if
+// that came first; a write it was killed during has an unknown outcome
+// (Write.Unknown).
+//
+// CheckElection then checks: (a) no two leader-sections overlap in real
+// time (Check: the sweep and porcupine's mutex model); (b) terms strictly
+// increase from leader to leader in order of entry (the fenced-mutex
+// model), and no two Campaigns got one term; (c) each observer's terms
+// never go back, it is never delivered the same leader twice in a row,
+// and every delivery is a value a campaigner set out to publish under
+// that term, delivered after it set out; (d) the fenced resource accepted
+// no stale write (Check's write-log checks).
+
+// deadlineMono converts lk's deadline to the monoNow clock. Go's
+// monotonic readings are CLOCK_MONOTONIC on Linux too; reading monoNow
+// after time.Until errs late by the gap between them, so a clipped section
+// is, if anything, longer than the truth.
+func deadlineMono(lk *redlock.Lock) int64 {
+	u := time.Until(lk.Deadline())
+	return monoNow() + int64(u)
+}
+
+// runCampaigner loops Campaign → lead → Resign until ctx ends. open makes
+// its Locker: a new one after each leadership it lets lapse (it closes the
+// Locker, whose keeper then stops, and waits for Done).
+func runCampaigner(ctx context.Context, open func() (*redlock.Locker, error), db redis.Scripter, cfg ClientConfig, out sink) error {
+	r := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID)))
+	var l *redlock.Locker
+	var e *redlock.Election
+	start := func() error {
+		var err error
+		if l, err = open(); err != nil {
+			return err
+		}
+		if e, err = l.Election(cfg.Election); err != nil {
+			l.Close()
+			return err
+		}
+		return nil
+	}
+	if err := start(); err != nil {
+		return err
+	}
+	defer func() { l.Close() }()
+	var seq int64
+	for n := 0; ctx.Err() == nil; n++ {
+		value := fmt.Sprintf("c%d-%d", cfg.ID, n)
+		t0, begin := time.Now(), monoNow()
+		out.publication(Publication{Client: cfg.ID, Value: value, At: begin})
+		actx, cancel := context.WithTimeout(ctx, cfg.AcquireTimeout)
+		lk, err := e.Campaign(actx, value)
+		cancel()
+		lat := time.Since(t0)
+		if ctx.Err() != nil {
+			// The run ended during Campaign: neither a success nor a failure.
+			if err == nil {
+				resign(e)
+			}
+			return nil
+		}
+		out.acquire(Acquire{Client: cfg.ID, OK: err == nil, Latency: lat, Start: begin})
+		if err != nil {
+			continue
+		}
+		seq++
+		out.leadership(Leadership{Client: cfg.ID, Seq: seq, Term: lk.Fence(), Value: value, At: monoNow()})
+		lapse := cfg.LapseEvery > 0 && r.IntN(cfg.LapseEvery) == 0
+		if lk.Valid() {
+			lead(ctx, r, e, lk, db, cfg, seq, value, lapse, out)
+		}
+		if lapse {
+			// Let it lapse: nothing extends it, nothing releases it.
+			l.Close()
+			<-lk.Done()
+			if err := start(); err != nil {
+				return err
+			}
+			continue
+		}
+		resign(e)
+	}
+	return nil
+}
+
+func resign(e *redlock.Election) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = e.Resign(ctx)
+}
+
+// lead is one leader-section (see the top of this file).
+func lead(ctx context.Context, r *rand.Rand, e *redlock.Election, lk *redlock.Lock, db redis.Scripter, cfg ClientConfig, seq int64, value string, lapse bool, out sink) {
+	term, token := lk.Fence(), lk.Token()
+	enter := monoNow()
+	if deadlineMono(lk) <= enter {
+		return // lapsed before it entered (a pause right after Valid)
+	}
+	steps := 1 + r.IntN(max(cfg.Steps, 1))
+	for k := range steps {
+		if ctx.Err() != nil || lk.Err() != nil {
+			break
+		}
+		out.step(Step{Client: cfg.ID, Seq: seq, Term: term, Owner: token, Enter: enter, At: monoNow(), Dead: deadlineMono(lk)})
+		if k == 0 {
+			out.entered(cfg.ID) // a leader fault lands here: before the first write
+		}
+		fencedWrite(db, cfg.ID, seq, cfg.Election, term, token, out)
+		if k == 0 && cfg.ProclaimEvery > 0 && r.IntN(cfg.ProclaimEvery) == 0 {
+			v := value + "-p"
+			out.publication(Publication{Client: cfg.ID, Value: v, Term: term, At: monoNow()})
+			_ = e.Proclaim(ctx, v)
+		}
+		hold := cfg.HoldMin
+		if cfg.HoldMax > cfg.HoldMin {
+			hold += time.Duration(r.Int64N(int64(cfg.HoldMax - cfg.HoldMin)))
+		}
+		sleepCtx(ctx, hold)
+	}
+	exit := monoNow()
+	dl := deadlineMono(lk)
+	out.section(Section{Client: cfg.ID, Seq: seq, Resource: cfg.Election, Enter: enter, Exit: min(exit, dl), Fence: term, Late: exit > dl, Lapsed: lapse})
+}
+
+// runObserver records every leader Observe delivers until ctx ends.
+func runObserver(ctx context.Context, l *redlock.Locker, cfg ClientConfig, out sink) error {
+	e, err := l.Election(cfg.Election)
+	if err != nil {
+		return err
+	}
+	for ld := range e.Observe(ctx) {
+		out.delivery(Delivery{Observer: cfg.ID, Term: ld.Term, Value: ld.Value, At: monoNow()})
+	}
+	return nil
+}
+
+// ElectionWorkload is the election scenario: campaigners and observers in
+// one election on N masters while a seeded schedule injects faults on
+// masters (Plan.Kinds as the mutex rows) and on leaders (FreezeLeader,
+// KillLeader, CutLeader on the Subprocess campaigners).
+type ElectionWorkload struct {
+	Name   string
+	Inside bool
+	Plan   Plan
+	// Campaigners in the test process and in subprocesses; observers
+	// likewise.
+	InProcess, Subprocess       int
+	Observers, SubprocObservers int
+	HoldMin, HoldMax            time.Duration
+	Steps                       int
+	ProclaimEvery, LapseEvery   int
+	// The run lasts at least Duration and goes on until MinTerms
+	// leaderships are recorded, up to MaxDuration.
+	Duration, MaxDuration time.Duration
+	MinTerms              int
+}
+
+// electionName is the scenario's election; its resource key is
+// "resource:" + electionName.
+const electionName = "leader"
+
+func (w ElectionWorkload) options() *redlock.Options {
+	return &redlock.Options{TTL: w.Plan.TTL, MasterTimeout: w.Plan.MasterTimeout, Fencing: true}
+}
+
+func (w ElectionWorkload) clientConfig(id int, role string, seed uint64) ClientConfig {
+	return ClientConfig{
+		ID: id, Role: role, Election: electionName, HoldMin: w.HoldMin, HoldMax: w.HoldMax,
+		AcquireTimeout: 4 * w.Plan.TTL, Seed: seed, Steps: w.Steps,
+		ProclaimEvery: w.ProclaimEvery, LapseEvery: w.LapseEvery,
+	}
+}
+
+// ElectionVerdict is what CheckElection found beyond Check's Verdict (on
+// the leader-sections and the resource's writes).
+type ElectionVerdict struct {
+	// Terms counts leaderships (Campaigns that returned a leadership);
+	// DuplicateTerms those whose term an earlier one had.
+	Terms          int `json:"terms"`
+	DuplicateTerms int `json:"duplicate_terms"`
+	// Per observer, in observer order: deliveries and distinct terms.
+	Observers      []ObserverStats `json:"observers"`
+	Deliveries     int             `json:"deliveries"`
+	ObservedTerms  int             `json:"observed_terms"` // delivered to at least one observer
+	TermsBack      int             `json:"observed_terms_back"`
+	Repeats        int             `json:"observed_repeats"`
+	Phantoms       int             `json:"observed_phantoms"`
+	Kills          int             `json:"leaders_killed,omitempty"`
+	Freezes        int             `json:"leaders_frozen,omitempty"`
+	Cuts           int             `json:"leaders_cut,omitempty"`
+	Lapses         int             `json:"leaderships_lapsed,omitempty"`
+	ObserveExample string          `json:"observe_example,omitempty"`
+}
+
+// ObserverStats is one observer's share.
+type ObserverStats struct {
+	Observer   int `json:"observer"`
+	Deliveries int `json:"deliveries"`
+	Terms      int `json:"terms"`
+}
+
+// CheckElection runs every check on an election's history (see the top of
+// this file): Check on the leader-sections (one resource, the election)
+// and the resource's writes, then the terms and the observers.
+func CheckElection(h *History) (Verdict, ElectionVerdict) {
+	secs := h.Sections()
+	v := Check(secs, h.Writes())
+	var ev ElectionVerdict
+	for _, s := range secs {
+		if s.Lapsed {
+			ev.Lapses++
+		}
+	}
+	leads := h.Leaderships()
+	ev.Terms = len(leads)
+	terms := make(map[uint64]bool, len(leads))
+	for _, l := range leads {
+		if terms[l.Term] {
+			ev.DuplicateTerms++
+		}
+		terms[l.Term] = true
+	}
+	// What each value was published under, and from when.
+	type pub struct {
+		at   int64
+		term uint64
+	}
+	pubs := map[string]pub{}
+	for _, p := range h.Publications() {
+		pubs[p.Value] = pub{at: p.At, term: p.Term}
+	}
+	for _, l := range leads {
+		p := pubs[l.Value]
+		p.term = l.Term
+		if _, ok := pubs[l.Value]; !ok {
+			p.at = math.MaxInt64 // a leadership with no publication recorded: every delivery of it is a phantom
+		}
+		pubs[l.Value] = p
+	}
+	ds := h.Deliveries()
+	ev.Deliveries = len(ds)
+	byObs := map[int][]Delivery{}
+	var order []int
+	for _, d := range ds {
+		if _, ok := byObs[d.Observer]; !ok {
+			order = append(order, d.Observer)
+		}
+		byObs[d.Observer] = append(byObs[d.Observer], d)
+	}
+	slices.Sort(order)
+	seen := map[uint64]bool{}
+	bad := func(format string, a ...any) {
+		if ev.ObserveExample == "" {
+			ev.ObserveExample = fmt.Sprintf(format, a...)
+		}
+	}
+	for _, o := range order {
+		list := byObs[o]
+		// One observer records from one goroutine, in delivery order;
+		// the sort only guards against a merge that reordered them.
+		slices.SortStableFunc(list, func(a, b Delivery) int { return cmp.Compare(a.At, b.At) })
+		st := ObserverStats{Observer: o, Deliveries: len(list)}
+		mine := map[uint64]bool{}
+		for i, d := range list {
+			mine[d.Term], seen[d.Term] = true, true
+			if i > 0 {
+				prev := list[i-1]
+				if d.Term < prev.Term {
+					ev.TermsBack++
+					bad("observer %d was delivered term %d (%q) after term %d (%q)", o, d.Term, d.Value, prev.Term, prev.Value)
+				} else if d.Term == prev.Term && d.Value == prev.Value {
+					ev.Repeats++
+					bad("observer %d was delivered term %d (%q) twice in a row", o, d.Term, d.Value)
+				}
+			}
+			p, ok := pubs[d.Value]
+			switch {
+			case !ok:
+				ev.Phantoms++
+				bad("observer %d was delivered %q (term %d), which no campaigner set out to publish", o, d.Value, d.Term)
+			case p.term != 0 && p.term != d.Term:
+				ev.Phantoms++
+				bad("observer %d was delivered %q under term %d; it was published under term %d", o, d.Value, d.Term, p.term)
+			case d.At < p.at:
+				ev.Phantoms++
+				bad("observer %d was delivered %q %v before its campaigner set out to publish it", o, d.Value, time.Duration(p.at-d.At))
+			}
+		}
+		st.Terms = len(mine)
+		ev.Observers = append(ev.Observers, st)
+	}
+	ev.ObservedTerms = len(seen)
+	return v, ev
+}
+
+// electionRun is one RunElection: what the leader faults act on.
+type electionRun struct {
+	tb      testing.TB
+	h       *History
+	w       ElectionWorkload
+	seed    uint64
+	masters []string
+	db      string
+	// Per subprocess campaigner slot: its client (replaced when killed)
+	// and the proxies it reaches the masters through (cut for CutLeader).
+	subs                 []*subClient
+	proxies              [][]*faultproxy.Proxy
+	nextID               int
+	kills, freezes, cuts atomic.Int64
+}
+
+// RunElection runs w on fresh masters with the fault schedule drawn from
+// seed and returns the checked result. It leaves no master, proxy,
+// subprocess or goroutine running.
+func RunElection(tb testing.TB, w ElectionWorkload, seed uint64, backend string) Result {
+	tb.Helper()
+	sched := NewSchedule(ScheduleRand(seed, w.Name), w.Plan)
+	var c *lab.Masters
+	if backend == "docker" {
+		c = labdocker.ForTest(tb, w.Plan.Masters, nil)
+	} else {
+		c = lab.ForTest(tb, w.Plan.Masters, &lab.Options{Proxy: true})
+	}
+	dbm := lab.ForTest(tb, 1, nil)
+	db := dbm.Client(0)
+	h := &History{}
+	er := &electionRun{tb: tb, h: h, w: w, seed: seed, masters: c.Addrs(), db: db.Options().Addr, nextID: 1000}
+
+	ctx, cancel := context.WithCancel(tb.Context())
+	defer cancel()
+	started := time.Now()
+
+	var wg sync.WaitGroup
+	for i := range w.InProcess {
+		cfg := w.clientConfig(i, "campaign", seed)
+		clients := c.Clients()
+		ping(clients)
+		wg.Go(func() {
+			open := func() (*redlock.Locker, error) { return redlock.New(clients, w.options()) }
+			if err := runCampaigner(ctx, open, db, cfg, historySink{h}); err != nil {
+				tb.Errorf("chaos: campaigner %d: %v", cfg.ID, err)
+			}
+		})
+	}
+	var lockers []*redlock.Locker
+	defer func() {
+		for _, l := range lockers {
+			_ = l.Close()
+		}
+	}()
+	for k := range w.Observers {
+		cfg := w.clientConfig(100+k, "observe", seed)
+		l := newLocker(tb, c.Clients(), w.options())
+		lockers = append(lockers, l)
+		wg.Go(func() {
+			if err := runObserver(ctx, l, cfg, historySink{h}); err != nil {
+				tb.Errorf("chaos: observer %d: %v", cfg.ID, err)
+			}
+		})
+	}
+	// Subprocess campaigners, each behind proxies of its own.
+	for k := range w.Subprocess {
+		var ps []*faultproxy.Proxy
+		for _, a := range c.Addrs() {
+			p, err := faultproxy.Start(a)
+			if err != nil {
+				cancel()
+				wg.Wait()
+				tb.Fatalf("chaos: proxy for campaigner %d: %v", k, err)
+			}
+			tb.Cleanup(p.Close)
+			ps = append(ps, p)
+		}
+		er.proxies = append(er.proxies, ps)
+		sc, err := er.startCampaigner(k, w.InProcess+k)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			tb.Fatalf("chaos: starting subprocess campaigner: %v", err)
+		}
+		er.subs = append(er.subs, sc)
+	}
+	var obs []*subClient
+	for k := range w.SubprocObservers {
+		cfg := w.clientConfig(100+w.Observers+k, "observe", seed)
+		cfg.Masters, cfg.ResourceDB = c.Addrs(), er.db
+		cfg.TTL, cfg.MasterTimeout = w.Plan.TTL, w.Plan.MasterTimeout
+		cfg.Run = w.MaxDuration + time.Minute
+		sc, err := startSubClient(cfg, h)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			tb.Fatalf("chaos: starting subprocess observer: %v", err)
+		}
+		tb.Cleanup(sc.kill)
+		obs = append(obs, sc)
+	}
+
+	reach := startProber(ctx, c.Addrs(), w.Plan.MasterTimeout)
+	heapStart, gorStart := footprint()
+	var applied atomic.Int64
+	var faults sync.WaitGroup
+	faults.Go(func() {
+		for _, f := range sched {
+			if !sleepUntil(ctx, started.Add(f.At)) {
+				return
+			}
+			var err error
+			if f.Kind.onClient() {
+				err = er.applyLeader(ctx, f)
+			} else {
+				err = apply(ctx, c, nil, f)
+			}
+			if err != nil {
+				tb.Errorf("chaos: %s: %v", f, err)
+				return
+			}
+			applied.Add(1)
+		}
+	})
+	for {
+		el := time.Since(started)
+		if el >= w.MaxDuration || (el >= w.Duration && h.Terms() >= w.MinTerms) {
+			break
+		}
+		sleepCtx(tb.Context(), 100*time.Millisecond)
+		if tb.Context().Err() != nil {
+			break
+		}
+	}
+	heapEnd, gorEnd := footprint()
+	cancel()
+	reach.close()
+	faults.Wait() // every fault undone
+	c.ResumeAll()
+	wg.Wait()
+	for _, sc := range append(er.subs, obs...) {
+		if err := sc.stop(); err != nil {
+			tb.Errorf("chaos: subprocess client %d: %v", sc.id, err)
+		}
+	}
+	for _, l := range lockers {
+		_ = l.Close()
+	}
+	lockers = nil
+	wall := time.Since(started)
+
+	r := Result{Scenario: w.Name, Faults: describeKinds(w.Plan.Kinds), Inside: w.Inside, Seed: seed, Wall: wall, FaultsRun: int(applied.Load()),
+		HeapStart: heapStart, HeapEnd: heapEnd, GoroutineStart: gorStart, GoroutineEnd: gorEnd}
+	if backend != "process" {
+		r.Backend = backend
+	}
+	v, ev := CheckElection(h)
+	r.Verdict = v
+	ev.Kills, ev.Freezes, ev.Cuts = int(er.kills.Load()), int(er.freezes.Load()), int(er.cuts.Load())
+	r.Election = &ev
+	acquires := h.Acquires()
+	r.fillAcquires(acquires)
+	reach.fill(&r, validity.Majority(w.Plan.Masters), acquires)
+	return r
+}
+
+// ping dials each client once (a cold client's first call also handshakes
+// and could overrun MasterTimeout).
+func ping(clients []redis.UniversalClient) {
+	for _, cl := range clients {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = cl.Ping(ctx).Err()
+		cancel()
+	}
+}
+
+// startCampaigner starts a subprocess campaigner with id in slot k
+// (through the slot's proxies).
+func (er *electionRun) startCampaigner(k, id int) (*subClient, error) {
+	cfg := er.w.clientConfig(id, "campaign", er.seed)
+	for _, p := range er.proxies[k] {
+		cfg.Masters = append(cfg.Masters, p.Addr())
+	}
+	cfg.ResourceDB = er.db
+	cfg.TTL, cfg.MasterTimeout = er.w.Plan.TTL, er.w.Plan.MasterTimeout
+	cfg.Run = er.w.MaxDuration + time.Minute // a cap; the parent stops it first
+	sc, err := startSubClient(cfg, er.h)
+	if err != nil {
+		return nil, err
+	}
+	er.tb.Cleanup(sc.kill) // no process left behind, even on Fatal
+	return sc, nil
+}
+
+// applyLeader runs one leader fault on subprocess campaigner f.Client, at
+// its next entry into leadership (or wherever it is after 5 s).
+func (er *electionRun) applyLeader(ctx context.Context, f Fault) error {
+	if f.Client >= len(er.subs) {
+		return fmt.Errorf("no subprocess campaigner %d", f.Client)
+	}
+	sc := er.subs[f.Client]
+	switch f.Kind {
+	case FreezeLeader:
+		er.freezes.Add(1)
+		return sc.pauseInSection(ctx, f.Dur)
+	case KillLeader:
+		if !sc.awaitEntry(ctx) {
+			return nil
+		}
+		er.kills.Add(1)
+		sc.killLeader(er.h, electionName)
+		er.nextID++
+		nsc, err := er.startCampaigner(f.Client, er.nextID)
+		if err != nil {
+			return err
+		}
+		er.subs[f.Client] = nsc
+		return nil
+	case CutLeader:
+		if !sc.awaitEntry(ctx) {
+			return nil
+		}
+		er.cuts.Add(1)
+		for _, p := range er.proxies[f.Client] {
+			p.Cut()
+		}
+		sleepCtx(ctx, f.Dur)
+		for _, p := range er.proxies[f.Client] {
+			p.Heal()
+		}
+		return nil
+	}
+	return fmt.Errorf("%s is not a leader fault", f.Kind)
+}
+
+// killLeader SIGKILLs the campaigner, waits until it is gone (its stdout
+// at EOF, then reaped), and completes its leadership in progress: the
+// section, ended at the deadline its last step reported or at its death
+// if earlier, and the fenced write it was killed during, if any, with an
+// unknown outcome.
+func (sc *subClient) killLeader(h *History, resource string) {
+	_ = syscall.Kill(sc.cmd.Process.Pid, syscall.SIGKILL)
+	sc.read.Wait()
+	dead := monoNow()
+	sc.once.Do(func() { _ = sc.cmd.Wait() })
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	s := sc.lastStep
+	if s == nil {
+		return
+	}
+	if sc.pending {
+		h.addWrite(Write{Client: s.Client, Seq: s.Seq, Resource: resource, Fence: s.Term, Owner: s.Owner,
+			Call: s.At, Return: math.MaxInt64, Unknown: true, Err: "killed during the write"})
+	}
+	if exit := min(dead, s.Dead); exit > s.Enter {
+		h.addSection(Section{Client: s.Client, Seq: s.Seq, Resource: resource, Enter: s.Enter, Exit: exit, Fence: s.Term, Late: dead > s.Dead})
+	}
+	sc.lastStep, sc.pending = nil, false
+}
+
+// ElectionTable writes election results as a Markdown table.
+func ElectionTable(w io.Writer, rs []Result) {
+	fmt.Fprintln(w, "| scenario | faults | inside assumptions | terms | leader sections | two leaders at once | term regressions | observers: deliveries (terms seen) | observed terms back / phantom | stale writes attempted / accepted | availability % | p99 Campaign |")
+	fmt.Fprintln(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+	for _, r := range rs {
+		ev := r.Election
+		if ev == nil {
+			ev = &ElectionVerdict{}
+		}
+		inside := "no"
+		if r.Inside {
+			inside = "yes"
+		}
+		avail, p99 := "–", "–"
+		if r.Acquires > 0 {
+			avail = fmt.Sprintf("%.1f", r.Availability)
+			p99 = r.P99Acquire.Round(100 * time.Microsecond).String()
+		}
+		var obs []string
+		for _, o := range ev.Observers {
+			obs = append(obs, fmt.Sprintf("%d (%d)", o.Deliveries, o.Terms))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %d | %s | %d / %d | %d / %d | %s | %s |\n",
+			r.Scenario, r.Faults, inside, ev.Terms, r.Sections, r.Overlaps, r.FenceRegressions,
+			cmp.Or(strings.Join(obs, ", "), "–"), ev.TermsBack, ev.Phantoms, r.StaleAttempted, r.StaleAccepted, avail, p99)
+	}
+}
+
+// electionString is a one-line account of an election result for the
+// test log.
+func electionString(r Result) string {
+	ev := r.Election
+	if ev == nil {
+		return r.String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d terms (%d duplicate), %d leader sections, %d overlapping (mutex model %s, fenced model %s), %d term regressions, %d late exits (frozen leaders), ",
+		r.Scenario, ev.Terms, ev.DuplicateTerms, r.Sections, r.Overlaps, r.MutexOK, r.FencedOK, r.FenceRegressions, r.Late)
+	fmt.Fprintf(&b, "observers %+v: %d deliveries of %d terms, %d back, %d repeated, %d phantom; ", ev.Observers, ev.Deliveries, ev.ObservedTerms, ev.TermsBack, ev.Repeats, ev.Phantoms)
+	fmt.Fprintf(&b, "writes %d: %d stale rejected (%d by the only leader), %d stale accepted, %d killed in flight, %d errors (resource model %s); ",
+		r.Writes, r.StaleAttempted, r.RejectedExclusive, r.StaleAccepted, r.InFlight, r.WriteErrors, r.ResourceOK)
+	fmt.Fprintf(&b, "leaders frozen %d, killed %d, cut %d, lapsed %d; faults %d", ev.Freezes, ev.Kills, ev.Cuts, ev.Lapses, r.FaultsRun)
+	if r.Acquires > 0 {
+		fmt.Fprintf(&b, ", Campaigns %d, availability %.1f%%, p99 Campaign %v", r.Acquires, r.Availability, r.P99Acquire)
+	}
+	fmt.Fprintf(&b, ", wall %v", r.Wall.Round(time.Millisecond))
+	if r.MinorityExceeded > 0 || r.FailedWithoutMajority > 0 {
+		fmt.Fprintf(&b, "; fewer than a majority of masters answered the prober for %v in all, through which %d of the failed Campaigns waited", r.MinorityExceeded, r.FailedWithoutMajority)
+	}
+	if r.Example != "" {
+		b.WriteString("; first overlap: " + r.Example)
+	}
+	if ev.ObserveExample != "" {
+		b.WriteString("; observers: " + ev.ObserveExample)
+	}
+	if r.Notes != "" {
+		b.WriteString("; " + r.Notes)
+	}
+	return b.String()
+}
