@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,8 +51,9 @@ func electionWorkload(long, docker bool) ElectionWorkload {
 	return w
 }
 
-// TestElection runs the election row inside the assumptions, asserts
-// what it must show, and prints the table. make test runs the short row (10 s); make chaos-election
+// TestElection runs the election row inside the assumptions and the
+// constructed rows outside them, asserts what each must show, and prints
+// the table. make test runs the short row (10 s); make chaos-election
 // (-chaos.long) runs it to 100 000 terms (-chaos.terms).
 func TestElection(t *testing.T) {
 	started := time.Now()
@@ -86,6 +88,41 @@ func TestElection(t *testing.T) {
 			t.Errorf("%d observers were delivered anything, want %d", len(ev.Observers), w.Observers+w.SubprocObservers)
 		}
 	})
+	constructed := []struct {
+		name string
+		run  func(testing.TB) Result
+		// back: the term must go back; stale: the stale leader's write
+		// must be rejected.
+		back, stale bool
+	}{
+		{"restart-empty", ElectionRestartEmpty, true, false},
+		{"clock-jump", ElectionClockJump, false, true},
+		{"frozen-acts", ElectionFrozenActs, false, true},
+	}
+	for _, c := range constructed {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.run(t)
+			record(r)
+			checkElectionAlways(t, r)
+			if r.MutexOK != porcupine.Illegal || r.Overlaps < 1 {
+				t.Errorf("checker missed the two leaders: mutex model %s, %d overlaps", r.MutexOK, r.Overlaps)
+			}
+			if c.back && (r.FenceRegressions < 1 || r.FencedOK != porcupine.Illegal) {
+				t.Errorf("checker missed the term going back: %d regressions, fenced model %s", r.FenceRegressions, r.FencedOK)
+			}
+			if c.stale && r.StaleAttempted < 1 {
+				t.Errorf("the stale leader's write was not rejected: %s", r.Notes)
+			}
+			if c.name == "frozen-acts" {
+				if !strings.Contains(r.Notes, "B led after A's deadline: true") {
+					t.Errorf("B led before A's deadline: %s", r.Notes)
+				}
+			} else if !strings.Contains(r.Notes, "at once: true") {
+				t.Errorf("the two leaders were not both before their deadlines at once: %s", r.Notes)
+			}
+		})
+	}
+
 	var b bytes.Buffer
 	ElectionTable(&b, results)
 	fmt.Printf("chaos: election seed=%d long=%v wall=%v\n%s", seed, *long, time.Since(started).Round(time.Second), b.String())
