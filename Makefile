@@ -198,11 +198,16 @@ SOAK_DIR      ?= soak
 SOAK_MIN      ?= 1000000
 # Extra go test flags for every run.
 SOAK_FLAGS    ?=
-.PHONY: chaos chaos-soak
+.PHONY: chaos chaos-soak chaos-election
 chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_BACKEND=docker: on containers; CHAOS_FLAGS=-chaos.seed=N replays)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.backend $(CHAOS_BACKEND) -chaos.json $(CHAOS_JSON) -v -timeout 45m $(CHAOS_FLAGS)"; \
 	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.backend $(CHAOS_BACKEND) -chaos.json $(CHAOS_JSON) -v -timeout 45m $(CHAOS_FLAGS)
+
+chaos-election: ## long fault-lab run of leader elections (≥ 100 000 terms inside the assumptions, 0 violations; the constructed rows show theirs); JSON in tests/chaos/results-election.json (CHAOS_FLAGS=-chaos.terms=N)
+	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
+	echo "$(GO) test ./tests/chaos -count=1 -run 'TestElection$$' -chaos.long -chaos.election.json results-election.json -v -timeout 60m $(CHAOS_FLAGS)"; \
+	$(GO) test ./tests/chaos -count=1 -run 'TestElection$$' -chaos.long -chaos.election.json results-election.json -v -timeout 60m $(CHAOS_FLAGS)
 
 # SOAK_SEEDS random seeds × SOAK_BACKENDS, each a long run of the two
 # scenarios inside the assumptions (fenced clients, and clients handed the

@@ -32,6 +32,18 @@
 // seeds on both backends (-chaos.sections, -chaos.json per run) and
 // TestSoakSummary (-chaos.soak DIR) adds them up.
 //
+// The election scenario (election.go, TestElection) runs campaigners of
+// one redlock.Election (in-process, and subprocesses that the schedule
+// freezes past their deadline, kills and cuts off while they lead) and
+// observers (Observe) under the same minority faults on the masters.
+// CheckElection finds two leaders before their deadlines at once (leader
+// sections clipped at the lock's deadline, through Check), terms that do
+// not increase from leader to leader, an observer delivered an older term
+// or a value no leader of that term published, and stale writes accepted;
+// its constructed rows (election_constructed.go) show it catching two
+// leaders outside the assumptions. make chaos-election runs it to 100 000
+// terms (-chaos.terms, -chaos.election.json).
+//
 // Every run prints its seed; -chaos.seed replays the fault schedules.
 // The tests are in chaos_test.go; make chaos runs the long version.
 package chaos
