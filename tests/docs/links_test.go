@@ -212,7 +212,7 @@ func TestDocLinksResolve(t *testing.T) {
 
 // The check itself: anchors as GitHub makes them, links found outside
 // code only, schemes skipped.
-func TestLinkParsing(t *testing.T) {
+func TestLinksParsing(t *testing.T) {
 	for heading, want := range map[string]string{
 		"§3 Assumptions, and what breaks each":           "3-assumptions-and-what-breaks-each",
 		"§14.3 Handing the key to the head of the queue": "143-handing-the-key-to-the-head-of-the-queue",

@@ -45,7 +45,7 @@ func docFiles(t *testing.T) []string {
 }
 
 // No match of reSession in README.md, docs/**/*.md, or any Go comment.
-func TestNoSessionWord(t *testing.T) {
+func TestWordsNoSession(t *testing.T) {
 	for _, f := range docFiles(t) {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
@@ -100,7 +100,7 @@ func TestNoSessionWord(t *testing.T) {
 
 // The check itself: the word in either number and any case, not inside
 // another word.
-func TestSessionWordPattern(t *testing.T) {
+func TestWordsPattern(t *testing.T) {
 	for text, want := range map[string]bool{
 		"measured this session":         true,
 		"two Sessions before":           true,
