@@ -85,6 +85,12 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 	if ctx == nil {
 		return nil, nilContext("Campaign")
 	}
+	return e.campaign(ctx, value, true, opts)
+}
+
+// campaign is Campaign; keep false leaves the leadership unkept (the
+// simulator, whose processes have no keeper goroutine, §20).
+func (e *Election) campaign(ctx context.Context, value string, keep bool, opts []LockOption) (*Lock, error) {
 	if len(value) > maxValueLen {
 		return nil, invalid(fmt.Sprintf("Campaign: value is %d bytes, over the %d-byte limit", len(value), maxValueLen))
 	}
@@ -99,9 +105,11 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 	if err != nil {
 		return nil, err
 	}
-	if err := lk.Keep(); err != nil {
-		lk.Unlock(context.WithoutCancel(ctx))
-		return nil, err
+	if keep {
+		if err := lk.Keep(); err != nil {
+			lk.Unlock(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	if err := e.publish(ctx, lk, value); err != nil {
 		lk.Unlock(context.WithoutCancel(ctx))

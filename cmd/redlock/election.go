@@ -204,7 +204,7 @@ func readElectionOn(ctx context.Context, c *redis.Client, lockKey, recordKey, fe
 }
 
 // readElection asks every master for the election under stem.
-func (s *session) readElection(ctx context.Context, what, stem string) []electionMaster {
+func (s *conns) readElection(ctx context.Context, what, stem string) []electionMaster {
 	lockKey, recordKey, fenceKey := electionKeys(stem)
 	nodes := make([]electionMaster, len(s.clients))
 	errs := s.each(ctx, what, func(ctx context.Context, i int, c *redis.Client) error {
