@@ -289,36 +289,7 @@ func newElectionView(stem string, nodes []electionMaster) *electionView {
 	slices.SortStableFunc(groups, func(a, b *group) int { return b.report.On - a.report.On })
 	for _, g := range groups {
 		if g.report.On >= v.Majority {
-			// No expiry sorts first: it is the latest of all.
-			slices.SortFunc(g.expires, func(a, b time.Time) int {
-				switch {
-				case a.IsZero() && b.IsZero():
-					return 0
-				case a.IsZero():
-					return -1
-				case b.IsZero():
-					return 1
-				}
-				return b.Compare(a)
-			})
-			slices.SortFunc(g.pttls, func(a, b int64) int {
-				switch {
-				case a < 0 && b < 0:
-					return 0
-				case a < 0:
-					return -1
-				case b < 0:
-					return 1
-				}
-				return cmp.Compare(b, a)
-			})
-			if d := g.expires[v.Majority-1]; d.IsZero() {
-				g.report.NoExpiry = true
-			} else {
-				d = d.UTC()
-				ms := g.pttls[v.Majority-1]
-				g.report.Deadline, g.report.DeadlineMs = &d, &ms
-			}
+			g.report.Deadline, g.report.DeadlineMs, g.report.NoExpiry = majorityDeadline(g.expires, g.pttls, v.Majority)
 		}
 		v.Reports = append(v.Reports, g.report)
 	}
@@ -334,6 +305,39 @@ func newElectionView(stem string, nodes []electionMaster) *electionView {
 		v.Last = &electionRecordView{Term: last.term, Value: last.value, Holder: last.by, On: records[*last]}
 	}
 	return v
+}
+
+// majorityDeadline is when keys that expire at expires (zero: no expiry),
+// with pttls ms left (-1: none), stop standing on need masters: the
+// need-th latest expiry, and the need-th largest PTTL. noExpiry when
+// that key has none.
+func majorityDeadline(expires []time.Time, pttls []int64, need int) (deadline *time.Time, ms *int64, noExpiry bool) {
+	// No expiry sorts first: it is the latest of all.
+	expires, pttls = slices.Clone(expires), slices.Clone(pttls)
+	slices.SortFunc(expires, func(a, b time.Time) int {
+		if a.IsZero() || b.IsZero() {
+			return cmp.Compare(btoi(b.IsZero()), btoi(a.IsZero()))
+		}
+		return b.Compare(a)
+	})
+	slices.SortFunc(pttls, func(a, b int64) int {
+		if a < 0 || b < 0 {
+			return cmp.Compare(btoi(b < 0), btoi(a < 0))
+		}
+		return cmp.Compare(b, a)
+	})
+	if expires[need-1].IsZero() {
+		return nil, nil, true
+	}
+	d, m := expires[need-1].UTC(), pttls[need-1]
+	return &d, &m, false
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // fmtValue quotes a leader's value for a line of text, cut to max runes.

@@ -253,3 +253,40 @@ func TestElection(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// The deadline is the majority-th latest expiry; a key without expiry is
+// the latest of all.
+func TestMajorityDeadline(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	exp := func(s ...int) []time.Time {
+		var out []time.Time
+		for _, x := range s {
+			if x < 0 {
+				out = append(out, time.Time{})
+			} else {
+				out = append(out, at.Add(time.Duration(x)*time.Second))
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		expires  []time.Time
+		pttls    []int64
+		need     int
+		want     int64 // ms; -1: no expiry
+		deadline time.Time
+	}{
+		{exp(10, 50, 30, 20, 40), []int64{10000, 50000, 30000, 20000, 40000}, 3, 30000, at.Add(30 * time.Second)},
+		{exp(10, -1, 30), []int64{10000, -1, 30000}, 2, 30000, at.Add(30 * time.Second)},
+		{exp(10, -1, -1), []int64{10000, -1, -1}, 2, -1, time.Time{}},
+		{exp(7), []int64{7000}, 1, 7000, at.Add(7 * time.Second)},
+	} {
+		d, ms, none := majorityDeadline(tc.expires, tc.pttls, tc.need)
+		switch {
+		case tc.want < 0 && (!none || d != nil || ms != nil):
+			t.Errorf("%v: %v %v %v, want no expiry", tc.pttls, d, ms, none)
+		case tc.want >= 0 && (none || d == nil || *ms != tc.want || !d.Equal(tc.deadline)):
+			t.Errorf("%v: %v %v %v, want %d ms", tc.pttls, d, ms, none, tc.want)
+		}
+	}
+}
