@@ -203,11 +203,13 @@ func (e *Election) publish(ctx context.Context, lk *Lock, value string) (err err
 // may have lost its lock since. With no such majority (no leader, a
 // leader that has not published yet, or masters that disagree or do not
 // answer) it returns an error wrapping ErrNoLeader.
-func (e *Election) Leader(ctx context.Context) (Leader, error) {
+func (e *Election) Leader(ctx context.Context) (lead Leader, err error) {
 	if ctx == nil {
 		return Leader{}, nilContext("Leader")
 	}
 	l := e.l
+	ctx, span := l.tel.start(ctx, "Leader", e.name)
+	defer func() { end(span, err) }()
 	if !l.enter() {
 		return Leader{}, closedError("leader", e.name)
 	}
