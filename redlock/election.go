@@ -17,6 +17,10 @@ import (
 // channel its changes are published on.
 const leaderSuffix = ":leader"
 
+// publishAttempts is how many rounds Campaign makes to publish the
+// leader's value before it gives the lock back.
+const publishAttempts = 3
+
 // maxValueLen is the longest value a leader may publish, in bytes.
 const maxValueLen = 64 << 10
 
@@ -78,9 +82,9 @@ const electionInfix = ":e"
 // leader's work. WithTTL sets the lock's TTL, and with it how soon others
 // take over from a leader that dies.
 //
-// A Campaign while this Election leads fails with ErrInvalid. If the
-// value cannot be published before the lock's deadline, Campaign releases
-// the lock and returns an error wrapping ErrLost.
+// A Campaign while this Election leads fails with ErrInvalid. If three
+// rounds cannot publish the value before the lock's deadline, Campaign
+// releases the lock and returns an error wrapping ErrLost.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, nilContext("Campaign")
@@ -111,9 +115,17 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 			return nil, err
 		}
 	}
-	if err := e.publish(ctx, lk, value); err != nil {
-		lk.Unlock(context.WithoutCancel(ctx))
-		return nil, err
+	// A round that timed out (a master slow to answer a fresh
+	// connection's first script) is tried again while the lock lasts.
+	for attempt := 1; ; attempt++ {
+		err := e.publish(ctx, lk, value)
+		if err == nil {
+			break
+		}
+		if attempt == publishAttempts || ctx.Err() != nil || !lk.Valid() {
+			lk.Unlock(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	e.mu.Lock()
 	e.lead = lk
