@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // A master whose ACL user lacks a permission the Locker needs refuses the
@@ -72,7 +72,7 @@ func handshakeError(name, text string) error {
 // refusal returns the first master's error that is a permanent
 // misconfiguration (ErrInvalid: a refused permission, or a master that is
 // another's duplicate), or nil.
-func refusal(nodes []NodeResult) error {
+func refusal(nodes []MasterResult) error {
 	for _, n := range nodes {
 		if errors.Is(n.Err, ErrInvalid) {
 			return fmt.Errorf("master %s: %w", n.Addr, n.Err)

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
-// MaxTokenLen is the longest token Adopt accepts, in bytes: far more than
-// this package's tokens (an owner label of at most MaxOwnerLabelLen, "/"
+// maxTokenLen is the longest token Adopt accepts, in bytes: far more than
+// this package's tokens (an owner label of at most maxOwnerLabelLen, "/"
 // and 22 characters) or redsync's (24).
-const MaxTokenLen = 1024
+const maxTokenLen = 1024
 
 // Adopt takes over the lock on resource whose keys hold token, without
 // changing them: after a restart (the process persisted Lock.Token), or
@@ -29,7 +29,7 @@ const MaxTokenLen = 1024
 // owner can take the lock once |S| − (N − M) keys of S have expired, so
 // the deadline is the round's start plus the (|S| − (N − M))-th smallest
 // PTTL in S, less the drift allowance (of that PTTL or the lock's TTL,
-// whichever is longer), NodeTimeout and SafetyMargin (docs/design.md §16).
+// whichever is longer), MasterTimeout and SafetyMargin (docs/design.md §16).
 // If no validity is left, the error wraps ErrNotAcquired.
 //
 // The result is a full Lock: Extend, Keep and Unlock work as on a lock
@@ -47,8 +47,8 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 	switch {
 	case token == "":
 		return nil, invalid("Adopt: empty token (pass the Token of the lock to adopt)")
-	case len(token) > MaxTokenLen:
-		return nil, invalid(fmt.Sprintf("Adopt: token is %d bytes, over the %d-byte limit", len(token), MaxTokenLen))
+	case len(token) > maxTokenLen:
+		return nil, invalid(fmt.Sprintf("Adopt: token is %d bytes, over the %d-byte limit", len(token), maxTokenLen))
 	}
 	t, err := l.target(resource)
 	if err != nil {
@@ -68,13 +68,13 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 		return nil, err
 	}
 	fail := func(res quorum.Result, reason string, cause error) error {
-		return &Error{Op: "adopt", Resource: resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrNotAcquired, cause: cause}
+		return &Error{Op: "adopt", Resource: resource, Need: l.need, Masters: l.nodeResults(res), Reason: reason, kind: ErrNotAcquired, cause: cause}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &Error{Op: "adopt", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
+		return nil, &Error{Op: "adopt", Resource: resource, Need: l.need, Masters: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
 	start := l.env.now()
-	// Every master is waited for (each up to NodeTimeout): the more of
+	// Every master is waited for (each up to MasterTimeout): the more of
 	// them are known to hold the token, the later the deadline can be.
 	res := l.round(ctx, start, true, func(c *cmd) bool {
 		t.set(c)
@@ -113,14 +113,14 @@ func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...Lock
 	left := adoptedTTL(pttls, len(res.Replies), l.need)
 	b := l.opts.budget()
 	b.TTL = max(left, ttl) // the drift allowance of the longer
-	window := left - b.Drift() - l.opts.NodeTimeout - l.opts.SafetyMargin
+	window := left - b.Drift() - l.opts.MasterTimeout - l.opts.SafetyMargin
 	info := Acquisition{
 		Start: start, Elapsed: elapsed, TTL: left, Drift: b.Drift(), SafetyMargin: l.opts.SafetyMargin,
-		Validity: window - elapsed, Nodes: l.nodeResults(res),
+		Validity: window - elapsed, Masters: l.nodeResults(res),
 	}
 	if info.Validity <= 0 {
-		return nil, fail(res, fmt.Sprintf("no validity left: the keys' time left %v, less drift %v, NodeTimeout %v, SafetyMargin %v and the round's %v, is not positive",
-			left, b.Drift(), l.opts.NodeTimeout, l.opts.SafetyMargin, elapsed), nil)
+		return nil, fail(res, fmt.Sprintf("no validity left: the keys' time left %v, less drift %v, MasterTimeout %v, SafetyMargin %v and the round's %v, is not positive",
+			left, b.Drift(), l.opts.MasterTimeout, l.opts.SafetyMargin, elapsed), nil)
 	}
 	lk = &Lock{locker: l, target: t, token: token, fence: fence, mayHold: mayHold, ttl: ttl, budget: budget, deadline: start.Add(window), acq: l.pack(info)}
 	if !l.live.add(lk) { // Shutdown began during the round (nothing was taken)

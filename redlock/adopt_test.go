@@ -45,7 +45,7 @@ func TestAdoptWrongToken(t *testing.T) {
 
 // Keys written by hand with known PTTLs: the adopted deadline is the
 // round's start plus the (|S| − (N − M))-th smallest PTTL, less drift and
-// NodeTimeout. Four of five masters hold the token (9, 8, 7, 6 s), so the
+// MasterTimeout. Four of five masters hold the token (9, 8, 7, 6 s), so the
 // second smallest, 7 s, counts: two of the four must expire before anyone
 // else can gather three.
 func TestAdoptDeadlineFromPTTLs(t *testing.T) {
@@ -71,7 +71,7 @@ func TestAdoptDeadlineFromPTTLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := time.Now()
-	nt := l.Options().NodeTimeout
+	nt := l.Options().MasterTimeout
 	drift := 10*time.Second/100 + 2*time.Millisecond // of the lock's TTL (10 s), longer than 7 s
 	// Upper bound: the third key was set before after, and keeps 7 s of
 	// its own time from then (1 ms for the master's clock resolution).
@@ -80,7 +80,7 @@ func TestAdoptDeadlineFromPTTLs(t *testing.T) {
 	// the 7 s was gone (1 ms for PTTL's rounding down).
 	lo := before.Add(7*time.Second - drift - nt - 2*after.Sub(before) - time.Millisecond)
 	if d := lk.Deadline(); d.After(hi) || d.Before(lo) {
-		t.Fatalf("deadline at %v after the keys were set, want within [%v, %v] (7 s − drift − NodeTimeout)",
+		t.Fatalf("deadline at %v after the keys were set, want within [%v, %v] (7 s − drift − MasterTimeout)",
 			d.Sub(before), lo.Sub(before), hi.Sub(before))
 	}
 	if a := lk.Acquisition(); a.TTL > 7*time.Second || a.TTL < 7*time.Second-after.Sub(before)-time.Millisecond {
@@ -198,7 +198,10 @@ func TestAdoptedLockKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lk.Keep()
+	if err := lk.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	h := lk
 	d0 := h.Deadline()
 	waitFor(t, "the keeper's first extension", func() bool { return h.Deadline().After(d0) || h.Err() != nil })
 	if err := h.Err(); err != nil {

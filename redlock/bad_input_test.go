@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // A nil context is ErrInvalid naming it, never a panic, for every method
@@ -25,19 +26,19 @@ func TestNilContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lk.Keep()
+	if err := lk.Keep(); err != nil {
+		t.Fatal(err)
+	}
 	calls := map[string]func() error{
 		"TryLock":    func() error { _, err := l.TryLock(nilCtx, "x"); return err },
 		"TryLockAll": func() error { _, err := l.TryLockAll(nilCtx, []string{"x", "y"}); return err },
 		"Lock":       func() error { _, err := l.Lock(nilCtx, "x"); return err },
 		"LockAll":    func() error { _, err := l.LockAll(nilCtx, []string{"x", "y"}); return err },
-		"Hold":       func() error { _, err := l.Hold(nilCtx, "x"); return err },
 		"Do": func() error {
 			return l.Do(nilCtx, "x", func(context.Context) error { return nil })
 		},
 		"Extend":      func() error { return lk.Extend(nilCtx) },
 		"Unlock":      func() error { return lk.Unlock(nilCtx) },
-		"Held.Unlock": func() error { return h.Unlock(nilCtx) },
 		"WriteFenced": func() error { return redlock.WriteFenced(nilCtx, c.Client(0), "k", 1, "owner", "v") },
 		"ReadFenced":  func() error { _, _, err := redlock.ReadFenced(nilCtx, c.Client(0), "k"); return err },
 	}
@@ -60,10 +61,10 @@ func TestNilContext(t *testing.T) {
 	}
 	noKeyOn(t, c, "x", 0, 1, 2)
 	// The lock was left alone by every refused call.
-	if h.Err() != nil || !lk.Valid() {
-		t.Fatalf("after the nil-context calls: Err %v, Valid %v", h.Err(), lk.Valid())
+	if lk.Err() != nil || !lk.Valid() {
+		t.Fatalf("after the nil-context calls: Err %v, Valid %v", lk.Err(), lk.Valid())
 	}
-	if err := h.Unlock(t.Context()); err != nil {
+	if err := lk.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -95,7 +96,7 @@ func TestUnlockTwiceAndValid(t *testing.T) {
 		t.Errorf("second Unlock: %v; want ErrUnlocked, not ErrLost", err)
 	}
 
-	hl, err := l.Hold(ctx, "twice-held")
+	hl, err := redlock.Hold(l, ctx, "twice-held")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,19 +114,19 @@ func TestUnlockTwiceAndValid(t *testing.T) {
 	noKeyOn(t, c, "twice-held", 0, 1, 2)
 }
 
-// TTLs above MaxTTL are ErrInvalid naming the bound, as Options.TTL and
-// as WithTTL; math.MaxInt64 too. MaxTTL itself is accepted.
+// TTLs above the 24h limit are ErrInvalid naming the bound, as Options.TTL and
+// as WithTTL; math.MaxInt64 too. the limit itself is accepted.
 func TestTTLBound(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	l := newLocker(t, c, nil)
 	ctx := t.Context()
 	for _, ttl := range []time.Duration{redlock.MaxTTL + time.Millisecond, 100 * 365 * 24 * time.Hour, math.MaxInt64} {
 		_, err := redlock.New(c.Clients(), &redlock.Options{TTL: ttl})
-		if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "MaxTTL") {
-			t.Errorf("New(TTL %v): %v; want ErrInvalid naming MaxTTL", ttl, err)
+		if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "limit") {
+			t.Errorf("New(TTL %v): %v; want ErrInvalid naming the limit", ttl, err)
 		}
-		if _, err := l.TryLock(ctx, "bound", redlock.WithTTL(ttl)); !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "MaxTTL") {
-			t.Errorf("WithTTL(%v): %v; want ErrInvalid naming MaxTTL", ttl, err)
+		if _, err := l.TryLock(ctx, "bound", redlock.WithTTL(ttl)); !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "limit") {
+			t.Errorf("WithTTL(%v): %v; want ErrInvalid naming the limit", ttl, err)
 		}
 	}
 	noKeyOn(t, c, "bound", 0, 1, 2)

@@ -111,7 +111,7 @@ func BenchmarkPrimitives(b *testing.B) {
 // go test -run '^$' -bench SemaphorePermits -benchtime 2000x ./redlock/
 func BenchmarkSemaphorePermits(b *testing.B) {
 	c := lab.ForTest(b, 5, nil)
-	l, err := redlock.New(c.Clients(), &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	l, err := redlock.New(c.Clients(), &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}

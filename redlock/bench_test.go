@@ -6,10 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	nooptrace "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // BenchmarkUncontended is one uncontended TryLock+Unlock on five local

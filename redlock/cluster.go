@@ -9,9 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
-	"github.com/quorumlab/redlock/internal/slot"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/internal/slot"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // Masters that are Redis Clusters. A *redis.ClusterClient master (without
@@ -107,7 +108,7 @@ func (ss *shardSet) submit(c *cmd, now time.Time) submitted {
 	}
 	t := ss.table.Load()
 	if t == nil {
-		// Like a failed dial: skipped for NodeTimeout after a failed fetch.
+		// Like a failed dial: skipped for MasterTimeout after a failed fetch.
 		if !ss.fetching && !ss.failedAt.IsZero() && now.Sub(ss.failedAt) < ss.cfg.nodeTimeout {
 			ss.mu.Unlock()
 			return refused

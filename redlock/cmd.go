@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // cmdKind is one of the few commands the Locker sends.
@@ -51,6 +51,10 @@ const (
 	cmdProbeMine // probe_mine.lua: cmdProbe that also says whether the key holds token (the waiter's grant token)
 	// A semaphore's permit (semaphore.go): extended with its record.
 	cmdSemExtend // sem_extend.lua: compare-and-PEXPIRE of key, a slot, and the semaphore's record kept as long
+	// An election (election.go); key is its lock key, the record is
+	// key + ":leader".
+	cmdLeaderWrite // leader_write.lua: the leader's term (n) and value (waiter), under its token
+	cmdLeaderRead  // leader_read.lua: the holder here and the record, one string per master (bits)
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
@@ -252,11 +256,12 @@ type cmd struct {
 	script *script // for cmdLoad
 	round  *quorum.Round
 	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes
-	bits   *semBits  // cmdSemHolders: where each master's answer goes
+	bits   *semBits  // cmdSemHolders, cmdLeaderRead: where each master's answer goes
 	node   int
 	// cmdWriteWait: the writer's id in the masters' queue ("" when it is
 	// not in it). cmdRelease: the releasing waiter's own member in the
-	// queue, to take off.
+	// queue, to take off. cmdLeaderWrite: the value (a field of its own
+	// would take the cmd to a larger size class).
 	waiter string
 }
 
@@ -386,6 +391,23 @@ func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
 			return ok, true
 		case '_':
 			return no, true
+		}
+	case cmdLeaderWrite:
+		// 1 written; 0 the key does not hold the token here; −1 a later
+		// term is recorded (Value 1).
+		if r.typ == ':' {
+			switch r.n {
+			case 1:
+				return ok, true
+			case -1:
+				no.Value = 1
+			}
+			return no, true
+		}
+	case cmdLeaderRead:
+		if r.typ == '$' && c.bits != nil {
+			c.bits.record(c.node, r.text)
+			return ok, true
 		}
 	case cmdSemHolders:
 		// One character per slot, '1' where it is held here.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // TestCommandWire pins each command kind's bytes on the fast path: the

@@ -59,7 +59,7 @@
 // a *Lock (docs/design.md §18, §19).
 //
 // Each master has one ordered, pipelined stream, so a release never
-// overtakes the SET it cleans up; a master silent for NodeTimeout is
+// overtakes the SET it cleans up; a master silent for MasterTimeout is
 // skipped until it replies (docs/design.md §10).
 //
 // # Owner labels

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // closedAddrs returns n addresses on which nothing listens: ports the
@@ -42,7 +43,7 @@ func TestErrorNamesTheCause(t *testing.T) {
 				t.Cleanup(func() { cl.Close() })
 				clients = append(clients, cl)
 			}
-			l, err := redlock.New(clients, &redlock.Options{NodeTimeout: time.Second, ViaClient: path.viaClient})
+			l, err := redlock.New(clients, &redlock.Options{MasterTimeout: time.Second, ViaClient: path.viaClient})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // Sentinel errors; callers branch on them with errors.Is.
@@ -31,6 +31,9 @@ var (
 	// lock: more masters refused (another token there) than N − majority,
 	// whatever the others did. Such errors wrap ErrNotAcquired too.
 	ErrHeld = errors.New("redlock: held by another owner")
+	// ErrNoLeader: Election.Leader found no leader reported by a majority
+	// of masters.
+	ErrNoLeader = errors.New("redlock: no leader")
 )
 
 type invalidError struct{ rule string }
@@ -45,35 +48,14 @@ func nilContext(op string) error {
 	return invalid(op + ": nil context (pass context.Background() or a request's context)")
 }
 
-// Outcome is what became of the call to one master (NodeResult.Outcome);
-// its String is e.g. "timed out".
-type Outcome = quorum.Outcome
-
-// The outcomes of a call to one master.
-const (
-	// OutcomePending: no reply had come when the round was decided.
-	OutcomePending = quorum.Pending
-	// OutcomeOK: the master did what was asked.
-	OutcomeOK = quorum.OK
-	// OutcomeRefused: the master answered no (the key is another owner's).
-	OutcomeRefused = quorum.Refused
-	// OutcomeFailed: the master answered with an error, or the link failed.
-	OutcomeFailed = quorum.Failed
-	// OutcomeTimedOut: no reply by the round's deadline.
-	OutcomeTimedOut = quorum.TimedOut
-	// OutcomeUnavailable: not sent (the master is not answering, or the
-	// Locker is closed).
-	OutcomeUnavailable = quorum.Unavailable
-	// OutcomeCanceled: the caller's context ended before the reply.
-	OutcomeCanceled = quorum.Canceled
-)
-
-// NodeResult is one master's part in a round.
-type NodeResult struct {
+// MasterResult is one master's part in a round.
+type MasterResult struct {
 	// Addr is the master's address as its client reports it (may be empty
 	// for client types that do not expose one).
-	Addr    string
-	Outcome Outcome
+	Addr string
+	// Outcome is what became of the call to this master; its String is
+	// e.g. "timed out".
+	Outcome quorum.Outcome
 	// Latency is from the start of the round to this master's reply.
 	Latency time.Duration
 	// Err is the master's error, if any (nil for OK and Pending).
@@ -95,9 +77,9 @@ type Error struct {
 	Op string
 	// Resource is the resource name.
 	Resource string
-	// Need is the majority size; Nodes has one entry per master.
-	Need  int
-	Nodes []NodeResult
+	// Need is the majority size; Masters has one entry per master.
+	Need    int
+	Masters []MasterResult
 	// Reason says why in words, e.g. "majority arrived after the validity window".
 	Reason string
 
@@ -106,9 +88,9 @@ type Error struct {
 }
 
 // Count returns how many masters had outcome o.
-func (e *Error) Count(o Outcome) int {
+func (e *Error) Count(o quorum.Outcome) int {
 	n := 0
-	for _, r := range e.Nodes {
+	for _, r := range e.Masters {
 		if r.Outcome == o {
 			n++
 		}
@@ -118,24 +100,24 @@ func (e *Error) Count(o Outcome) int {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	if len(e.Nodes) == 0 {
+	if len(e.Masters) == 0 {
 		fmt.Fprintf(&b, "%v: %s %q", e.kind, e.Op, e.Resource)
 		if e.Reason != "" {
 			b.WriteString(": " + e.Reason)
 		}
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%v: %s %q: %d of %d ok, need %d", e.kind, e.Op, e.Resource, e.Count(quorum.OK), len(e.Nodes), e.Need)
+	fmt.Fprintf(&b, "%v: %s %q: %d of %d ok, need %d", e.kind, e.Op, e.Resource, e.Count(quorum.OK), len(e.Masters), e.Need)
 	counts := make([]int, quorum.Canceled+1)
-	for _, r := range e.Nodes {
+	for _, r := range e.Masters {
 		if int(r.Outcome) < len(counts) {
 			counts[r.Outcome]++
 		}
 	}
 	var parts []string
 	for o, c := range counts {
-		if c > 0 && Outcome(o) != quorum.OK {
-			parts = append(parts, fmt.Sprintf("%d %v", c, Outcome(o))+e.causeOf(Outcome(o)))
+		if c > 0 && quorum.Outcome(o) != quorum.OK {
+			parts = append(parts, fmt.Sprintf("%d %v", c, quorum.Outcome(o))+e.causeOf(quorum.Outcome(o)))
 		}
 	}
 	if len(parts) > 0 {
@@ -156,13 +138,13 @@ func (e *Error) Error() string {
 // masters is one cause); "" when there is none to show. A refusal is
 // another owner's key, not a failure, and a cause already named after
 // the counts (e.cause) is not repeated.
-func (e *Error) causeOf(o Outcome) string {
+func (e *Error) causeOf(o quorum.Outcome) string {
 	if o == quorum.Refused || o == quorum.Pending {
 		return ""
 	}
 	var first string
 	var seen []string
-	for _, r := range e.Nodes {
+	for _, r := range e.Masters {
 		if r.Outcome != o || r.Err == nil {
 			continue
 		}
@@ -193,7 +175,8 @@ func (e *Error) causeOf(o Outcome) string {
 	return fmt.Sprintf(": %s, and %d other causes", first, len(seen)-1)
 }
 
-// Unwrap returns the sentinel (ErrNotAcquired, ErrLost or ErrClosed),
+// Unwrap returns the sentinel (ErrNotAcquired, ErrLost, ErrClosed,
+// ErrUnlocked or ErrNoLeader),
 // ErrHeld for an acquisition refused by too many masters, and the context
 // error, if any.
 func (e *Error) Unwrap() []error {
@@ -211,5 +194,5 @@ func (e *Error) Unwrap() []error {
 // token) made a majority impossible: refused > N − Need. With an even N a
 // round is decided then, before every master answered.
 func (e *Error) held() bool {
-	return e.kind == ErrNotAcquired && e.Op == "acquire" && e.Need > 0 && e.Count(quorum.Refused) > len(e.Nodes)-e.Need
+	return e.kind == ErrNotAcquired && e.Op == "acquire" && e.Need > 0 && e.Count(quorum.Refused) > len(e.Masters)-e.Need
 }

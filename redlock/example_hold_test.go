@@ -11,28 +11,30 @@ import (
 	"github.com/quorumlab/redlock/redlock"
 )
 
-// Leader election: a candidate leads for as long as it holds "leader". The
-// held lock extends itself in the background and closes Done, with Err
-// ErrLost, by its deadline once it cannot be extended. Here five local
+// A kept lock: Keep extends it in the background, and Done closes, with
+// Err ErrLost, by its deadline once it cannot be extended. Here five local
 // redis-server masters (package lab) stand in for real ones, so that the
 // example can stall them: leadership survives two of five stalled, and is
 // given up by the deadline when a third stalls.
-func ExampleLocker_Hold() {
+func ExampleLock_Keep() {
 	ctx := context.Background()
 	masters, err := lab.Start(ctx, 5, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer masters.Close()
-	locker, err := redlock.New(masters.Clients(), &redlock.Options{TTL: time.Second, NodeTimeout: 100 * time.Millisecond})
+	locker, err := redlock.New(masters.Clients(), &redlock.Options{TTL: time.Second, MasterTimeout: 100 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer locker.Close()
 
-	leader, err := locker.Hold(ctx, "leader") // waits while another candidate leads
+	leader, err := locker.Lock(ctx, "leader") // waits while another candidate leads
 	if err != nil {
 		log.Fatal(err)
+	}
+	if err := leader.Keep(); err != nil {
+		log.Fatal(err) // released meanwhile (a Shutdown)
 	}
 	fmt.Println("leading")
 	lead := func(d time.Duration) {

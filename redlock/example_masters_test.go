@@ -4,8 +4,10 @@ import (
 	"context"
 	"log"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // Masters from their URLs, with no client of your own: the fast path, and
@@ -24,20 +26,18 @@ func ExampleNewFromURLs() {
 	}
 }
 
-// Masters of different kinds in one Locker: go-redis clients, options and
-// URLs here; adapters (modules under adapters/) give rueidis, valkey-go
-// and redigo masters.
+// Masters of different kinds in one Locker: go-redis options here (the
+// Locker makes and closes those clients); adapters (modules under
+// adapters/) give rueidis, valkey-go and redigo masters.
 func ExampleNewMasters() {
-	url, err := redlock.ParseURL("redis://127.0.0.1:7003")
+	url, err := redis.ParseURL("redis://127.0.0.1:7003")
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:7001"})
-	defer client.Close() // yours: close it after the Locker
-	locker, err := redlock.NewMasters([]redlock.Master{
-		redlock.GoRedis(client),
-		redlock.FromOptions(&redis.Options{Addr: "127.0.0.1:7002"}),
-		url,
+	locker, err := redlock.NewMasters([]driver.Master{
+		driver.GoRedis(&redis.Options{Addr: "127.0.0.1:7001"}),
+		driver.GoRedis(&redis.Options{Addr: "127.0.0.1:7002"}),
+		driver.GoRedis(url),
 	}, nil)
 	if err != nil {
 		log.Fatal(err)

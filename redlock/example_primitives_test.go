@@ -5,8 +5,9 @@ import (
 	"log"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // fiveMasters is the compose lab's masters (make lab-up).
@@ -42,9 +43,11 @@ func ExampleLocker_Semaphore() {
 	if err != nil {
 		log.Fatal(err) // no permit within a minute
 	}
-	held := permit.Keep() // extends the permit until Unlock
+	if err := permit.Keep(); err != nil { // extends the permit until Unlock
+		log.Fatal(err)
+	}
 	defer permit.Unlock(context.Background())
-	runExport(held.Context()) // cancelled if the permit is lost
+	runExport(permit.Context()) // cancelled if the permit is lost
 }
 
 // A cache refreshed by one writer and read by many: readers share the

@@ -8,8 +8,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // A worker that holds a lock until SIGTERM, then gives it up at once
@@ -25,8 +26,11 @@ func ExampleLocker_Shutdown() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	held, err := locker.Hold(ctx, "partition:7")
+	held, err := locker.Lock(ctx, "partition:7")
 	if err != nil {
+		log.Fatal(err)
+	}
+	if err := held.Keep(); err != nil {
 		log.Fatal(err)
 	}
 	go func() {
@@ -69,9 +73,11 @@ func ExampleLocker_Adopt() {
 	if err != nil {
 		log.Fatal(err) // ErrNotAcquired: expired, or taken by someone else
 	}
-	held := lock.Keep() // extended in the background from here on
-	defer held.Unlock(ctx)
-	log.Printf("resumed job 42 with fence %d until %v", held.Fence(), held.Deadline())
+	if err := lock.Keep(); err != nil { // extended in the background from here on
+		log.Fatal(err)
+	}
+	defer lock.Unlock(ctx)
+	log.Printf("resumed job 42 with fence %d until %v", lock.Fence(), lock.Deadline())
 }
 
 func loadToken(string) string { return "" }

@@ -11,8 +11,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // Five independent masters, e.g. the compose lab (make lab-up).

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // TestExpiresAt: the instant a majority of the holder's keys will have
@@ -53,12 +53,12 @@ func TestAcqRecordOutcome(t *testing.T) {
 	l := &Locker{addrs: addrs, env: sysEnv{}}
 	outs := []quorum.Outcome{quorum.OK, quorum.Refused, quorum.OK}
 	for _, withErr := range []bool{false, true} {
-		info := Acquisition{Nodes: make([]NodeResult, len(addrs))}
+		info := Acquisition{Masters: make([]MasterResult, len(addrs))}
 		for i, a := range addrs {
-			info.Nodes[i] = NodeResult{Addr: a, Outcome: outs[i]}
+			info.Masters[i] = MasterResult{Addr: a, Outcome: outs[i]}
 		}
 		if withErr { // not kept compactly
-			info.Nodes[1].Err = errSkipped
+			info.Masters[1].Err = errSkipped
 		}
 		a := l.pack(info)
 		if compact := a.n != 0; compact == withErr {
@@ -66,8 +66,8 @@ func TestAcqRecordOutcome(t *testing.T) {
 		}
 		got := a.unpack(addrs)
 		for i := range addrs {
-			if o := a.outcome(i); o != outs[i] || o != got.Nodes[i].Outcome {
-				t.Errorf("withErr %v: master %d: outcome %v, want %v (unpacked %v)", withErr, i, o, outs[i], got.Nodes[i].Outcome)
+			if o := a.outcome(i); o != outs[i] || o != got.Masters[i].Outcome {
+				t.Errorf("withErr %v: master %d: outcome %v, want %v (unpacked %v)", withErr, i, o, outs[i], got.Masters[i].Outcome)
 			}
 		}
 	}

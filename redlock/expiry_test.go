@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // pttlRead is one master's PTTL of a key (ms; −2 when absent), with the
@@ -131,13 +133,13 @@ func TestWaiterAcquiresWhenDeadHoldersKeysExpire(t *testing.T) {
 // first PTTL of key it is sent deletes key first (without announcing, as
 // an expiry does not).
 type expireBeforeRead struct {
-	redlock.Master
+	driver.Master
 	c    *redis.Client
 	key  string
 	once sync.Once
 }
 
-func (m *expireBeforeRead) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, error) {
+func (m *expireBeforeRead) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
 	for _, cmd := range cmds {
 		if len(cmd) == 2 && strings.EqualFold(cmd[0], "PTTL") && cmd[1] == m.key {
 			m.once.Do(func() { m.c.Del(ctx, m.key) })
@@ -149,7 +151,7 @@ func (m *expireBeforeRead) Do(ctx context.Context, cmds [][]string) ([]redlock.R
 // The dead holder's keys expire after the waiter's round found them held
 // and before its read of their PTTLs (a window that a loaded machine
 // widens): the read, which finds them gone from a majority, dates their
-// expiry in the past, and the waiter looks again NodeTimeout later (the
+// expiry in the past, and the waiter looks again MasterTimeout later (the
 // read cannot tell an expiry from a release that named another waiter),
 // not at its backoff (an hour here). Both in the masters' queue and not.
 func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
@@ -169,12 +171,12 @@ func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			holder.Close() // crashed: nothing released, nothing announced
-			ms := make([]redlock.Master, c.N())
+			ms := make([]driver.Master, c.N())
 			for i := range ms {
-				ms[i] = &expireBeforeRead{Master: redlock.GoRedis(c.Client(i)), c: c.Client(i), key: tc.key}
+				ms[i] = &expireBeforeRead{Master: redlock.GoRedisMaster(c.Client(i)), c: c.Client(i), key: tc.key}
 			}
 			wopts := tc.opts
-			wopts.NodeTimeout = 200 * time.Millisecond
+			wopts.MasterTimeout = 200 * time.Millisecond
 			wopts.Retry = redlock.RetryPolicy{MinDelay: time.Hour, MaxDelay: time.Hour}
 			waiter, err := redlock.NewMasters(ms, &wopts)
 			if err != nil {
@@ -203,8 +205,8 @@ func TestWaiterAcquiresWhenKeysExpireBeforeItsRead(t *testing.T) {
 func TestWaiterWokenAtExpiryOfAnExtendedLockWaitsAgain(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()
-	holder := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, NodeTimeout: 100 * time.Millisecond})
-	h, err := holder.Hold(ctx, "kept")
+	holder := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, MasterTimeout: 100 * time.Millisecond})
+	h, err := redlock.Hold(holder, ctx, "kept")
 	if err != nil {
 		t.Fatal(err)
 	}

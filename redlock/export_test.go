@@ -3,6 +3,10 @@ package redlock
 import (
 	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
 )
 
 // SetBetweenRounds lets tests inject a fault between the two rounds of a
@@ -23,8 +27,14 @@ func WakeChannel(l *Locker, key string) string { return l.wake.channel(key) }
 // Wakes is how many waiters l has woken on a release.
 func Wakes(l *Locker) int64 { return l.wake.woken.Load() }
 
-// LostAt is when h's timer declared it lost (zero if it has not).
-func LostAt(h *Held) time.Time {
+// LostAt is when lk's timer declared it lost (zero if it has not).
+func LostAt(lk *Lock) time.Time {
+	lk.mu.Lock()
+	h := lk.held
+	lk.mu.Unlock()
+	if h == nil {
+		return time.Time{}
+	}
 	if t := h.lostAt.Load(); t != nil {
 		return *t
 	}
@@ -36,7 +46,7 @@ func LostAt(h *Held) time.Time {
 func Waiting(l *Locker) int64 { return l.wake.waiting.Load() }
 
 // KeeperExtend is one of the keeper's extensions of lk (it waits for the
-// masters up to keepWait, not NodeTimeout), made by the test.
+// masters up to keepWait, not MasterTimeout), made by the test.
 func KeeperExtend(lk *Lock) error { return lk.extend(context.Background(), true, nil) }
 
 // SetAfterLock makes Hold and Do run f between their Lock and the keeping
@@ -45,11 +55,51 @@ func SetAfterLock(l *Locker, f func()) { l.afterLock = f }
 
 // WarmUp dials every master of l now, with one round of PTTLs that waits
 // for each master up to a second: a test's first round then does not race
-// the dials and handshakes against its NodeTimeout (10 ms at a TTL of
+// the dials and handshakes against its MasterTimeout (10 ms at a TTL of
 // 1 s), which a loaded machine can overrun.
 func WarmUp(l *Locker) {
 	l.roundFor(context.Background(), l.env.now(), true, time.Second, 1, func(c *cmd) bool {
 		c.kind, c.key = cmdProbe, "redlock-test:warm-up"
 		return true
 	})
+}
+
+// GoRedisMaster is c as New takes it, as a Master: a test wraps it to
+// intercept Do on the client path, and closes c itself.
+func GoRedisMaster(c redis.UniversalClient) driver.Master { return &goRedisMaster{c: c} }
+
+// The key naming and release script cmd/redlock reads through
+// internal/keys.
+var (
+	KeyFor      = keyFor
+	ResourceFor = resourceFor
+)
+
+func ReleaseScript() *redis.Script { return redis.NewScript(releaseSrc) }
+
+// The limits on input, named in the docs rather than exported.
+const (
+	MaxTokenLen      = maxTokenLen
+	MaxResourceLen   = maxResourceLen
+	MaxOwnerLabelLen = maxOwnerLabelLen
+	MaxResources     = maxResources
+	MaxTTL           = maxTTL
+	MaxPermits       = maxPermits
+)
+
+// Hold is Lock then Keep, the way a caller keeps a lock, with the test
+// hook between them (SetAfterLock): a Keep that fails releases the lock.
+func Hold(l *Locker, ctx context.Context, resource string, opts ...LockOption) (*Lock, error) {
+	lk, err := l.Lock(ctx, resource, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if l.afterLock != nil {
+		l.afterLock()
+	}
+	if err := lk.Keep(); err != nil {
+		lk.Unlock(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return lk, nil
 }

@@ -16,7 +16,7 @@ import (
 // on every master, so the lock must not keep its old deadline either.
 func TestExtendNeverSucceedsPastItsDeadline(t *testing.T) {
 	c := lab.ForTest(t, 3, &lab.Options{Proxy: true})
-	l := newLocker(t, c, &redlock.Options{TTL: 3 * time.Second, SafetyMargin: 100 * time.Millisecond, NodeTimeout: 150 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: 3 * time.Second, SafetyMargin: 100 * time.Millisecond, MasterTimeout: 150 * time.Millisecond})
 	ctx := t.Context()
 	for i := range c.N() {
 		if err := c.Latency(i, 40*time.Millisecond); err != nil {

@@ -50,20 +50,13 @@ var fencedWrite = redis.NewScript(fencedWriteSrc)
 // and treat "0 rows updated" as ErrStaleFence.
 //
 // A rejected write is counted (redlock.fenced_writes.stale) on the meter
-// provider of the Locker whose lock ctx carries (Do's context, a Held's
-// Context), else on the global one; Lock.WriteFenced counts it on its
-// Locker's.
+// provider of the Locker whose lock ctx carries (Do's context, a Lock's
+// Context), else on the global one.
 func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, owner, value string) error {
-	return writeFenced(ctx, c, key, fence, owner, value, nil)
+	return writeFenced(ctx, c, key, fence, owner, value)
 }
 
-// WriteFenced is the package's WriteFenced with the lock's Fence and
-// Token, and a stale write counted on the lock's Locker's MeterProvider.
-func (lk *Lock) WriteFenced(ctx context.Context, c redis.Scripter, key, value string) error {
-	return writeFenced(ctx, c, key, lk.Fence(), lk.Token(), value, lk)
-}
-
-func writeFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, owner, value string, lk *Lock) error {
+func writeFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, owner, value string) error {
 	switch {
 	case ctx == nil:
 		return nilContext("WriteFenced")
@@ -81,19 +74,17 @@ func writeFenced(ctx context.Context, c redis.Scripter, key string, fence uint64
 		return fmt.Errorf("redlock: fenced write to %q: %w", key, err)
 	}
 	if n == 0 {
-		countStale(ctx, lk)
+		countStale(ctx)
 		return fmt.Errorf("%w (key %q, fence %d)", ErrStaleFence, key, fence)
 	}
 	return nil
 }
 
-// countStale counts a stale write on the meter provider of lk's Locker
-// (Options.MeterProvider), or of the lock ctx carries (Do's, Held's
-// Context); with neither, on the global meter provider.
-func countStale(ctx context.Context, lk *Lock) {
-	if lk == nil {
-		lk, _ = FromContext(ctx)
-	}
+// countStale counts a stale write on the meter provider
+// (Options.MeterProvider) of the Locker whose lock ctx carries (Do's
+// context, a Lock's Context); without one, on the global meter provider.
+func countStale(ctx context.Context) {
+	lk, _ := FromContext(ctx)
 	if lk != nil && lk.locker != nil {
 		lk.locker.tel.staleWrite(ctx, lk.resource)
 		return

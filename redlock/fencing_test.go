@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // Successive holders get strictly increasing fences.
@@ -171,7 +173,7 @@ func TestWriteBackWithoutMajorityFails(t *testing.T) {
 	// Masters 0–2 time out; the round may decide before the last of them
 	// does (and a live master whose first-round SET was still in flight
 	// refuses the write-back).
-	if !errors.As(err, &e) || e.Op != "fence" || e.Count(redlock.OutcomeOK) >= 3 || e.Count(redlock.OutcomeTimedOut) < 2 {
+	if !errors.As(err, &e) || e.Op != "fence" || e.Count(quorum.OK) >= 3 || e.Count(quorum.TimedOut) < 2 {
 		t.Fatalf("want the fence round to fail on the paused masters, got %v", err)
 	}
 	noKeyOn(t, c, "wb", 3, 4)
@@ -183,10 +185,10 @@ func TestWriteBackWithoutMajorityFails(t *testing.T) {
 func TestFencedWriteRejectsStaleHolder(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	resource := lab.ForTest(t, 1, nil).Client(0) // never faulted
-	la := newLocker(t, c, &redlock.Options{Fencing: true, TTL: 200 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	la := newLocker(t, c, &redlock.Options{Fencing: true, TTL: 200 * time.Millisecond, MasterTimeout: 40 * time.Millisecond})
 	lb := newLocker(t, c, &redlock.Options{Fencing: true})
 	// Lock, not TryLock: a round that a loaded machine stretches past the
-	// 40 ms NodeTimeout is retried; what follows is what the test is about.
+	// 40 ms MasterTimeout is retried; what follows is what the test is about.
 	a, err := la.Lock(t.Context(), "account")
 	if err != nil {
 		t.Fatal(err)

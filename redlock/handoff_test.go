@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // Tests of the hand-off of the key itself to the head of the masters'

@@ -107,7 +107,7 @@ func TestPerLockTTL(t *testing.T) {
 		rule string
 	}{
 		{1500*time.Millisecond + 500*time.Microsecond, "whole number of milliseconds"},
-		{100 * time.Millisecond, "longer than NodeTimeout"},
+		{100 * time.Millisecond, "longer than MasterTimeout"},
 		{-time.Second, "TTL"},
 	} {
 		if lk, err := l.TryLock(ctx, "bad", redlock.WithTTL(tc.ttl)); !errors.Is(err, redlock.ErrInvalid) || lk != nil || !strings.Contains(fmt.Sprint(err), tc.rule) {
@@ -134,16 +134,16 @@ func TestPerLockTTL(t *testing.T) {
 func TestHoldKeepsAndSignalsLoss(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 800 * time.Millisecond
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 100 * time.Millisecond})
-	h, err := l.Hold(t.Context(), "leader")
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 100 * time.Millisecond})
+	h, err := redlock.Hold(l, t.Context(), "leader")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h.Lock() {
+	if lk, ok := redlock.FromContext(h.Context()); !ok || lk != h {
 		t.Fatalf("FromContext(h.Context()) = %v, %v", lk, ok)
 	}
-	if h.Lock().Keep() != h {
-		t.Fatal("Keep on a held lock must return the same Held")
+	if err := h.Keep(); err != nil {
+		t.Fatalf("Keep on a kept lock: %v, want nil (it does nothing)", err)
 	}
 	start := time.Now()
 	for time.Since(start) < 5*ttl {
@@ -199,7 +199,10 @@ func TestHoldUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lk.Keep()
+	if err := lk.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	h := lk
 	if err := h.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -222,8 +225,8 @@ func TestHoldUnlock(t *testing.T) {
 // keeper plans its extensions from the new TTL.
 func TestHoldExtendWithShorterTTL(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 100 * time.Millisecond})
-	h, err := l.Hold(t.Context(), "shorter")
+	l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, MasterTimeout: 100 * time.Millisecond})
+	h, err := redlock.Hold(l, t.Context(), "shorter")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,28 +9,11 @@ import (
 	"time"
 )
 
-// Held is a lock that extends itself in the background until Unlock, and
-// says when it is lost. Hold and Lock.Keep make one. It has the Lock's
-// Deadline, Fence, Token, Resources and Extend; its Unlock stops the
-// keeper first.
-//
-// While held, the Locker's keeper (one goroutine for all its Helds, and
-// up to 64 workers while extensions are due: keeper.go) extends the lock
-// when about a third of the
-// validity window (TTL − drift − SafetyMargin) remains, with jitter, and
-// retries a failed extension while time remains. Done is closed, and Err
-// returns ErrLost, no later than Deadline(): a timer of its own, re-armed
-// only after a successful extension, fires 10ms before the deadline (a
-// tenth of the validity window, if less), whatever an extension call is
-// doing meanwhile. From then on the lock is not exclusive: stop touching
-// the resource. Done is also
-// closed by Unlock (Err then returns context.Canceled). After the
-// Locker's Close the keeper stops extending, and the lock is lost at its
-// deadline.
-//
-// A Held that is neither unlocked nor lost keeps its place in the keeper
-// and its keys: call Unlock when done.
-type Held struct {
+// keeping is a Lock's watch over its deadline (Done, Err, Context) and,
+// once Keep is called, its place in the Locker's keeper (keeper.go), which
+// extends the lock in the background. A lock gets one the first time any
+// of those is called; Keep makes it join the keeper.
+type keeping struct {
 	lk     *Lock
 	ctx    context.Context // its parent is (*heldValues)(h)
 	cancel context.CancelCauseFunc
@@ -55,55 +38,85 @@ type Held struct {
 	busy    sync.Mutex
 	failed  int
 	gen     uint64
-	left    bool
+	left    bool        // not in the keeper: before Keep, and once it left
+	joined  bool        // Keep or Do handed it to the keeper (under the Lock's mu)
 	unwatch func() bool // stops the context.AfterFunc that leaves the keeper (Do only)
 	// unlocked: an Unlock has begun (endForUnlock); from then on the
 	// timer declares no loss.
 	unlocked atomic.Bool
 }
 
-// Hold acquires resource like Lock (retrying per Options.Retry until ctx
-// ends; WithTTL sets its TTL) and keeps it, like Lock.Keep: ctx bounds the
-// acquisition only, and the lock is then held until Unlock or loss.
-// Leader election is the typical use (see the example).
-func (l *Locker) Hold(ctx context.Context, resource string, opts ...LockOption) (*Held, error) {
-	lk, err := l.Lock(ctx, resource, opts...)
-	if err != nil {
-		return nil, err
+// Keep extends the lock in the background until Unlock or loss. The
+// Locker's keeper (one goroutine for all its kept locks, and up to 64
+// workers while extensions are due: keeper.go) extends it when about a
+// third of the validity window (TTL − drift − SafetyMargin) remains, with
+// jitter, and retries a failed extension while time remains. Done, Err
+// and Context then say when it ends (see Done). After the Locker's Close
+// the keeper stops extending, and the lock is lost at its deadline. A kept
+// lock keeps its place in the keeper and its keys until Unlock: call it
+// when done.
+//
+// Calling Keep again does nothing. Keep of a lock that has ended returns
+// an error, and the work the lock was to protect must not start: ErrLost
+// if it was lost, ErrUnlocked if Unlock released it, ErrClosed if the
+// Locker's Shutdown did (Done is then closed, and Err is
+// context.Canceled).
+func (lk *Lock) Keep() error {
+	h := lk.keep(context.Background(), false, true)
+	switch {
+	case h.ctx.Err() == nil:
+		return nil
+	case errors.Is(context.Cause(h.ctx), ErrLost):
+		return &Error{Op: "keep", Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was lost before Keep", kind: ErrLost}
+	case lk.locker.live.isClosed():
+		return closedError("keep", lk.resource)
 	}
-	if l.afterLock != nil {
-		l.afterLock()
-	}
-	h := lk.keep(ctx, false)
-	if h.bornEnded() { // Shutdown released it between Lock and keep
-		h.Unlock(context.WithoutCancel(ctx))
-		return nil, closedError("hold", resource)
-	}
-	return h, nil
+	return &Error{Op: "keep", Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was released before Keep", kind: ErrUnlocked}
 }
 
-// Keep starts extending lk in the background until Unlock or loss (see
-// Held), and returns it as a Held. Calling it again returns the same Held.
-// Keep of a lock already released (by Unlock, or by the Locker's
-// Shutdown) returns a Held whose Done is closed and whose Err is
-// context.Canceled: a released lock ends every context derived from it.
-func (lk *Lock) Keep() *Held {
-	return lk.keep(context.Background(), false)
+// Done is closed when the lock ends: when it is lost (no extension
+// succeeded before its deadline: a timer of its own fires 10ms before
+// Deadline(), or a tenth of the validity window if less, whatever an
+// extension call is doing meanwhile), when it is unlocked (before the
+// first release is sent), or, for the lock Do holds, when Do's ctx ends.
+// From then on the lock is not exclusive: stop touching the resource. A
+// lock that is not kept (Keep) is lost at its deadline unless Extend
+// moves it.
+func (lk *Lock) Done() <-chan struct{} { return lk.keep(context.Background(), false, false).ctx.Done() }
+
+// Err returns nil while the lock is held; once Done is closed, ErrLost if
+// the lock was lost, context.Canceled after Unlock, or the cause that
+// ended Do's ctx.
+func (lk *Lock) Err() error {
+	h := lk.keep(context.Background(), false, false)
+	if h.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(h.ctx)
 }
 
-// keep is Keep, with life giving the Held's context its values and, when
-// cancellable (Do's ctx), its cancellation too: the Held's context ends
-// when life does. Otherwise life's cancellation is ignored (Hold's ctx
-// bounds only the acquisition).
-func (lk *Lock) keep(life context.Context, cancellable bool) *Held {
-	// The timer is armed and the Held published under the Lock's mutex,
-	// so that no Extend can move the deadline in between.
+// Context returns a context that is done when Done is closed, with Err as
+// its cause, and from which FromContext returns the Lock: hand it to the
+// work the lock protects.
+func (lk *Lock) Context() context.Context { return lk.keep(context.Background(), false, false).ctx }
+
+// keep returns lk's keeping, made on first use, and with join (Keep, Do)
+// joins the keeper unless it has ended. life gives the context its values
+// and, when cancellable (Do's ctx), its cancellation too: the context then
+// ends when life does. Only Do passes a life, and only before anything
+// else can have made the keeping.
+func (lk *Lock) keep(life context.Context, cancellable, join bool) *keeping {
+	// The timer is armed and the keeping published under the Lock's
+	// mutex, so that no Extend can move the deadline in between.
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	if lk.held != nil {
-		return lk.held
+	if h := lk.held; h != nil {
+		if join && !h.joined && h.lost != nil {
+			lk.joinLocked(h)
+		}
+		return h
 	}
-	h := &Held{lk: lk, life: life, cancellable: cancellable}
+	h := &keeping{lk: lk, life: life, cancellable: cancellable, left: true}
 	h.ctx, h.cancel = context.WithCancelCause((*heldValues)(h))
 	lk.held = h
 	if lk.released || lk.locker.live.isClosed() {
@@ -117,28 +130,36 @@ func (lk *Lock) keep(life context.Context, cancellable bool) *Held {
 		return h
 	}
 	h.lost = time.AfterFunc(lk.deadline.Sub(lk.locker.env.now())-lk.leadLocked(), h.declareLost)
+	if join {
+		lk.joinLocked(h)
+	}
+	return h
+}
+
+// joinLocked hands h to the keeper. lk.mu is held.
+func (lk *Lock) joinLocked(h *keeping) {
+	h.joined = true
 	if lk.hold != nil {
 		lk.hold.kept.Store(true) // redlock.kept on its hold time
 	}
 	lk.keepLocked(h)
-	return h
 }
 
 // bornEnded reports whether keep found h's lock released already, or
-// Shutdown under way: Hold and Do then fail with ErrClosed instead of
-// handing out a Held whose work must not start.
-func (h *Held) bornEnded() bool { return h.lost == nil }
+// Shutdown under way: Keep and Do then fail instead of letting work start
+// that the lock no longer protects.
+func (h *keeping) bornEnded() bool { return h.lost == nil }
 
-// heldValues is the parent of a Held's context, in place of a
+// heldValues is the parent of a keeping's context, in place of a
 // context.WithValue on life (one allocation fewer per kept lease): it
 // answers FromContext's key with the Lock and every other key as life
 // does. For a cancellable life (Do's ctx) it is done when life is, so
-// that the Held's context is cancelled with it, with its cause, as a
+// that the keeping's context is cancelled with it, with its cause, as a
 // child of a context.WithValue would be. Otherwise it is never done (as
 // context.WithoutCancel would be): it is only ever the parent of the
-// Held's own cancel context, which answers the context package's own
-// lookups itself, so life's cancellation cannot reach the Held's context.
-type heldValues Held
+// keeping's own cancel context, which answers the context package's own
+// lookups itself, so life's cancellation cannot reach the keeping's context.
+type heldValues keeping
 
 func (v *heldValues) Deadline() (time.Time, bool) {
 	if v.cancellable {
@@ -168,10 +189,10 @@ func (v *heldValues) Value(key any) any {
 	return v.life.Value(key)
 }
 
-func (v *heldValues) String() string { return "redlock.Held" }
+func (v *heldValues) String() string { return "redlock.keeping" }
 
 // declareLost is the lost timer's function.
-func (h *Held) declareLost() {
+func (h *keeping) declareLost() {
 	h.fireMu.Lock()
 	defer h.fireMu.Unlock()
 	h.firing.Store(true)
@@ -190,7 +211,7 @@ func (h *Held) declareLost() {
 // rearmLocked moves the lost timer to the lock's new deadline after a
 // successful extension, unless it has fired, and tells the keeper. lk.mu
 // is held.
-func (h *Held) rearmLocked() {
+func (h *keeping) rearmLocked() {
 	if h.lost == nil {
 		return // born ended (keep): nothing to extend
 	}
@@ -200,79 +221,15 @@ func (h *Held) rearmLocked() {
 	h.lk.locker.keeper.schedule(h, h.lk.extendInLocked())
 }
 
-// Done is closed when the lock is lost (by its deadline), unlocked, or,
-// for Do's Held, when Do's ctx ends.
-func (h *Held) Done() <-chan struct{} { return h.ctx.Done() }
-
-// Err returns nil while the lock is held; once Done is closed, ErrLost if
-// the lock was lost, context.Canceled after Unlock, or the cause that
-// ended Do's ctx.
-func (h *Held) Err() error {
-	if h.ctx.Err() == nil {
-		return nil
-	}
-	return context.Cause(h.ctx)
-}
-
-// Context returns a context that is done when Done is closed, with Err as
-// its cause, and from which FromContext returns the Lock: hand it to the
-// work the lock protects.
-func (h *Held) Context() context.Context { return h.ctx }
-
-// Lock returns the held Lock (the one FromContext returns). Unlock the
-// Held, not this Lock: the Lock's Unlock leaves the keeper running.
-func (h *Held) Lock() *Lock { return h.lk }
-
-// Resource is Lock.Resource.
-func (h *Held) Resource() string { return h.lk.Resource() }
-
-// Resources is Lock.Resources.
-func (h *Held) Resources() []string { return h.lk.Resources() }
-
-// TTL is Lock.TTL.
-func (h *Held) TTL() time.Duration { return h.lk.TTL() }
-
-// Token is Lock.Token.
-func (h *Held) Token() string { return h.lk.Token() }
-
-// Fence is Lock.Fence.
-func (h *Held) Fence() uint64 { return h.lk.Fence() }
-
-// Deadline is Lock.Deadline; the keeper moves it at each extension.
-func (h *Held) Deadline() time.Time { return h.lk.Deadline() }
-
-// Valid is Lock.Valid.
-func (h *Held) Valid() bool { return h.lk.Valid() }
-
-// Acquisition is Lock.Acquisition.
-func (h *Held) Acquisition() Acquisition { return h.lk.Acquisition() }
-
-// Extend is Lock.Extend; a success also re-arms the loss timer.
-func (h *Held) Extend(ctx context.Context, opts ...LockOption) error {
-	return h.lk.Extend(ctx, opts...)
-}
-
-// Unlock closes Done (Err: context.Canceled, unless the lock was lost
-// first), stops the keeper (waiting for an extension in flight), then unlocks as
-// Lock.Unlock does: Done is closed before the first release is sent. It
-// returns an error wrapping ErrLost when the lock had been lost before
-// (its keys are deleted all the same where they are still ours), and
-// Lock.Unlock's errors otherwise.
-func (h *Held) Unlock(ctx context.Context) error {
-	_, err := h.unlock(ctx)
-	return err
-}
-
-// unlock is Unlock; lost reports that the lock had been declared lost
-// before it.
-func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
-	if ctx == nil {
-		return false, nilContext("Unlock")
-	}
+// unlock is Unlock of a lock with a keeping: it closes Done (Err:
+// context.Canceled, unless the lock was lost first), stops the keeper
+// (waiting for an extension in flight), then releases the keys; lost
+// reports that the lock had been declared lost before it.
+func (h *keeping) unlock(ctx context.Context) (lost bool, err error) {
 	h.endForUnlock()
 	h.stop()
 	lost = errors.Is(context.Cause(h.ctx), ErrLost)
-	err = h.lk.Unlock(ctx)
+	err = h.lk.unlockKeys(ctx)
 	if lost && !errors.Is(err, ErrLost) && !errors.Is(err, ErrUnlocked) {
 		err = errors.Join(&Error{Op: "unlock", Resource: h.lk.resource, Need: h.lk.locker.need, Reason: "the lock was lost before unlock", kind: ErrLost}, err)
 	}
@@ -283,7 +240,7 @@ func (h *Held) unlock(ctx context.Context) (lost bool, err error) {
 // sent: the work the lock protects must stop before any master lets
 // another owner in. The cause is the first one given, so a loss declared
 // earlier stays ErrLost.
-func (h *Held) endForUnlock() {
+func (h *keeping) endForUnlock() {
 	h.unlocked.Store(true)
 	h.cancel(nil)
 	h.lk.locker.keeper.leave(h)
@@ -293,10 +250,10 @@ func (h *Held) endForUnlock() {
 // with a context that lives as long as the lock, and releases the lock when
 // fn returns. WithTTL sets the lock's TTL.
 //
-// While fn runs, the lock is kept as a Held is: extended in the
+// While fn runs, the lock is kept as a keeping is: extended in the
 // background, and fn's context is done no later than the lock's
 // Deadline(), cancelled with cause ErrLost (context.Cause(ctx) == ErrLost)
-// 10ms before it (see Held) if no extension succeeded, whatever an
+// 10ms before it (see keeping) if no extension succeeded, whatever an
 // extension call is doing meanwhile. Do then returns an error wrapping
 // ErrLost and fn's error, if any. fn must stop touching the resource when
 // its context is done: the lock is no longer exclusive. Cancelling Do's
@@ -305,7 +262,7 @@ func (h *Held) endForUnlock() {
 // If fn panics (or calls runtime.Goexit), Do stops the keeper, releases
 // the lock, and lets the panic continue. When Do returns or panics, no
 // extension of its lock runs any more; the Locker's keeper goroutine
-// ends by itself soon after its last Held leaves it. FromContext(ctx) inside fn gives the
+// ends by itself soon after its last keeping leaves it. FromContext(ctx) inside fn gives the
 // Lock, e.g. for its Fence.
 func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Context) error, opts ...LockOption) (err error) {
 	if fn == nil {
@@ -323,17 +280,17 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	if l.afterLock != nil {
 		l.afterLock()
 	}
-	h := lk.keep(ctx, true)
+	h := lk.keep(ctx, true, true)
 	if h.bornEnded() {
 		// Shutdown released the lock between Lock and keep: fn must not
 		// run, its keys may be someone else's already.
-		h.Unlock(context.WithoutCancel(ctx))
+		h.unlock(context.WithoutCancel(ctx))
 		return closedError("do", resource)
 	}
 	returned := false
 	defer func() {
 		if !returned { // fn panicked or called runtime.Goexit
-			h.Unlock(context.WithoutCancel(ctx))
+			h.unlock(context.WithoutCancel(ctx))
 		}
 	}()
 	ferr := fn(h.ctx)
@@ -352,8 +309,9 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 
 type lockKeyCtx struct{}
 
-// FromContext returns the Lock that Do holds for the context it passed to
-// fn (for its Fence, Deadline, Token), and whether there is one.
+// FromContext returns the Lock whose Context ctx is or derives from (the
+// context Do passes to fn, or a Lock's Context), and whether there is one:
+// for its Fence, Deadline, Token.
 func FromContext(ctx context.Context) (*Lock, bool) {
 	if ctx == nil {
 		return nil, false
@@ -378,14 +336,14 @@ func (lk *Lock) leadLocked() time.Duration {
 // The deadline has a timer of its own (h.lost), independent of the
 // keeper: an extension call in flight, or a keeper behind with its
 // batch, must not delay the cancellation.
-func (lk *Lock) keepLocked(h *Held) {
+func (lk *Lock) keepLocked(h *keeping) {
 	k := &lk.locker.keeper
 	lk.locker.pace.record(lk.acq.Elapsed) // the acquisition's round, as a first sample
 	k.add(h, lk.extendInLocked())
-	// The Held's context ends by a loss or an unlock, which leave the
+	// The keeping's context ends by a loss or an unlock, which leave the
 	// keeper themselves, or, for Do, when Do's ctx ends: only then is a
 	// context.AfterFunc needed to leave (a goroutine only once it runs;
-	// about 500 bytes a Held, its registration and Done channel, which
+	// about 500 bytes a keeping, its registration and Done channel, which
 	// Hold and Keep do without).
 	if h.cancellable {
 		h.unwatch = context.AfterFunc(h.ctx, func() { k.leave(h) })
@@ -395,7 +353,7 @@ func (lk *Lock) keepLocked(h *Held) {
 // stop takes h out of the keeper: it waits for an extension of it in
 // flight, and for the lost timer's function if it had started. Calls
 // after the first wait for the first to end.
-func (h *Held) stop() {
+func (h *keeping) stop() {
 	h.stopOnce.Do(func() {
 		k := &h.lk.locker.keeper
 		if h.unwatch != nil {

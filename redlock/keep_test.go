@@ -27,7 +27,7 @@ func majorityHolder(t *testing.T, c *lab.Masters, resource string) string {
 func TestDoKeepsTheLockAlive(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 300 * time.Millisecond
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 40 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 40 * time.Millisecond})
 	var polls int
 	err := l.Do(t.Context(), "kept", func(ctx context.Context) error {
 		if lk, ok := redlock.FromContext(ctx); !ok || lk.Resource() != "kept" || !lk.Valid() {
@@ -64,7 +64,7 @@ func TestDoKeepsTheLockAlive(t *testing.T) {
 func TestDoCancelsOnLoss(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 500 * time.Millisecond
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 40 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 40 * time.Millisecond})
 	window := ttl - (ttl/100 + 2*time.Millisecond) // TTL − drift
 	var pausedAt, cancelledAt atomic.Int64
 	var deadline time.Time

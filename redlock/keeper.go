@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // keepWorkers bounds how many extensions one Locker's keeper has in
@@ -46,9 +46,9 @@ type keeper struct {
 	live    int           // Helds kept (added and not left)
 	running bool          // the goroutine runs
 	wakeup  chan struct{} // the earliest due time moved earlier, or live fell to 0
-	ready   []*Held       // due, not yet taken by a worker; ready[head:] is pending
+	ready   []*keeping    // due, not yet taken by a worker; ready[head:] is pending
 	head    int
-	batch   []*Held // the same for locks extended in batches; batch[bhead:] is pending
+	batch   []*keeping // the same for locks extended in batches; batch[bhead:] is pending
 	bhead   int
 	workers int // worker goroutines running
 }
@@ -58,7 +58,7 @@ type keeper struct {
 type dueItem struct {
 	at    time.Duration // since the keeper's base
 	ahead time.Duration // it may go this much before at, in a batch
-	h     *Held
+	h     *keeping
 	gen   uint64
 }
 
@@ -76,9 +76,16 @@ func (d *dueHeap) Pop() any {
 	return it
 }
 
-// add starts keeping h, its first extension due in `in`.
-func (k *keeper) add(h *Held, in time.Duration) {
+// add starts keeping h, its first extension due in `in`, unless h's
+// context has ended (a loss or an unlock, which leave the keeper after
+// they end it, came first).
+func (k *keeper) add(h *keeping, in time.Duration) {
 	k.mu.Lock()
+	if h.ctx.Err() != nil {
+		k.mu.Unlock()
+		return
+	}
+	h.left = false
 	k.live++
 	k.mu.Unlock()
 	k.schedule(h, in)
@@ -86,7 +93,7 @@ func (k *keeper) add(h *Held, in time.Duration) {
 
 // schedule plans h's next extension in `in`, replacing any plan it had;
 // nothing once h has left.
-func (k *keeper) schedule(h *Held, in time.Duration) {
+func (k *keeper) schedule(h *keeping, in time.Duration) {
 	now := k.env.now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -114,7 +121,7 @@ func (k *keeper) schedule(h *Held, in time.Duration) {
 
 // leave stops keeping h: no extension of it starts from now on (one in
 // flight may still end; Held.stop waits for it).
-func (k *keeper) leave(h *Held) {
+func (k *keeper) leave(h *keeping) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if h.left {
@@ -192,7 +199,7 @@ func (k *keeper) startWorkersLocked() {
 
 // single hands hs to the workers, to be extended one by one
 // (extendOnce): the locks a batch did not extend.
-func (k *keeper) single(hs []*Held) {
+func (k *keeper) single(hs []*keeping) {
 	if len(hs) == 0 {
 		return
 	}
@@ -240,7 +247,7 @@ func (k *keeper) work() {
 // Extend itself plans the next (rearmLocked); on a failure that time may
 // still mend, it plans a retry; otherwise h leaves the keeper and its
 // timer ends the lock at its deadline, if it has not.
-func (h *Held) extendOnce() {
+func (h *keeping) extendOnce() {
 	h.busy.Lock()
 	defer h.busy.Unlock()
 	lk := h.lk
@@ -285,36 +292,36 @@ func (h *Held) extendOnce() {
 // retry plans the keeper's next attempt after a failed extension whose
 // failure time may still mend, and says so. h.busy is held; deadline is
 // the lock's.
-func (h *Held) retryLocked(err error, deadline time.Time) {
+func (h *keeping) retryLocked(err error, deadline time.Time) {
 	lk := h.lk
 	l := lk.locker
 	l.log.WarnContext(h.ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 	// Retry soon, but not in a tight loop against a stalled quorum.
-	l.keeper.schedule(h, max(l.opts.NodeTimeout, deadline.Sub(l.env.now())/4))
+	l.keeper.schedule(h, max(l.opts.MasterTimeout, deadline.Sub(l.env.now())/4))
 }
 
 // keepWait is how long one of the keeper's extensions waits for the
 // masters to answer (docs/design.md §8): a quarter of the time the lock
-// has left, and at least NodeTimeout. An acquisition gives up on a master
-// at NodeTimeout so that its caller can retry at once; a kept lock has no
-// caller to retry, and a wait cut at NodeTimeout on masters that all
+// has left, and at least MasterTimeout. An acquisition gives up on a master
+// at MasterTimeout so that its caller can retry at once; a kept lock has no
+// caller to retry, and a wait cut at MasterTimeout on masters that all
 // answer a little slower (a loaded host) fails every extension until the
 // lock is lost. The wait ends earlier once a majority has answered, so a
 // stalled minority costs nothing more; the validity of an extension still
 // counts from its start, and a majority that answers after its deadline
 // (or with no validity left) still extends nothing.
 func (l *Locker) keepWait(deadline time.Time) time.Duration {
-	return max(l.opts.NodeTimeout, deadline.Sub(l.env.now())/4)
+	return max(l.opts.MasterTimeout, deadline.Sub(l.env.now())/4)
 }
 
 // keepContext is ctx for a keeper's extension that began at start, ended
-// once the Locker closes, though not before NodeTimeout from start (as
+// once the Locker closes, though not before MasterTimeout from start (as
 // long as any round waits): Close waits for operations in flight, and must
 // not wait for keepWait.
 func (l *Locker) keepContext(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(l.quit, func() {
-		l.env.afterFunc(start.Add(l.opts.NodeTimeout).Sub(l.env.now()), cancel)
+		l.env.afterFunc(start.Add(l.opts.MasterTimeout).Sub(l.env.now()), cancel)
 	})
 	return ctx, func() { stop(); cancel() }
 }
@@ -337,7 +344,7 @@ func (lk *Lock) batchable() bool {
 // deadline has not passed. A lock the batch does not extend (or cannot
 // carry: unlocked, lapsed, Locker closed) goes down the single path,
 // extendOnce, which retries it or ends it as before.
-func extendBatch(hs []*Held) {
+func extendBatch(hs []*keeping) {
 	l := hs[0].lk.locker
 	in, single := claimBatch(hs)
 	// After every lock is unlocked: the workers take them one by one, in
@@ -376,7 +383,7 @@ func extendBatch(hs []*Held) {
 // its Lock's mutex held (in), or, when another worker or an Unlock has it,
 // for the single path (single); one that left the keeper, or whose
 // context ended, is dropped.
-func claimBatch(hs []*Held) (in, single []*Held) {
+func claimBatch(hs []*keeping) (in, single []*keeping) {
 	for _, h := range hs {
 		k := &h.lk.locker.keeper
 		if !h.busy.TryLock() {
@@ -404,7 +411,7 @@ func claimBatch(hs []*Held) (in, single []*Held) {
 }
 
 // unlockBatched releases what claimBatch took of h.
-func (h *Held) unlockBatched() {
+func (h *keeping) unlockBatched() {
 	h.lk.mu.Unlock()
 	h.busy.Unlock()
 }
@@ -412,7 +419,7 @@ func (h *Held) unlockBatched() {
 // batchOf is the batch of in's locks still to extend at start (in, kept in
 // place), their earliest and latest deadlines, and those released or past
 // their deadline (late: unlocked, for the single path).
-func batchOf(in []*Held, start time.Time) (kept []*Held, b *extBatch, first, last time.Time, late []*Held) {
+func batchOf(in []*keeping, start time.Time) (kept []*keeping, b *extBatch, first, last time.Time, late []*keeping) {
 	b = &extBatch{need: in[0].lk.locker.need}
 	n := 0
 	for _, h := range in {
@@ -438,7 +445,7 @@ func batchOf(in []*Held, start time.Time) (kept []*Held, b *extBatch, first, las
 // settleBatch decides each lock of a batched extension begun at start
 // from the round res, and unlocks it; those for the single path are
 // returned.
-func settleBatch(in []*Held, b *extBatch, res quorum.Result, start time.Time, elapsed time.Duration) (single []*Held) {
+func settleBatch(in []*keeping, b *extBatch, res quorum.Result, start time.Time, elapsed time.Duration) (single []*keeping) {
 	l := in[0].lk.locker
 	now := l.env.now()
 	refused := refusal(l.nodeResults(res))

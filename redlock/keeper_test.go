@@ -22,11 +22,11 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 1500 * time.Millisecond
 	const n = 2000
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 150 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 150 * time.Millisecond})
 	base := runtime.NumGoroutine()
-	hs := make([]*redlock.Held, n)
+	hs := make([]*redlock.Lock, n)
 	err := inParallel(n, func(i int) (err error) {
-		hs[i], err = l.Hold(t.Context(), fmt.Sprintf("many-%d", i))
+		hs[i], err = redlock.Hold(l, t.Context(), fmt.Sprintf("many-%d", i))
 		return err
 	})
 	if err != nil {
@@ -95,17 +95,20 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 // holdTogether acquires n locks on prefix-0 … prefix-(n−1) and then keeps
 // them all at once (Keep is local), so that their extensions fall due
 // close together.
-func holdTogether(t *testing.T, l *redlock.Locker, prefix string, n int) []*redlock.Held {
+func holdTogether(t *testing.T, l *redlock.Locker, prefix string, n int) []*redlock.Lock {
 	t.Helper()
 	lks := make([]*redlock.Lock, n)
 	err := inParallel(n, func(i int) (err error) {
 		lks[i], err = l.Lock(t.Context(), fmt.Sprintf("%s-%d", prefix, i))
 		return err
 	})
-	hs := make([]*redlock.Held, 0, n)
+	hs := make([]*redlock.Lock, 0, n)
 	for _, lk := range lks {
 		if lk != nil {
-			hs = append(hs, lk.Keep())
+			if err := lk.Keep(); err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, lk)
 		}
 	}
 	t.Cleanup(func() {
@@ -139,7 +142,7 @@ func inParallel(n int, f func(i int) error) error {
 
 // extendedOnce polls (up to limit) until every Held's deadline has moved
 // past the one it had at first, and fails the test otherwise.
-func extendedOnce(t *testing.T, hs []*redlock.Held, limit time.Duration) {
+func extendedOnce(t *testing.T, hs []*redlock.Lock, limit time.Duration) {
 	t.Helper()
 	first := make([]time.Time, len(hs))
 	for i, h := range hs {
@@ -247,7 +250,7 @@ func TestKeeperBatchLosesOnlyTheLeaseGoneFromAMajority(t *testing.T) {
 func TestKeptLeaseHeapIsBounded(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{TTL: 10 * time.Second})
-	warm, err := l.Hold(t.Context(), "heap-warm") // the streams' connections and buffers
+	warm, err := redlock.Hold(l, t.Context(), "heap-warm") // the streams' connections and buffers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,12 +260,12 @@ func TestKeptLeaseHeapIsBounded(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("heap-%d", i)
 	}
-	hs := make([]*redlock.Held, n)
+	hs := make([]*redlock.Lock, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	err = inParallel(n, func(i int) (err error) {
-		hs[i], err = l.Hold(t.Context(), names[i])
+		hs[i], err = redlock.Hold(l, t.Context(), names[i])
 		return err
 	})
 	defer func() {

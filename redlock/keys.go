@@ -7,10 +7,12 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/quorumlab/redlock/internal/keys"
 )
 
-// MaxResourceLen is the longest resource name accepted, in bytes.
-const MaxResourceLen = 512
+// maxResourceLen is the longest resource name accepted, in bytes.
+const maxResourceLen = 512
 
 // tokenBytes is the token's entropy: 128 bits, as the Redlock spec asks of
 // a value that must be unique across all clients and all locks.
@@ -23,8 +25,8 @@ func checkNameRules(resource string, verbatim bool) error {
 	switch {
 	case resource == "":
 		return invalid("resource name is empty")
-	case len(resource) > MaxResourceLen:
-		return invalid(fmt.Sprintf("resource name is %d bytes, over the %d-byte limit", len(resource), MaxResourceLen))
+	case len(resource) > maxResourceLen:
+		return invalid(fmt.Sprintf("resource name is %d bytes, over the %d-byte limit", len(resource), maxResourceLen))
 	case !utf8.ValidString(resource):
 		return invalid("resource name is not valid UTF-8")
 	case !verbatim && strings.HasPrefix(resource, "}"):
@@ -68,14 +70,14 @@ func fenceKey(lock string) string { return lock + fenceSuffix }
 
 const fenceSuffix = ":fence"
 
-// KeyFor returns the keys a Locker made with opts (nil: the defaults) uses
+// keyFor returns the keys a Locker made with opts (nil: the defaults) uses
 // for resource: the lock key, and the fence counter's key (used only with
 // Options.Fencing). With the default naming they are "<KeyPrefix>{<resource>}"
 // and "<KeyPrefix>{<resource>}:fence"; with RedsyncKeys, "<KeyPrefix><resource>"
 // and "<KeyPrefix><resource>:fence". It is for tools that read the masters
-// (cmd/redlock); the error wraps ErrInvalid when New would reject opts or
+// (cmd/redlock, through internal/keys); the error wraps ErrInvalid when New would reject opts or
 // the Locker would reject the resource name.
-func KeyFor(opts *Options, resource string) (lock, fence string, err error) {
+func keyFor(opts *Options, resource string) (lock, fence string, err error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -91,10 +93,10 @@ func KeyFor(opts *Options, resource string) (lock, fence string, err error) {
 	return lock, fenceKey(lock), nil
 }
 
-// ResourceFor is KeyFor's inverse for lock keys: the resource whose lock
+// resourceFor is keyFor's inverse for lock keys: the resource whose lock
 // key under opts (nil: the defaults) is key, and false when key is not a
 // lock key under that naming (another key, or a fence counter).
-func ResourceFor(opts *Options, key string) (string, bool) {
+func resourceFor(opts *Options, key string) (string, bool) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -119,15 +121,25 @@ func ResourceFor(opts *Options, key string) (string, bool) {
 	return rest, true
 }
 
-// MaxOwnerLabelLen is the longest Options.OwnerLabel accepted, in bytes.
-const MaxOwnerLabelLen = 64
+func init() {
+	keys.For = func(prefix string, redsync bool, resource string) (string, string, error) {
+		return keyFor(&Options{KeyPrefix: prefix, RedsyncKeys: redsync}, resource)
+	}
+	keys.Resource = func(prefix string, redsync bool, key string) (string, bool) {
+		return resourceFor(&Options{KeyPrefix: prefix, RedsyncKeys: redsync}, key)
+	}
+	keys.ReleaseSource = releaseSrc
+}
+
+// maxOwnerLabelLen is the longest Options.OwnerLabel accepted, in bytes.
+const maxOwnerLabelLen = 64
 
 // checkOwnerLabel returns an error naming the rule an owner label breaks
 // ("" is no label, and fine).
 func checkOwnerLabel(label string) error {
 	switch {
-	case len(label) > MaxOwnerLabelLen:
-		return invalid(fmt.Sprintf("OwnerLabel is %d bytes, over the %d-byte limit", len(label), MaxOwnerLabelLen))
+	case len(label) > maxOwnerLabelLen:
+		return invalid(fmt.Sprintf("OwnerLabel is %d bytes, over the %d-byte limit", len(label), maxOwnerLabelLen))
 	case !utf8.ValidString(label):
 		return invalid("OwnerLabel is not valid UTF-8")
 	case strings.Contains(label, "/"):
@@ -148,7 +160,7 @@ func (l *Locker) newToken() string {
 	}
 	// One allocation: the label and the encoding are laid out on the
 	// stack, then copied into the string.
-	var buf [MaxOwnerLabelLen + 1 + (tokenBytes*4+2)/3]byte
+	var buf [maxOwnerLabelLen + 1 + (tokenBytes*4+2)/3]byte
 	t := buf[:0]
 	if label := l.opts.OwnerLabel; label != "" {
 		t = append(append(t, label...), '/')

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 
@@ -24,9 +24,9 @@ type Acquisition struct {
 	// Validity is TTL − Elapsed − Drift − SafetyMargin: the time left at
 	// the decision.
 	Validity time.Duration
-	// Nodes has one entry per master: what it did in the last round (the
+	// Masters has one entry per master: what it did in the last round (the
 	// fence write-back, when Options.Fencing is on).
-	Nodes []NodeResult
+	Masters []MasterResult
 }
 
 // Lock is a held lock. Its methods are safe for concurrent use. It is
@@ -47,8 +47,8 @@ type Lock struct {
 	budget   validity.Budget // for ttl
 	deadline time.Time
 	released bool
-	waited   bool  // acquired by a Lock that waited: its release hands the key on (set before mu is used)
-	held     *Held // set once by Keep, under mu
+	waited   bool     // acquired by a Lock that waited: its release hands the key on (set before mu is used)
+	held     *keeping // set once by Keep, Done, Err or Context, under mu
 
 	hold *holdEntry // for the hold-time metrics (telemetry.go); nil when not metering
 }
@@ -130,7 +130,7 @@ func (lk *Lock) Extend(ctx context.Context, opts ...LockOption) (err error) {
 }
 
 // extend is Extend; kept marks the keeper's own extensions, which wait for
-// the masters up to keepWait instead of NodeTimeout.
+// the masters up to keepWait instead of MasterTimeout.
 func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err error) {
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Extend", lk.resource)
@@ -167,7 +167,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		kind = cmdSemExtend
 	}
 	ms := uint64(ttl.Milliseconds())
-	wait := l.opts.NodeTimeout
+	wait := l.opts.MasterTimeout
 	if kept {
 		var stop context.CancelFunc
 		wait = l.keepWait(lk.deadline)
@@ -193,7 +193,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		lk.setDeadlineLocked(d)
 	}
 	fail := func(reason string, cause error) error {
-		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrLost, cause: cause}
+		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Masters: l.nodeResults(res), Reason: reason, kind: ErrLost, cause: cause}
 	}
 	switch {
 	case res.Err != nil:
@@ -222,7 +222,7 @@ func (lk *Lock) setDeadlineLocked(d time.Time) {
 }
 
 // Unlock deletes the lock's key on every master that may hold it, in
-// parallel, waiting at most NodeTimeout for each, whatever ctx says (a
+// parallel, waiting at most MasterTimeout for each, whatever ctx says (a
 // cancelled caller must not leave keys behind). It never deletes another
 // owner's key. A master that does not answer in time gets the release
 // later, when it answers again.
@@ -239,12 +239,28 @@ func (lk *Lock) setDeadlineLocked(d time.Time) {
 // lack of permission (its ACL) makes it return an error wrapping
 // ErrInvalid that names the refused command: the key stays there until
 // its TTL. A second Unlock sends nothing and returns an error wrapping
-// ErrUnlocked (not ErrLost). A kept lock's Done closes before the first
-// release is sent.
-func (lk *Lock) Unlock(ctx context.Context) (err error) {
+// ErrUnlocked (not ErrLost). Done closes before the first release is
+// sent; for a kept lock (Keep), Unlock first stops the keeper, waiting for
+// an extension in flight, and it returns an error wrapping ErrLost when
+// the lock had been lost before (its keys are deleted all the same where
+// they are still ours).
+func (lk *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Unlock")
 	}
+	lk.mu.Lock()
+	h := lk.held
+	lk.mu.Unlock()
+	if h != nil {
+		_, err := h.unlock(ctx)
+		return err
+	}
+	return lk.unlockKeys(ctx)
+}
+
+// unlockKeys is Unlock's release of the keys; a keeping's unlock calls it
+// once the keeper has let go of the lock.
+func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Unlock", lk.resource)
 	defer func() { end(span, err) }()
@@ -269,7 +285,7 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 	if ref := l.refusalIn(res); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say
 		// so rather than return nil.
-		err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res),
+		err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Masters: l.nodeResults(res),
 			Reason: "the lock's keys stay until their TTL on the masters whose ACL denied the release", kind: ErrInvalid, cause: ref}
 		l.log.WarnContext(ctx, "redlock: released with errors", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 		return err
@@ -292,8 +308,8 @@ func (lk *Lock) Unlock(ctx context.Context) (err error) {
 		}
 		return nil
 	}
-	err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Nodes: l.nodeResults(res), Reason: reason, kind: ErrLost}
-	if lk.held == nil || !lk.held.firing.Load() { // a Held's loss was logged when it happened
+	err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Masters: l.nodeResults(res), Reason: reason, kind: ErrLost}
+	if lk.held == nil || !lk.held.firing.Load() { // a kept lock's loss was logged when it happened
 		l.log.ErrorContext(ctx, "redlock: lost", l.logResource(lk.resource), "token", shortToken(lk.token), "reason", reason, l.logErr(err, lk.resource))
 	}
 	return err
@@ -305,41 +321,41 @@ const compactNodes = 7
 
 // acqRecord is a Lock's Acquisition, kept compactly: a kept lease holds
 // one for its whole life (docs/bench.md, "Keeping many leases"). When
-// there are at most compactNodes masters and none had an error, Nodes is
+// there are at most compactNodes masters and none had an error, Masters is
 // nil and each master's outcome and latency are kept here instead; its
 // address is the Locker's. unpack gives back the same Acquisition.
 type acqRecord struct {
 	Start                                       time.Time
 	Elapsed, TTL, Drift, SafetyMargin, Validity time.Duration
-	nodes                                       *[]NodeResult // when not compact
+	nodes                                       *[]MasterResult // when not compact
 	lat                                         [compactNodes]time.Duration
 	outs                                        uint32 // 4 bits per master
 	n                                           uint8  // masters, when compact
 }
 
 // boxNodes keeps nodes for a record that is not compact. (Taking the
-// address of info.Nodes in pack would move all of info to the heap on
+// address of info.Masters in pack would move all of info to the heap on
 // every call, compact or not.)
-func boxNodes(nodes []NodeResult) *[]NodeResult { return &nodes }
+func boxNodes(nodes []MasterResult) *[]MasterResult { return &nodes }
 
 // pack keeps info for a Lock of l.
 func (l *Locker) pack(info Acquisition) acqRecord {
 	a := acqRecord{Start: info.Start, Elapsed: info.Elapsed, TTL: info.TTL, Drift: info.Drift, SafetyMargin: info.SafetyMargin, Validity: info.Validity}
-	if len(info.Nodes) == 0 || len(info.Nodes) > compactNodes || len(info.Nodes) != len(l.addrs) {
-		if info.Nodes != nil {
-			a.nodes = boxNodes(info.Nodes)
+	if len(info.Masters) == 0 || len(info.Masters) > compactNodes || len(info.Masters) != len(l.addrs) {
+		if info.Masters != nil {
+			a.nodes = boxNodes(info.Masters)
 		}
 		return a
 	}
-	for i, r := range info.Nodes {
+	for i, r := range info.Masters {
 		if r.Err != nil || r.Addr != l.addrs[i] || r.Outcome > 15 {
-			a.lat, a.outs, a.nodes = [compactNodes]time.Duration{}, 0, boxNodes(info.Nodes)
+			a.lat, a.outs, a.nodes = [compactNodes]time.Duration{}, 0, boxNodes(info.Masters)
 			return a
 		}
 		a.lat[i] = r.Latency
 		a.outs |= uint32(r.Outcome) << (4 * i)
 	}
-	a.n = uint8(len(info.Nodes))
+	a.n = uint8(len(info.Masters))
 	return a
 }
 
@@ -359,14 +375,14 @@ func (a *acqRecord) outcome(i int) quorum.Outcome {
 func (a *acqRecord) unpack(addrs []string) Acquisition {
 	info := Acquisition{Start: a.Start, Elapsed: a.Elapsed, TTL: a.TTL, Drift: a.Drift, SafetyMargin: a.SafetyMargin, Validity: a.Validity}
 	if a.nodes != nil {
-		info.Nodes = *a.nodes
+		info.Masters = *a.nodes
 	}
 	if a.n == 0 {
 		return info
 	}
-	info.Nodes = make([]NodeResult, a.n)
-	for i := range info.Nodes {
-		info.Nodes[i] = NodeResult{Addr: addrs[i], Outcome: Outcome(a.outs >> (4 * i) & 15), Latency: a.lat[i]}
+	info.Masters = make([]MasterResult, a.n)
+	for i := range info.Masters {
+		info.Masters[i] = MasterResult{Addr: addrs[i], Outcome: quorum.Outcome(a.outs >> (4 * i) & 15), Latency: a.lat[i]}
 	}
 	return info
 }

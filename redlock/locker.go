@@ -10,13 +10,14 @@ import (
 	"slices"
 	"sync"
 
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
-	"github.com/quorumlab/redlock/validity"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/validity"
 )
 
 // Locker acquires locks on a fixed set of independent Redis masters. It is
@@ -24,7 +25,7 @@ import (
 // on the plain path, one flusher) per master.
 type Locker struct {
 	masters []redis.UniversalClient // nil for a master on the client path
-	given   []Master                // as given; Close closes those the Locker made (closeOwned)
+	given   []driver.Master         // as given; Close closes those the Locker made (closeOwned)
 	addrs   []string
 	opts    Options
 	budget  validity.Budget
@@ -87,21 +88,21 @@ type Locker struct {
 // Options.ViaClient is set, get the plain path: batches sent as go-redis
 // pipelines through the client itself.
 func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
-	ms := make([]Master, len(masters))
+	ms := make([]driver.Master, len(masters))
 	for i, m := range masters {
 		if m != nil && !isNilPointer(m) {
-			ms[i] = GoRedis(m)
+			ms[i] = &goRedisMaster{c: m}
 		}
 	}
 	return NewMasters(ms, opts)
 }
 
-// NewMasters is New over masters of any client (Master): go-redis clients
-// (GoRedis, FromOptions, ParseURL) take the paths New gives them, the
-// others (the adapters under adapters/) the client path, through the
-// client's own pipelining. Clients made by FromOptions and ParseURL are
-// closed by Close, also when NewMasters fails; the others are the caller's.
-func NewMasters(masters []Master, opts *Options) (*Locker, error) {
+// NewMasters is New over masters of any client (package driver): go-redis
+// clients (driver.GoRedis) take the paths New gives them, the others (the
+// adapters under adapters/) the client path, through the client's own
+// pipelining. The clients of driver.GoRedis are the Locker's: Close closes
+// them, also when NewMasters fails; the others are the caller's.
+func NewMasters(masters []driver.Master, opts *Options) (*Locker, error) {
 	l, err := newLocker(masters, opts, sysEnv{}, nil)
 	if err != nil {
 		closeOwned(masters)
@@ -112,7 +113,7 @@ func NewMasters(masters []Master, opts *Options) (*Locker, error) {
 // newLocker makes a Locker that lives in e; path, when not nil, makes
 // each master's path instead of the one its client calls for (the
 // simulator's).
-func newLocker(masters []Master, opts *Options, e env, path func(cfg *pathConfig) pathway) (*Locker, error) {
+func newLocker(masters []driver.Master, opts *Options, e env, path func(cfg *pathConfig) pathway) (*Locker, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -132,12 +133,13 @@ func newLocker(masters []Master, opts *Options, e env, path func(cfg *pathConfig
 			return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
 		}
 		ids := []string{fmt.Sprintf("%p", m)}
-		if g, ok := m.(*goRedisMaster); ok {
-			if g.c == nil || isNilPointer(g.c) {
+		if g, ok := m.(goRedisClient); ok {
+			c := g.GoRedisClient()
+			if c == nil || isNilPointer(c) {
 				return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
 			}
-			clients[i] = g.c
-			ids[0] = fmt.Sprintf("%p", g.c)
+			clients[i] = c
+			ids[0] = fmt.Sprintf("%p", c)
 		}
 		addrs[i] = masterAddr(m)
 		// The same address reaches the same server, unless a dialer of
@@ -180,7 +182,7 @@ func newLocker(masters []Master, opts *Options, e env, path func(cfg *pathConfig
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
-		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.NodeTimeout, log: log, ids: &l.ids, tried: &l.tried, env: e}
+		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.MasterTimeout, log: log, ids: &l.ids, tried: &l.tried, env: e}
 		switch {
 		case path != nil:
 			l.streams[i] = path(cfg)
@@ -227,17 +229,6 @@ func isNilPointer(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-// clientAddr names a master in NodeResult and errors.
-func clientAddr(c redis.UniversalClient) string {
-	switch c := c.(type) {
-	case *redis.Client:
-		return strings.ToLower(c.Options().Addr)
-	case *redis.ClusterClient:
-		return strings.ToLower(strings.Join(c.Options().Addrs, ","))
-	}
-	return ""
-}
-
 // enter registers an operation, unless the Locker is closing.
 func (l *Locker) enter() bool {
 	l.mu.Lock()
@@ -271,7 +262,7 @@ func (l *Locker) Stats() []MasterStats {
 }
 
 // Close makes new operations fail with ErrClosed, waits for the ones in
-// progress (each round is bounded by NodeTimeout; an acquisition caught
+// progress (each round is bounded by MasterTimeout; an acquisition caught
 // between its two fenced rounds fails and releases what it took; a Lock
 // that is waiting stops waiting, fails with ErrClosed, and first takes its
 // place in the masters' queue, and any key they handed it, back), then
@@ -420,8 +411,8 @@ type target struct {
 	mode            mode // a read or write lock of an RWMutex (rwmutex.go); 0 otherwise
 }
 
-// MaxResources is the most resources one TryLockAll or LockAll takes.
-const MaxResources = 256
+// maxResources is the most resources one TryLockAll or LockAll takes.
+const maxResources = 256
 
 func (l *Locker) target(resource string) (target, error) {
 	if err := l.opts.checkName(resource); err != nil {
@@ -434,8 +425,8 @@ func (l *Locker) targetAll(resources []string) (target, error) {
 	switch {
 	case len(resources) == 0:
 		return target{}, invalid("no resources to lock")
-	case len(resources) > MaxResources:
-		return target{}, invalid(fmt.Sprintf("%d resources, over the limit of %d per lock", len(resources), MaxResources))
+	case len(resources) > maxResources:
+		return target{}, invalid(fmt.Sprintf("%d resources, over the limit of %d per lock", len(resources), maxResources))
 	}
 	rs := slices.Clone(resources)
 	slices.Sort(rs)
@@ -516,7 +507,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
+		return nil, &Error{Op: "acquire", Resource: resource, Need: l.need, Masters: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
 	token := l.newToken()
 	ms := uint64(ttl.Milliseconds())
@@ -555,7 +546,7 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 	}
 	l.tel.round(ctx, l, "acquire", res)
 	a := acquiring{l: l, ctx: ctx, t: t, token: token, budget: budget, start: start, mayHold: mayHold,
-		info: Acquisition{Start: start, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin, Nodes: l.nodeResults(res)}}
+		info: Acquisition{Start: start, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin, Masters: l.nodeResults(res)}}
 	if err := a.settle("acquire", res, ""); err != nil {
 		return nil, err
 	}
@@ -599,10 +590,10 @@ func (a *acquiring) settle(op string, res quorum.Result, reason string) error {
 		return nil
 	}
 	l.releaseRound(ctx, a.t, a.token, a.mayHold, false, "")
-	e := &Error{Op: op, Resource: resource, Need: l.need, Nodes: info.Nodes, Reason: reason, kind: ErrNotAcquired}
+	e := &Error{Op: op, Resource: resource, Need: l.need, Masters: info.Masters, Reason: reason, kind: ErrNotAcquired}
 	// A master that refused the command for lack of permission is named,
 	// and makes the error ErrInvalid too.
-	e.cause = refusal(info.Nodes)
+	e.cause = refusal(info.Masters)
 	outcome := outNoQuorum
 	switch {
 	case inv != nil:
@@ -662,7 +653,7 @@ func (a *acquiring) fence(res quorum.Result) (uint64, error) {
 		return true
 	})
 	l.tel.round(a.ctx, l, "fence", wres)
-	a.info.Nodes = l.nodeResults(wres)
+	a.info.Masters = l.nodeResults(wres)
 	if err := a.settle("fence", wres, ""); err != nil {
 		return 0, err
 	}
@@ -703,17 +694,17 @@ func closedError(op, resource string) error {
 
 // round sends one command to each master (fill sets it up; false skips
 // the master) and waits for the decision: a majority, or with waitAll
-// every master, each within NodeTimeout of start. A master that is not
+// every master, each within MasterTimeout of start. A master that is not
 // answering is not sent anything (Unavailable); a release for it is
 // deferred until it answers again. Until every master has been dialled
 // once, a round waits for all of them, so that two masters that turn out
 // to be one server (run_id, on first contact) fail it with ErrInvalid
 // rather than after it.
 func (l *Locker) round(ctx context.Context, start time.Time, waitAll bool, fill func(c *cmd) bool) quorum.Result {
-	return l.roundFor(ctx, start, waitAll, l.opts.NodeTimeout, l.need, fill)
+	return l.roundFor(ctx, start, waitAll, l.opts.MasterTimeout, l.need, fill)
 }
 
-// roundFor is round waiting up to wait from start instead of NodeTimeout
+// roundFor is round waiting up to wait from start instead of MasterTimeout
 // (the keeper's extensions: keepWait), and decided by need OKs (1 ≤ need
 // ≤ the masters) instead of a majority (a waiter completing its grants:
 // complete).
@@ -741,18 +732,18 @@ func (l *Locker) roundFor(ctx context.Context, start time.Time, waitAll bool, wa
 	return res
 }
 
-func (l *Locker) untried() []NodeResult {
-	nodes := make([]NodeResult, len(l.masters))
+func (l *Locker) untried() []MasterResult {
+	nodes := make([]MasterResult, len(l.masters))
 	for i := range nodes {
-		nodes[i] = NodeResult{Addr: l.addrs[i], Outcome: quorum.Canceled}
+		nodes[i] = MasterResult{Addr: l.addrs[i], Outcome: quorum.Canceled}
 	}
 	return nodes
 }
 
-func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
-	nodes := make([]NodeResult, len(res.Replies))
+func (l *Locker) nodeResults(res quorum.Result) []MasterResult {
+	nodes := make([]MasterResult, len(res.Replies))
 	for i, r := range res.Replies {
-		nodes[i] = NodeResult{Addr: l.addrs[i], Outcome: r.Outcome, Latency: r.Latency, Err: r.Err}
+		nodes[i] = MasterResult{Addr: l.addrs[i], Outcome: r.Outcome, Latency: r.Latency, Err: r.Err}
 		if r.Outcome == quorum.Refused {
 			nodes[i].Err = nil
 		}
@@ -761,7 +752,7 @@ func (l *Locker) nodeResults(res quorum.Result) []NodeResult {
 }
 
 // release deletes token's key on every master where it may be (mayHold),
-// and waits for each to answer or reach NodeTimeout, whatever ctx says: a
+// and waits for each to answer or reach MasterTimeout, whatever ctx says: a
 // cancelled caller must still not leave keys behind. On each master the
 // release follows the SET it cleans up on the same ordered stream, so it
 // can never run first. A master counts as OK when the key is

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // resourceKey keys the hash that logs and span errors show instead of a
@@ -107,7 +107,7 @@ const noQuorumAfter = 3
 // and warns after noQuorumAfter of them: once, then at most once per
 // noQuorumEvery. err is the round's failure, nil when it acquired.
 func (l *Locker) noteRound(ctx context.Context, resource string, err *Error) {
-	if err == nil || len(err.Nodes) == 0 || err.Count(quorum.OK)+err.Count(quorum.Refused) >= l.need {
+	if err == nil || len(err.Masters) == 0 || err.Count(quorum.OK)+err.Count(quorum.Refused) >= l.need {
 		if l.noQuorumRounds.Load() != 0 {
 			l.noQuorumRounds.Store(0)
 		}

@@ -7,107 +7,81 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/internal/goredis"
 )
 
-// Master is one Redis master, for NewMasters. GoRedis, FromOptions and
-// ParseURL make one from a go-redis client, its options or a redis:// URL;
-// the adapters (modules under adapters/: rueidis, valkey-go, redigo) make
-// one from another client. The Locker only ever sends it generic command
-// lines (SET, EVALSHA, SCRIPT LOAD, ZADD, ...): a Master need not know
-// what they are for, nor handle NOSCRIPT (the Locker loads its scripts
-// again and resends).
-//
-// A Master that is not a go-redis one gets the client path: the Locker
-// calls Do with one batch at a time per master, in order, so a release is
-// never sent before the SET it cleans up. A master that stalls holds its
-// batch until Do returns (the Locker bounds it with the context, see
-// ClientTimeout); rounds do not wait for it longer than NodeTimeout, and
-// nothing new is sent to it meanwhile (docs/design.md §10).
-type Master interface {
-	// Do sends cmds, in order, as one pipeline, and returns one reply per
-	// command, in order. An error reply from the server is a Reply of
-	// kind ReplyError, not an error; an error means the outcome of the
-	// batch is unknown (a network error, ctx ended).
-	Do(ctx context.Context, cmds [][]string) ([]Reply, error)
-	// Addr names the master in Stats, NodeResult and errors, and two
-	// masters with the same non-empty Addr are refused as one.
-	Addr() string
+// goRedisClient is what a go-redis Master (driver.GoRedis, or the ones New
+// and NewFromURLs make) has: the Locker takes the go-redis paths
+// (transport.go) for it rather than calling Do.
+type goRedisClient interface {
+	GoRedisClient() redis.UniversalClient
 }
 
-// ReplyKind is the RESP type of a Reply.
-type ReplyKind uint8
+// goRedisMaster is a go-redis client of the caller's as a Master, made by
+// New. The Locker does not close it.
+type goRedisMaster struct{ c redis.UniversalClient }
 
-// The kinds of reply a Master returns. RESP3 types map to the nearest
-// RESP2 one: a verbatim string is ReplyBulk, a map or set ReplyOther.
-const (
-	ReplyNil    ReplyKind = iota // a null (nil bulk, nil array, RESP3 null)
-	ReplyStatus                  // a simple string, such as OK
-	ReplyError                   // an error reply; Text is as the server sent it ("NOSCRIPT ...")
-	ReplyInt                     // an integer, in Int
-	ReplyBulk                    // a bulk or verbatim string, in Text (a client that cannot tell may give a simple string as one)
-	ReplyOther                   // anything else (arrays, maps, ...)
-)
+func (g *goRedisMaster) GoRedisClient() redis.UniversalClient { return g.c }
+func (g *goRedisMaster) Addr() string                         { return goredis.Addr(g.c) }
 
-// Reply is one reply of a Master's Do.
-type Reply struct {
-	Kind ReplyKind
-	Int  int64
-	Text string
-}
-
-// ClientTimeout bounds one Do on the client path (or NodeTimeout, when
-// that is longer): past it the batch's
-// outcome is unknown, and the Locker reconnects (calls Do again with its
-// scripts) before it sends anything else to that master. It plays the role
-// of go-redis's default ReadTimeout on the go-redis plain path.
-const ClientTimeout = 3 * time.Second
-
-// goRedisMaster is a go-redis client as a Master; New's clients become
-// these. The Locker recognises it and picks the go-redis paths
-// (transport.go) rather than calling Do.
-type goRedisMaster struct {
-	c   redis.UniversalClient
-	own bool // made by FromOptions or ParseURL: the Locker closes it
-}
-
-// GoRedis returns c as a Master, for NewMasters: it takes the same path as
-// in New (the fast path for a *redis.Client whose options the Locker can
-// reproduce, see New).
-func GoRedis(c redis.UniversalClient) Master { return &goRedisMaster{c: c} }
-
-// FromOptions returns a Master on the fast path from go-redis options
-// (address, TLS, user, password, DB, dialer): the Locker opens its own
-// connection with them, and closes everything it opened at Close. An
-// adapter whose client's options can be read uses it.
-func FromOptions(o *redis.Options) Master {
-	return &goRedisMaster{c: redis.NewClient(o), own: true}
-}
-
-// ParseURL returns a Master on the fast path from a redis:// or rediss://
-// URL (user, password, DB and TLS as in the URL; the query parameters of
-// go-redis's ParseURL). An error wraps ErrInvalid.
-func ParseURL(url string) (Master, error) {
-	o, err := redis.ParseURL(url)
+// Do runs cmds as one go-redis pipeline through the client. The Locker
+// recognises the client and never calls it; a wrapper of the Master
+// (a test's) does.
+func (g *goRedisMaster) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
+	rc, err := goredis.Pipeline(ctx, g.c, len(cmds), func(p redis.Pipeliner, i int) *redis.Cmd {
+		args := make([]any, len(cmds[i]))
+		for j, a := range cmds[i] {
+			args[j] = a
+		}
+		c := redis.NewCmd(ctx, args...)
+		p.Process(ctx, goredis.NoRetry{Cmd: c})
+		return c
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, err
 	}
-	return FromOptions(o), nil
+	out := make([]driver.Reply, len(rc))
+	for i, c := range rc {
+		out[i] = replyOf(plainRaw(c))
+	}
+	return out, nil
 }
 
-// NewFromURLs is NewMasters over the masters at urls (ParseURL): no
-// client of the caller's is needed, and every master is on the fast path.
+// replyOf and rawOf convert between a Master's replies and the
+// transports' (cmd.go).
+func replyOf(r raw) driver.Reply {
+	switch r.typ {
+	case '_':
+		return driver.Reply{Kind: driver.ReplyNil}
+	case '+':
+		return driver.Reply{Kind: driver.ReplyStatus, Text: "OK"}
+	case '-':
+		return driver.Reply{Kind: driver.ReplyError, Text: r.text}
+	case ':':
+		return driver.Reply{Kind: driver.ReplyInt, Int: r.n}
+	case '$':
+		return driver.Reply{Kind: driver.ReplyBulk, Text: r.text}
+	}
+	return driver.Reply{Kind: driver.ReplyOther}
+}
+
+// NewFromURLs is New over the masters at redis:// or rediss:// urls (user,
+// password, DB and TLS as in the URL; the query parameters of go-redis's
+// ParseURL): the Locker makes a client for each, every master on the
+// fast path, and Close closes them. An unparsable URL is ErrInvalid.
 func NewFromURLs(urls []string, opts *Options) (*Locker, error) {
-	ms := make([]Master, len(urls))
+	ms := make([]driver.Master, len(urls))
 	for i, u := range urls {
-		m, err := ParseURL(u)
+		o, err := redis.ParseURL(u)
 		if err != nil {
 			closeOwned(ms[:i])
-			return nil, fmt.Errorf("redlock: master %d: %w", i, err)
+			return nil, fmt.Errorf("redlock: master %d: %w: %w", i, ErrInvalid, err)
 		}
-		ms[i] = m
+		ms[i] = driver.GoRedis(o)
 	}
 	l, err := NewMasters(ms, opts)
 	if err != nil {
@@ -116,69 +90,30 @@ func NewFromURLs(urls []string, opts *Options) (*Locker, error) {
 	return l, err
 }
 
-// closeOwned closes the go-redis clients the Locker made itself.
-func closeOwned(ms []Master) {
+// closeOwned closes the go-redis clients the Locker made itself: those of
+// driver.GoRedis (New's are the caller's).
+func closeOwned(ms []driver.Master) {
 	for _, m := range ms {
-		if g, ok := m.(*goRedisMaster); ok && g.own {
-			g.c.Close()
+		if _, caller := m.(*goRedisMaster); caller {
+			continue
+		}
+		if g, ok := m.(goRedisClient); ok && g.GoRedisClient() != nil {
+			g.GoRedisClient().Close()
 		}
 	}
 }
 
-// Do runs cmds as one go-redis pipeline through the client, so that a
-// go-redis client can serve wherever a Master is asked for.
-func (g *goRedisMaster) Do(ctx context.Context, cmds [][]string) ([]Reply, error) {
-	rc, err := pipeline(ctx, g.c, len(cmds), func(p redis.Pipeliner, i int) *redis.Cmd {
-		args := make([]any, len(cmds[i]))
-		for j, a := range cmds[i] {
-			args[j] = a
-		}
-		c := redis.NewCmd(ctx, args...)
-		p.Process(ctx, noRetry{c})
-		return c
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Reply, len(rc))
-	for i, c := range rc {
-		out[i] = replyOf(plainRaw(c))
-	}
-	return out, nil
-}
-
-// Addr is the client's address (several, comma-separated, for a cluster).
-func (g *goRedisMaster) Addr() string { return clientAddr(g.c) }
-
-// replyOf and rawOf convert between a Master's replies and the
-// transports' (cmd.go).
-func replyOf(r raw) Reply {
-	switch r.typ {
-	case '_':
-		return Reply{Kind: ReplyNil}
-	case '+':
-		return Reply{Kind: ReplyStatus, Text: "OK"}
-	case '-':
-		return Reply{Kind: ReplyError, Text: r.text}
-	case ':':
-		return Reply{Kind: ReplyInt, Int: r.n}
-	case '$':
-		return Reply{Kind: ReplyBulk, Text: r.text}
-	}
-	return Reply{Kind: ReplyOther}
-}
-
-func rawOf(r Reply) raw {
+func rawOf(r driver.Reply) raw {
 	switch r.Kind {
-	case ReplyNil:
+	case driver.ReplyNil:
 		return raw{typ: '_'}
-	case ReplyStatus:
+	case driver.ReplyStatus:
 		return raw{typ: '+', text: r.Text}
-	case ReplyError:
+	case driver.ReplyError:
 		return raw{typ: '-', text: r.Text}
-	case ReplyInt:
+	case driver.ReplyInt:
 		return raw{typ: ':', n: r.Int}
-	case ReplyBulk:
+	case driver.ReplyBulk:
 		if r.Text == "OK" {
 			// A client that does not tell a simple string from a bulk
 			// one (rueidis, valkey-go): no command of the Locker's
@@ -196,14 +131,14 @@ func rawOf(r Reply) raw {
 
 type clientLink struct {
 	s *stream
-	m Master
+	m driver.Master
 }
 
 func (k *clientLink) direct() bool { return false }
 func (k *clientLink) close()       {}
 
 // newClientPath is the path to a Master that is not a go-redis client.
-func newClientPath(cfg *pathConfig, m Master) pathway {
+func newClientPath(cfg *pathConfig, m driver.Master) pathway {
 	var s *stream
 	s = newStream(cfg, func() (link, string, error) { return s.dialClient(m) }, 0)
 	return s
@@ -211,8 +146,8 @@ func newClientPath(cfg *pathConfig, m Master) pathway {
 
 // dialClient loads the scripts and reads the server's run_id, in one
 // batch bounded by ClientTimeout.
-func (s *stream) dialClient(m Master) (link, string, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, ClientTimeout) // Close ends it too
+func (s *stream) dialClient(m driver.Master) (link, string, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, driver.ClientTimeout) // Close ends it too
 	defer cancel()
 	cmds := make([][]string, 0, len(scriptList)+1)
 	for _, sc := range scriptList {
@@ -227,12 +162,12 @@ func (s *stream) dialClient(m Master) (link, string, error) {
 		return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.cfg.addr, err)
 	}
 	for _, r := range reps[:len(scriptList)] {
-		if r.Kind == ReplyError {
+		if r.Kind == driver.ReplyError {
 			return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.cfg.addr, handshakeError("SCRIPT LOAD", r.Text))
 		}
 	}
 	info := reps[len(scriptList)]
-	if info.Kind == ReplyError && aclRefusal(info.Text) {
+	if info.Kind == driver.ReplyError && aclRefusal(info.Text) {
 		return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.cfg.addr, refusedError("INFO server", info.Text))
 	}
 	return &clientLink{s: s, m: m}, runIDOf(info.Text), nil // no INFO (miniredis): no run_id to check
@@ -251,7 +186,7 @@ func (k *clientLink) write(batch []*cmd) error {
 		}
 		cmds[i] = line
 	}
-	ctx, cancel := context.WithTimeout(k.s.ctx, max(ClientTimeout, k.s.cfg.nodeTimeout))
+	ctx, cancel := context.WithTimeout(k.s.ctx, max(driver.ClientTimeout, k.s.cfg.nodeTimeout))
 	reps, err := k.m.Do(ctx, cmds)
 	cancel()
 	if err == nil && len(reps) != len(batch) {
@@ -268,9 +203,9 @@ func (k *clientLink) write(batch []*cmd) error {
 }
 
 // masterAddr names m for NewMasters.
-func masterAddr(m Master) string {
-	if g, ok := m.(*goRedisMaster); ok {
-		return clientAddr(g.c)
+func masterAddr(m driver.Master) string {
+	if g, ok := m.(goRedisClient); ok {
+		return goredis.Addr(g.GoRedisClient())
 	}
 	return strings.ToLower(m.Addr())
 }

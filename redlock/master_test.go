@@ -7,24 +7,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // shortMaster is a Master on the client path that can drop the last reply
 // of every batch, as a broken adapter would.
 type shortMaster struct {
-	m     redlock.Master
+	m     driver.Master
 	addr  string
 	short bool
 }
 
-var _ redlock.Master = (*shortMaster)(nil)
+var _ driver.Master = (*shortMaster)(nil)
 
 func (s *shortMaster) Addr() string { return s.addr }
 
-func (s *shortMaster) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, error) {
+func (s *shortMaster) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
 	reps, err := s.m.Do(ctx, cmds)
 	if s.short && err == nil {
 		reps = reps[:len(reps)-1]
@@ -35,16 +38,16 @@ func (s *shortMaster) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply,
 func TestNewMastersRejects(t *testing.T) {
 	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer cl.Close()
-	one := &shortMaster{m: redlock.GoRedis(cl), addr: "a:1"}
+	one := &shortMaster{m: redlock.GoRedisMaster(cl), addr: "a:1"}
 	for _, tc := range []struct {
 		name    string
-		masters []redlock.Master
+		masters []driver.Master
 		want    string
 	}{
 		{"none", nil, "no masters"},
-		{"nil", []redlock.Master{one, nil}, "master 1 is a nil client"},
-		{"nil go-redis client", []redlock.Master{redlock.GoRedis((*redis.Client)(nil))}, "master 0 is a nil client"},
-		{"same address", []redlock.Master{one, &shortMaster{m: one.m, addr: "A:1"}}, "masters 0 and 1 are the same master (a:1)"},
+		{"nil", []driver.Master{one, nil}, "master 1 is a nil client"},
+		{"nil go-redis client", []driver.Master{driver.GoRedis(nil)}, "master 0 is a nil client"},
+		{"same address", []driver.Master{one, &shortMaster{m: one.m, addr: "A:1"}}, "masters 0 and 1 are the same master (a:1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := redlock.NewMasters(tc.masters, nil)
@@ -59,8 +62,8 @@ func TestNewMastersRejects(t *testing.T) {
 }
 
 func TestParseURLInvalid(t *testing.T) {
-	if _, err := redlock.ParseURL("http://127.0.0.1:6379"); !errors.Is(err, redlock.ErrInvalid) {
-		t.Fatalf("ParseURL(http://...): %v, want ErrInvalid", err)
+	if _, err := redlock.NewFromURLs([]string{"http://127.0.0.1:6379"}, nil); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("NewFromURLs(http://...): %v, want ErrInvalid", err)
 	}
 	_, err := redlock.NewFromURLs([]string{"redis://127.0.0.1:1", "redis://127.0.0.1:2/notadb"}, nil)
 	if !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "master 1") {
@@ -75,7 +78,7 @@ func TestNewFromURLs(t *testing.T) {
 	for i := range c.N() {
 		urls = append(urls, c.URL(i))
 	}
-	l, err := redlock.NewFromURLs(urls, &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	l, err := redlock.NewFromURLs(urls, &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,18 +101,18 @@ func TestNewFromURLs(t *testing.T) {
 // matched to the wrong command.
 func TestClientPathShortReplies(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
-	ms := make([]redlock.Master, c.N())
+	ms := make([]driver.Master, c.N())
 	for i, cl := range c.Clients() {
-		ms[i] = &shortMaster{m: redlock.GoRedis(cl), addr: c.Addrs()[i], short: i != 0}
+		ms[i] = &shortMaster{m: redlock.GoRedisMaster(cl), addr: c.Addrs()[i], short: i != 0}
 	}
-	l, err := redlock.NewMasters(ms, &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	l, err := redlock.NewMasters(ms, &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	_, err = l.TryLock(t.Context(), "short")
 	var e *redlock.Error
-	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(redlock.OutcomeOK) > 1 {
+	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(quorum.OK) > 1 {
 		t.Fatalf("TryLock with 2 of 3 masters answering short: %v, want ErrNotAcquired with at most master 0 OK", err)
 	}
 	waitFor(t, "no key left", func() bool { return countValue(keyState(t, c, "short"), "") == 3 })

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // After Close, a held lock may still be on the masters: Extend and Unlock
@@ -114,7 +115,7 @@ func TestSameServerUnderAnUnseenName(t *testing.T) {
 	}
 	// Room for the first contact's handshake on a loaded machine: the
 	// first round waits for every master to be identified, up to this.
-	l, err := redlock.New(masters, &redlock.Options{NodeTimeout: time.Second})
+	l, err := redlock.New(masters, &redlock.Options{MasterTimeout: time.Second})
 	if err != nil {
 		t.Fatalf("New: %v (it cannot see that %s is %s)", err, alias, addrs[0])
 	}
@@ -186,7 +187,7 @@ func TestSentinelManagedMasters(t *testing.T) {
 		t.Cleanup(func() { cl.Close() })
 		masters = append(masters, cl)
 	}
-	l := lockerOn(t, c, masters, &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	l := lockerOn(t, c, masters, &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	lk, err := l.TryLock(t.Context(), "sentinel")
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func TestNoStrayKeyAfterALongStall(t *testing.T) {
 	short := redis.NewClient(&redis.Options{Addr: c.Addrs()[0], ReadTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { short.Close() })
 	clients[0] = short
-	l := lockerOn(t, c, clients, &redlock.Options{TTL: ttl, NodeTimeout: 100 * time.Millisecond})
+	l := lockerOn(t, c, clients, &redlock.Options{TTL: ttl, MasterTimeout: 100 * time.Millisecond})
 	if err := c.Pause(0); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 )
 
@@ -83,7 +84,7 @@ func TestTryLockAllFailureLeavesNoKey(t *testing.T) {
 		t.Fatalf("TryLockAll: %v, %v; want ErrNotAcquired", lk, err)
 	}
 	var e *redlock.Error
-	if !errors.As(err, &e) || e.Count(redlock.OutcomeRefused) != 3 {
+	if !errors.As(err, &e) || e.Count(quorum.Refused) != 3 {
 		t.Fatalf("want 3 masters refusing, got %v", err)
 	}
 	want := map[string][]string{

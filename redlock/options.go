@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/validity"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quorumlab/redlock/validity"
 )
 
 // Options configures a Locker. A nil *Options, and every zero field, means
@@ -16,7 +17,7 @@ import (
 // allowance off: a zero DriftFactor or DriftConstant means the default.
 type Options struct {
 	// TTL is how long each master keeps the lock key, a whole number of
-	// milliseconds (Redis's PX resolution), at most MaxTTL. Default: 10s.
+	// milliseconds (Redis's PX resolution), at most 24h. Default: 10s.
 	TTL time.Duration
 
 	// DriftFactor is the relative clock-rate error allowed between this
@@ -33,17 +34,17 @@ type Options struct {
 	// Default: 0.
 	SafetyMargin time.Duration
 
-	// NodeTimeout bounds each call to one master. The Locker stops waiting
+	// MasterTimeout bounds each call to one master. The Locker stops waiting
 	// for a master at this deadline even if the client ignores contexts
 	// (go-redis v9 does by default), and marks it unavailable until it
 	// answers again. The keeper's extensions (Hold, Keep, Do) wait longer:
-	// a quarter of the lock's time left, and at least NodeTimeout. It must be shorter than TTL. Default: TTL/200 kept
+	// a quarter of the lock's time left, and at least MasterTimeout. It must be shorter than TTL. Default: TTL/200 kept
 	// within [10ms, 50ms] (50ms for the 10s default, the top of the Redlock
 	// spec's 5–50ms range for a 10s TTL), and at most TTL/4. The floor is
 	// there because a cold client's first call also dials and handshakes
 	// (go-redis sends HELLO and CLIENT SETINFO), which can take several
 	// milliseconds on a loaded machine.
-	NodeTimeout time.Duration
+	MasterTimeout time.Duration
 
 	// KeyPrefix is prepended to every key; it must not contain '{' or '}'.
 	// Keys are "<KeyPrefix>{<resource>}" and "<KeyPrefix>{<resource>}:fence".
@@ -141,13 +142,13 @@ type RetryPolicy struct {
 	MaxDelay time.Duration
 }
 
-// MaxTTL is the longest TTL a lock may have (Options.TTL, WithTTL): the
+// maxTTL is the longest TTL a lock may have (Options.TTL, WithTTL): the
 // time a crashed holder can block everyone. Work that runs longer keeps a
 // shorter lock extended (Hold, Do). docs/design.md §2 says why 24h.
-const MaxTTL = 24 * time.Hour
+const maxTTL = 24 * time.Hour
 
 func aboveMaxTTL(what string, ttl time.Duration) string {
-	return fmt.Sprintf("%s %v is above MaxTTL (%v): keep a shorter lock extended instead (Hold, Do)", what, ttl, MaxTTL)
+	return fmt.Sprintf("%s %v is above the %v limit: keep a shorter lock extended instead (Keep, Do)", what, ttl, maxTTL)
 }
 
 // Defaults, each named in its field's comment.
@@ -169,8 +170,8 @@ func (o Options) withDefaults() Options {
 	if o.DriftConstant == 0 {
 		o.DriftConstant = validity.DefaultDriftConstant
 	}
-	if o.NodeTimeout == 0 && o.TTL > 0 {
-		o.NodeTimeout = min(max(o.TTL/200, 10*time.Millisecond), 50*time.Millisecond, o.TTL/4)
+	if o.MasterTimeout == 0 && o.TTL > 0 {
+		o.MasterTimeout = min(max(o.TTL/200, 10*time.Millisecond), 50*time.Millisecond, o.TTL/4)
 	}
 	if o.KeyPrefix == "" && !o.RedsyncKeys {
 		o.KeyPrefix = DefaultKeyPrefix
@@ -190,7 +191,7 @@ func (o Options) budget() validity.Budget {
 
 // validate reports the first rule a filled-in Options breaks.
 func (o Options) validate() error {
-	if o.TTL > MaxTTL {
+	if o.TTL > maxTTL {
 		return invalid(aboveMaxTTL("TTL", o.TTL))
 	}
 	if err := o.budget().Validate(); err != nil {
@@ -199,10 +200,10 @@ func (o Options) validate() error {
 	switch {
 	case o.TTL%time.Millisecond != 0:
 		return invalid(fmt.Sprintf("TTL %v is not a whole number of milliseconds (Redis keeps PX in ms)", o.TTL))
-	case o.NodeTimeout < 0:
-		return invalid(fmt.Sprintf("NodeTimeout %v must be positive", o.NodeTimeout))
-	case o.NodeTimeout >= o.TTL:
-		return invalid(fmt.Sprintf("NodeTimeout %v must be shorter than TTL %v", o.NodeTimeout, o.TTL))
+	case o.MasterTimeout < 0:
+		return invalid(fmt.Sprintf("MasterTimeout %v must be positive", o.MasterTimeout))
+	case o.MasterTimeout >= o.TTL:
+		return invalid(fmt.Sprintf("MasterTimeout %v must be shorter than TTL %v", o.MasterTimeout, o.TTL))
 	case !o.RedsyncKeys && strings.ContainsAny(o.KeyPrefix, "{}"):
 		return invalid(fmt.Sprintf("KeyPrefix %q must not contain '{' or '}' (they would change the keys' hash slot)", o.KeyPrefix))
 	case o.Retry.MaxAttempts < 0:
@@ -222,7 +223,7 @@ type lockConfig struct {
 }
 
 // WithTTL sets the TTL of this one lock instead of Options.TTL, by the same
-// rules: a whole number of milliseconds up to MaxTTL, longer than NodeTimeout, and
+// rules: a whole number of milliseconds up to maxTTL, longer than MasterTimeout, and
 // longer than its drift allowance plus SafetyMargin (an invalid TTL fails
 // the call with ErrInvalid). Zero means the default, as in Options: the
 // call's TTL as if WithTTL were not passed (Options.TTL; for Extend, the
@@ -256,14 +257,14 @@ func (l *Locker) ttlBudget(ttl time.Duration, opts []LockOption) (time.Duration,
 	o.TTL = c.ttl
 	b := o.budget()
 	switch err := b.Validate(); {
-	case c.ttl > MaxTTL:
+	case c.ttl > maxTTL:
 		return 0, b, invalid(aboveMaxTTL("WithTTL: TTL", c.ttl))
 	case err != nil:
 		return 0, b, invalid("WithTTL: " + err.Error())
 	case c.ttl%time.Millisecond != 0:
 		return 0, b, invalid(fmt.Sprintf("WithTTL: TTL %v is not a whole number of milliseconds (Redis keeps PX in ms)", c.ttl))
-	case l.opts.NodeTimeout >= c.ttl:
-		return 0, b, invalid(fmt.Sprintf("WithTTL: TTL %v must be longer than NodeTimeout %v", c.ttl, l.opts.NodeTimeout))
+	case l.opts.MasterTimeout >= c.ttl:
+		return 0, b, invalid(fmt.Sprintf("WithTTL: TTL %v must be longer than MasterTimeout %v", c.ttl, l.opts.MasterTimeout))
 	}
 	return c.ttl, b, nil
 }

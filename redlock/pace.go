@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // paceSamples is how many recent round times the keeper's pacing looks at:
@@ -110,7 +110,7 @@ func (l *Locker) SustainableTTL() time.Duration {
 		_, q := l.pace.masters[i].quantiles()
 		p99 = max(p99, q)
 	}
-	w := max(9*p99, 3*l.opts.NodeTimeout) + l.opts.SafetyMargin + l.opts.DriftConstant
+	w := max(9*p99, 3*l.opts.MasterTimeout) + l.opts.SafetyMargin + l.opts.DriftConstant
 	ttl := time.Duration(math.Ceil(float64(w) / (1 - l.opts.DriftFactor)))
 	return (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 }

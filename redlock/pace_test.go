@@ -20,13 +20,13 @@ import (
 // that latency, the lock is never lost.
 func TestKeeperExtendsEarlierUnderLatency(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
-	opts := &redlock.Options{TTL: time.Second, NodeTimeout: 400 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	opts := &redlock.Options{TTL: time.Second, MasterTimeout: 400 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	const w = time.Second - 12*time.Millisecond // 1 000 − (10 + 2) ms of drift
 	// firstExtension returns when the first extension started, counted
 	// from the acquisition's start: an extension's deadline is its start
 	// plus the window.
-	firstExtension := func(l *redlock.Locker, resource string) (*redlock.Held, time.Duration) {
-		h, err := l.Hold(t.Context(), resource)
+	firstExtension := func(l *redlock.Locker, resource string) (*redlock.Lock, time.Duration) {
+		h, err := redlock.Hold(l, t.Context(), resource)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestKeeperExtendsEarlierUnderLatency(t *testing.T) {
 	until := time.Now().Add(4 * w)
 	for time.Now().Before(until) {
 		if err := h.Err(); err != nil {
-			t.Fatalf("lost while the masters answered in about 200 ms (NodeTimeout 400 ms): %v (%v)", err, context.Cause(h.Context()))
+			t.Fatalf("lost while the masters answered in about 200 ms (MasterTimeout 400 ms): %v (%v)", err, context.Cause(h.Context()))
 		}
 		time.Sleep(5 * time.Millisecond) // sampling pace
 	}
@@ -88,7 +88,7 @@ func TestKeeperExtendsEarlierUnderLatency(t *testing.T) {
 // rounds need.
 func TestStatsReportRoundTimes(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
-	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{MasterTimeout: 100 * time.Millisecond})
 	cycle := func(n int) {
 		for range n {
 			lk, err := l.TryLock(t.Context(), "stats")
@@ -128,19 +128,19 @@ func TestStatsReportRoundTimes(t *testing.T) {
 	}
 }
 
-// The keeper's extensions wait for the masters longer than NodeTimeout: a
+// The keeper's extensions wait for the masters longer than MasterTimeout: a
 // quarter of the time the lock has left (docs/design.md §8). With 25 ms of
 // latency each way on every master, each round takes 50 ms or more, past a
-// NodeTimeout of 20 ms but well inside the window: a lock taken before the
+// MasterTimeout of 20 ms but well inside the window: a lock taken before the
 // latency came is kept through several windows, its deadline moving on.
-// (Extensions cut at NodeTimeout fail there every time, and the lock is
+// (Extensions cut at MasterTimeout fail there every time, and the lock is
 // lost at its first deadline.) A plain Extend still gives up at
-// NodeTimeout.
+// MasterTimeout.
 func TestKeeperWaitsPastNodeTimeoutForSlowMasters(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
 	const ttl = 2 * time.Second
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, NodeTimeout: 20 * time.Millisecond})
-	h, err := l.Hold(t.Context(), "keep-slow")
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 20 * time.Millisecond})
+	h, err := redlock.Hold(l, t.Context(), "keep-slow")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestKeeperWaitsPastNodeTimeoutForSlowMasters(t *testing.T) {
 	until := first.Add(2 * ttl)
 	for time.Now().Before(until) {
 		if err := h.Err(); err != nil {
-			t.Fatalf("lost while every master answered in about 50 ms (NodeTimeout 20 ms, TTL %v): %v (%v)", ttl, err, context.Cause(h.Context()))
+			t.Fatalf("lost while every master answered in about 50 ms (MasterTimeout 20 ms, TTL %v): %v (%v)", ttl, err, context.Cause(h.Context()))
 		}
 		time.Sleep(5 * time.Millisecond) // sampling pace
 	}
@@ -171,20 +171,20 @@ func TestKeeperWaitsPastNodeTimeoutForSlowMasters(t *testing.T) {
 	}
 	err = lk.Extend(t.Context())
 	if !errors.Is(err, redlock.ErrLost) {
-		t.Fatalf("a plain Extend through 50 ms rounds with NodeTimeout 20 ms: %v, want ErrLost", err)
+		t.Fatalf("a plain Extend through 50 ms rounds with MasterTimeout 20 ms: %v, want ErrLost", err)
 	}
 	if err := h.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// Close does not wait for a keeper's extension past NodeTimeout: with 3 of
+// Close does not wait for a keeper's extension past MasterTimeout: with 3 of
 // 5 masters stalled, an extension would wait a quarter of the lock's time
 // left (here about 2 s), but Close, called while it waits, returns well
 // before that, and the extension fails.
 func TestCloseCutsTheKeepersLongWait(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l, err := redlock.New(c.Clients(), &redlock.Options{TTL: 8 * time.Second, NodeTimeout: 20 * time.Millisecond})
+	l, err := redlock.New(c.Clients(), &redlock.Options{TTL: 8 * time.Second, MasterTimeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

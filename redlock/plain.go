@@ -2,11 +2,11 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/internal/goredis"
 )
 
 // The plain path, for clients the fast path cannot reproduce (cluster,
@@ -49,13 +49,13 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 	})
 	for _, l := range loads {
 		if err := l.Err(); err != nil {
-			if isServerError(err) && aclRefusal(err.Error()) {
+			if goredis.IsServerError(err) && aclRefusal(err.Error()) {
 				err = refusedError("SCRIPT LOAD", err.Error())
 			}
 			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.cfg.addr, err)
 		}
 	}
-	if err := info.Err(); err != nil && isServerError(err) && aclRefusal(err.Error()) {
+	if err := info.Err(); err != nil && goredis.IsServerError(err) && aclRefusal(err.Error()) {
 		return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.cfg.addr, refusedError("INFO server", err.Error()))
 	}
 	runID := runIDOf(info.Val())
@@ -70,7 +70,7 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 // the link: the outcome of every command in the batch is then unknown.
 func (p *plainLink) write(batch []*cmd) error {
 	ctx := context.Background()
-	cmds, err := pipeline(ctx, p.c, len(batch), func(pp redis.Pipeliner, i int) *redis.Cmd {
+	cmds, err := goredis.Pipeline(ctx, p.c, len(batch), func(pp redis.Pipeliner, i int) *redis.Cmd {
 		return plainCmd(ctx, pp, batch[i])
 	})
 	if err != nil {
@@ -82,41 +82,6 @@ func (p *plainLink) write(batch []*cmd) error {
 	}
 	return nil
 }
-
-// pipeline sends n commands, which add queues, as one go-redis pipeline
-// through c. Its error is the first that is not a reply (nil, or the
-// server's error): the outcome of every command is then unknown.
-func pipeline(ctx context.Context, c redis.UniversalClient, n int, add func(p redis.Pipeliner, i int) *redis.Cmd) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, n)
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range cmds {
-			cmds[i] = add(p, i)
-		}
-		return nil
-	})
-	if err != nil {
-		for _, c := range cmds {
-			if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) && !isServerError(e) {
-				return nil, e
-			}
-		}
-	}
-	return cmds, nil
-}
-
-func isServerError(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
-}
-
-// noRetry is a command go-redis must not send again by itself: a pipeline
-// holding one is never retried (after a timeout, say). A SET that ran but
-// whose reply was lost would answer nil when sent again, and count as
-// refused; a batch sent again on another connection could also run after
-// what the stream sends next. A failed batch breaks the link instead.
-type noRetry struct{ *redis.Cmd }
-
-func (noRetry) NoRetry() bool { return true }
 
 // plainCmd queues c on p and returns what will hold its reply.
 func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
@@ -131,29 +96,15 @@ func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
 		}
 	}
 	rc := redis.NewCmd(ctx, args...)
-	p.Process(ctx, noRetry{rc})
+	p.Process(ctx, goredis.NoRetry{Cmd: rc})
 	return rc
 }
 
 // plainRaw turns a go-redis command's result into the reply it was.
 func plainRaw(c *redis.Cmd) raw {
-	err := c.Err()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return raw{typ: '_'}
-	case err != nil:
-		return raw{typ: '-', text: strings.TrimPrefix(err.Error(), "redis: ")}
+	typ, n, text := goredis.Reply(c)
+	if typ == '+' {
+		text = ""
 	}
-	switch v := c.Val().(type) {
-	case int64:
-		return raw{typ: ':', n: v}
-	case string:
-		if v == "OK" {
-			return raw{typ: '+'}
-		}
-		return raw{typ: '$', text: v}
-	case nil:
-		return raw{typ: '_'}
-	}
-	return raw{typ: '*'}
+	return raw{typ: typ, n: n, text: text}
 }

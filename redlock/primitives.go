@@ -41,6 +41,10 @@ func (c *cmd) lua2() *script {
 		return rwReadScript
 	case cmdUnread:
 		return rwUnreadScript
+	case cmdLeaderWrite:
+		return leaderWriteScript
+	case cmdLeaderRead:
+		return leaderReadScript
 	}
 	return nil
 }
@@ -108,6 +112,10 @@ func (c *cmd) args2(dst []arg) []arg {
 	case cmdUnread:
 		stem := c.key[:len(c.key)-1]
 		return append(c.evalsha(dst, 3), str(c.key), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.token))
+	case cmdLeaderWrite:
+		return append(c.evalsha(dst, 2), str(c.key), arg{s: c.key, suffix: leaderSuffix}, str(c.token), num(c.n), str(c.waiter))
+	case cmdLeaderRead:
+		return append(c.evalsha(dst, 2), str(c.key), arg{s: c.key, suffix: leaderSuffix})
 	}
 	return dst
 }

@@ -55,8 +55,8 @@ func TestShutdownBetweenLockAndKeep(t *testing.T) {
 					return nil
 				})
 			case "Hold":
-				var h *redlock.Held
-				h, err = a.Hold(ctx, resource)
+				var h *redlock.Lock
+				h, err = redlock.Hold(a, ctx, resource)
 				if h != nil {
 					ran = h.Err() == nil
 				}
@@ -129,8 +129,9 @@ func TestShutdownRacingDo(t *testing.T) {
 	t.Logf("%d of %d runs ran fn before the Shutdown", ranLive, runs)
 }
 
-// Keep of a lock already released, by its Unlock or by Shutdown, returns a
-// Held that is over: Done closed, Err context.Canceled.
+// Keep of a lock already released, by its Unlock or by Shutdown, fails
+// (ErrUnlocked, ErrClosed), and the lock is over: Done closed, Err
+// context.Canceled.
 func TestKeepOfReleasedLockIsEnded(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()
@@ -142,7 +143,7 @@ func TestKeepOfReleasedLockIsEnded(t *testing.T) {
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ended := func(what string, h *redlock.Held) {
+	ended := func(what string, h *redlock.Lock) {
 		t.Helper()
 		select {
 		case <-h.Done():
@@ -156,10 +157,12 @@ func TestKeepOfReleasedLockIsEnded(t *testing.T) {
 			t.Errorf("%s: Context().Err() %v", what, h.Context().Err())
 		}
 	}
-	h := lk.Keep()
-	ended("Keep after Unlock", h)
-	if err := h.Unlock(ctx); !errors.Is(err, redlock.ErrUnlocked) {
-		t.Errorf("Unlock of that Held: %v, want ErrUnlocked", err)
+	if err := lk.Keep(); !errors.Is(err, redlock.ErrUnlocked) {
+		t.Errorf("Keep after Unlock: %v, want ErrUnlocked", err)
+	}
+	ended("Keep after Unlock", lk)
+	if err := lk.Unlock(ctx); !errors.Is(err, redlock.ErrUnlocked) {
+		t.Errorf("Unlock again: %v, want ErrUnlocked", err)
 	}
 
 	lk2, err := l.TryLock(ctx, "keep-after-shutdown")
@@ -169,7 +172,10 @@ func TestKeepOfReleasedLockIsEnded(t *testing.T) {
 	if err := l.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ended("Keep after Shutdown", lk2.Keep())
+	if err := lk2.Keep(); !errors.Is(err, redlock.ErrClosed) {
+		t.Errorf("Keep after Shutdown: %v, want ErrClosed", err)
+	}
+	ended("Keep after Shutdown", lk2)
 	other := newLocker(t, c, nil)
 	if lk, err := other.TryLock(ctx, "keep-after-shutdown"); err != nil {
 		t.Errorf("TryLock after Shutdown released it: %v", err)
@@ -187,8 +193,8 @@ func TestShutdownEndsEveryPrimitive(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()
 	const nt = 300 * time.Millisecond
-	a := newLocker(t, c, &redlock.Options{NodeTimeout: nt})
-	b := newLocker(t, c, &redlock.Options{NodeTimeout: nt})
+	a := newLocker(t, c, &redlock.Options{MasterTimeout: nt})
+	b := newLocker(t, c, &redlock.Options{MasterTimeout: nt})
 
 	// The handed lock first, while every master answers (the handoff
 	// helpers want all five): B holds, A waits and is handed the key.
@@ -201,7 +207,7 @@ func TestShutdownEndsEveryPrimitive(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mutex, err := a.Hold(ctx, "sd-mutex")
+	mutex, err := redlock.Hold(a, ctx, "sd-mutex")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +219,10 @@ func TestShutdownEndsEveryPrimitive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keptPermit := permit.Keep()
+	if err := permit.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	keptPermit := permit
 	rwR, err := a.RWMutex("sd-rw-r")
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +231,10 @@ func TestShutdownEndsEveryPrimitive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keptRead := rlock.Keep()
+	if err := rlock.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	keptRead := rlock
 	rwW, err := a.RWMutex("sd-rw-w")
 	if err != nil {
 		t.Fatal(err)
@@ -237,12 +249,15 @@ func TestShutdownEndsEveryPrimitive(t *testing.T) {
 	if _, err := a.Adopt(ctx, "sd-adopted", lkO.Token()); err != nil {
 		t.Fatal(err)
 	}
-	keptHanded := handed.Keep()
+	if err := handed.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	keptHanded := handed
 
 	if err := a.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	for name, h := range map[string]*redlock.Held{"mutex": mutex, "permit": keptPermit, "read": keptRead, "handed": keptHanded} {
+	for name, h := range map[string]*redlock.Lock{"mutex": mutex, "permit": keptPermit, "read": keptRead, "handed": keptHanded} {
 		if !errors.Is(h.Err(), context.Canceled) {
 			t.Errorf("%s: Err %v after Shutdown, want context.Canceled", name, h.Err())
 		}
@@ -287,7 +302,7 @@ func TestGiveUpDuringStallLeavesNoMember(t *testing.T) {
 	// Fenced: a waiter that may be handed the key leaves with its
 	// give-back, a release; a fenced one sends a leave of its own.
 	a := newLocker(t, c, &redlock.Options{Fencing: true})
-	b := newLocker(t, c, &redlock.Options{Fencing: true, NodeTimeout: 100 * time.Millisecond})
+	b := newLocker(t, c, &redlock.Options{Fencing: true, MasterTimeout: 100 * time.Millisecond})
 	lkA, err := a.TryLock(ctx, resource)
 	if err != nil {
 		t.Fatal(err)
@@ -387,13 +402,13 @@ func TestShutdownAfterCloseOnlyCloses(t *testing.T) {
 // set by the release, after the first join of the waiter's token from
 // which the holder counts its validity, so the adopted deadline may be
 // later than the holder's own, but by no more than the holder's
-// Acquisition().Elapsed less NodeTimeout (docs/design.md §16), with the
+// Acquisition().Elapsed less MasterTimeout (docs/design.md §16), with the
 // millisecond of PTTL's resolution.
 func TestAdoptOfHandedLockDeadlineBound(t *testing.T) {
 	c, _, lkA, got, token := grantWaits(t, "adopt-handed")
 	ctx := t.Context()
-	// B waits longer than NodeTimeout (200 ms here): the handed keys are
-	// set that much after its first join, more than Adopt's NodeTimeout
+	// B waits longer than MasterTimeout (200 ms here): the handed keys are
+	// set that much after its first join, more than Adopt's MasterTimeout
 	// makes up for.
 	time.Sleep(600 * time.Millisecond)
 	if err := lkA.Unlock(ctx); err != nil {
@@ -406,11 +421,11 @@ func TestAdoptOfHandedLockDeadlineBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nt := adopter.Options().NodeTimeout
+	nt := adopter.Options().MasterTimeout
 	bound := lkB.Deadline().Add(lkB.Acquisition().Elapsed - nt + 2*time.Millisecond)
 	if adopted.Deadline().After(bound) {
-		t.Errorf("adopted deadline %v after the holder's %v plus its Elapsed %v less NodeTimeout %v",
+		t.Errorf("adopted deadline %v after the holder's %v plus its Elapsed %v less MasterTimeout %v",
 			adopted.Deadline().Sub(lkB.Deadline()), lkB.Deadline().Format(time.StampMicro), lkB.Acquisition().Elapsed, nt)
 	}
-	t.Logf("adopted deadline − holder's: %v; bound: Elapsed %v − NodeTimeout %v", adopted.Deadline().Sub(lkB.Deadline()), lkB.Acquisition().Elapsed, nt)
+	t.Logf("adopted deadline − holder's: %v; bound: Elapsed %v − MasterTimeout %v", adopted.Deadline().Sub(lkB.Deadline()), lkB.Acquisition().Elapsed, nt)
 }

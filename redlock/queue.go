@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 
@@ -77,7 +77,7 @@ func (l *Locker) complete(ctx context.Context, t target, w *waiter) {
 	if by == nil || missing < 1 {
 		return
 	}
-	res := l.roundFor(ctx, l.env.now(), false, l.opts.NodeTimeout, missing, func(c *cmd) bool {
+	res := l.roundFor(ctx, l.env.now(), false, l.opts.MasterTimeout, missing, func(c *cmd) bool {
 		c.kind, c.key, c.token, c.n = cmdSetNX, t.key, token, ttl
 		return !by[c.node]
 	})
@@ -112,13 +112,13 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 	}
 	elapsed := l.env.now().Sub(start)
 	info := Acquisition{Start: start, Elapsed: elapsed, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
-		Validity: budget.Validity(elapsed), Nodes: make([]NodeResult, len(by))}
+		Validity: budget.Validity(elapsed), Masters: make([]MasterResult, len(by))}
 	mayHold := make([]bool, len(by))
 	for i, g := range by {
 		mayHold[i] = true
-		info.Nodes[i] = NodeResult{Addr: l.addrs[i], Outcome: quorum.Pending}
+		info.Masters[i] = MasterResult{Addr: l.addrs[i], Outcome: quorum.Pending}
 		if g {
-			info.Nodes[i].Outcome = quorum.OK
+			info.Masters[i].Outcome = quorum.OK
 		}
 	}
 	if info.Validity <= 0 {
@@ -140,7 +140,7 @@ func (l *Locker) fromGrants(ctx context.Context, t target, w *waiter, ttl time.D
 // §14.2. It is dated also when the key is free: in the past when a
 // majority no longer holds it (its keys expired, or were released, after
 // the round that found it held and before this read); lock then looks
-// again NodeTimeout later instead of on its backoff.
+// again MasterTimeout later instead of on its backoff.
 // For a waiter that a release may hand the key to (w.grant), it also reads
 // whether the key holds its grant token, and counts those masters as its
 // grants (docs/design.md §14.3).
@@ -255,7 +255,7 @@ func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, granted fu
 }
 
 // queueRound sends w's join or leave to every master and waits for a
-// majority, within NodeTimeout. Its outcome does not matter to the lock:
+// majority, within MasterTimeout. Its outcome does not matter to the lock:
 // the queue only decides whom a release wakes.
 func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKind) {
 	start := l.env.now()

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/lab/labtest"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/lab/labtest"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,22 +27,22 @@ func newLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Loc
 	t.Helper()
 	clients := c.Clients()
 	// Dial now: a cold client's first call also handshakes, which on a
-	// loaded machine can overrun a tight NodeTimeout and fail a round the
+	// loaded machine can overrun a tight MasterTimeout and fail a round the
 	// test did not mean to fail.
 	for _, cl := range clients {
 		if err := cl.Ping(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A generous NodeTimeout where the test does not set one: CI runs the
+	// A generous MasterTimeout where the test does not set one: CI runs the
 	// packages side by side under -race on two cores, and a round that
 	// fails because a healthy master was descheduled for 50ms is not what
 	// these tests are about. Tests of stalls set their own.
-	o := redlock.Options{NodeTimeout: 200 * time.Millisecond}
+	o := redlock.Options{MasterTimeout: 200 * time.Millisecond}
 	if opts != nil {
 		o = *opts
-		if o.NodeTimeout == 0 && (o.TTL == 0 || o.TTL > time.Second) {
-			o.NodeTimeout = 200 * time.Millisecond
+		if o.MasterTimeout == 0 && (o.TTL == 0 || o.TTL > time.Second) {
+			o.MasterTimeout = 200 * time.Millisecond
 		}
 	}
 	l, err := redlock.New(clients, &o)
@@ -164,11 +166,11 @@ func TestAcquireReleaseOnFiveMasters(t *testing.T) {
 }
 
 // Two of five masters SIGSTOPped, default go-redis clients: TryLock and
-// Unlock still succeed, each within 10× NodeTimeout.
+// Unlock still succeed, each within 10× MasterTimeout.
 func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
-	nt := l.Options().NodeTimeout
+	l := newLocker(t, c, &redlock.Options{MasterTimeout: 100 * time.Millisecond})
+	nt := l.Options().MasterTimeout
 	for _, i := range []int{1, 3} {
 		if err := c.Pause(i); err != nil {
 			t.Fatal(err)
@@ -181,14 +183,14 @@ func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
 			t.Fatalf("round %d: TryLock with 2 of 5 stalled: %v", round, err)
 		}
 		if took := time.Since(start); took > 10*nt {
-			t.Fatalf("round %d: TryLock took %v, over 10× NodeTimeout (%v)", round, took, nt)
+			t.Fatalf("round %d: TryLock took %v, over 10× MasterTimeout (%v)", round, took, nt)
 		}
 		start = time.Now()
 		if err := lk.Unlock(t.Context()); err != nil {
 			t.Fatalf("round %d: Unlock: %v", round, err)
 		}
 		if took := time.Since(start); took > 10*nt {
-			t.Fatalf("round %d: Unlock took %v, over 10× NodeTimeout (%v)", round, took, nt)
+			t.Fatalf("round %d: Unlock took %v, over 10× MasterTimeout (%v)", round, took, nt)
 		}
 		noKeyOn(t, c, "stall", 0, 2, 4)
 	}
@@ -198,7 +200,7 @@ func TestTwoStalledMastersDoNotSlowAcquireOrUnlock(t *testing.T) {
 // no key on the two that answered, and none on the three once they wake.
 func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{MasterTimeout: 100 * time.Millisecond})
 	for _, i := range []int{0, 2, 4} {
 		if err := c.Pause(i); err != nil {
 			t.Fatal(err)
@@ -212,12 +214,12 @@ func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 	if !errors.As(err, &e) {
 		t.Fatalf("%v is not a *redlock.Error", err)
 	}
-	if e.Count(redlock.OutcomeOK) != 2 || e.Count(redlock.OutcomeTimedOut) != 3 {
-		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(redlock.OutcomeOK), e.Count(redlock.OutcomeTimedOut), err)
+	if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
+		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(quorum.OK), e.Count(quorum.TimedOut), err)
 	}
 	for _, i := range []int{0, 2, 4} {
-		if e.Nodes[i].Outcome != redlock.OutcomeTimedOut {
-			t.Errorf("master %d: %v, want timed out", i, e.Nodes[i].Outcome)
+		if e.Masters[i].Outcome != quorum.TimedOut {
+			t.Errorf("master %d: %v, want timed out", i, e.Masters[i].Outcome)
 		}
 	}
 	noKeyOn(t, c, "minority", 1, 3)
@@ -230,10 +232,10 @@ func TestThreeStalledMastersFailAndRelease(t *testing.T) {
 // A majority that arrives after the validity window is not a lock.
 func TestLateMajorityIsNotALock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: time.Second, SafetyMargin: 300 * time.Millisecond, NodeTimeout: 950 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: time.Second, SafetyMargin: 300 * time.Millisecond, MasterTimeout: 950 * time.Millisecond})
 	// drift = 1s×0.01 + 2ms = 12ms: the window is 1000 − 12 − 300 = 688ms.
 	// Three masters answer nothing for 800ms: later than the window,
-	// sooner than NodeTimeout (with room for a loaded CI machine), so the
+	// sooner than MasterTimeout (with room for a loaded CI machine), so the
 	// majority does arrive, too late. (CLIENT PAUSE rather than DEBUG
 	// SLEEP: it is in effect when the command returns, so the test does
 	// not race the stall.)
@@ -251,7 +253,7 @@ func TestLateMajorityIsNotALock(t *testing.T) {
 		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
 	}
 	var e *redlock.Error
-	if !errors.As(err, &e) || e.Count(redlock.OutcomeOK) < 3 || !strings.Contains(e.Reason, "validity window") {
+	if !errors.As(err, &e) || e.Count(quorum.OK) < 3 || !strings.Contains(e.Reason, "validity window") {
 		t.Fatalf("want a majority of OKs rejected for lateness, got %v", err)
 	}
 	if got := keyState(t, c, "late"); countValue(got, "") != 5 {
@@ -285,7 +287,7 @@ func TestMutualExclusion(t *testing.T) {
 // masters.
 func TestExtend(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: time.Second, NodeTimeout: 40 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: time.Second, MasterTimeout: 40 * time.Millisecond})
 	lk, err := l.TryLock(t.Context(), "ext")
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +315,7 @@ func TestExtend(t *testing.T) {
 
 func TestExtendAfterDeadlineIsLost(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{TTL: 100 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: 100 * time.Millisecond, MasterTimeout: 40 * time.Millisecond})
 	lk, err := l.TryLock(t.Context(), "lapsed")
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +337,7 @@ func TestExtendAfterDeadlineIsLost(t *testing.T) {
 
 func TestUnlockNeverDeletesTheNextOwnersKeys(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	la := newLocker(t, c, &redlock.Options{TTL: 100 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	la := newLocker(t, c, &redlock.Options{TTL: 100 * time.Millisecond, MasterTimeout: 40 * time.Millisecond})
 	lb := newLocker(t, c, nil)
 	a, err := la.TryLock(t.Context(), "handoff")
 	if err != nil {
@@ -432,7 +434,7 @@ func TestBadInput(t *testing.T) {
 		{"TTL within drift and margin", good, &redlock.Options{TTL: 100 * time.Millisecond, SafetyMargin: 99 * time.Millisecond}, "must exceed drift"},
 		{"DriftFactor 1", good, &redlock.Options{DriftFactor: 1}, "DriftFactor 1 must be in [0, 1)"},
 		{"DriftFactor negative", good, &redlock.Options{DriftFactor: -0.5}, "DriftFactor -0.5 must be in [0, 1)"},
-		{"NodeTimeout equal to TTL", good, &redlock.Options{TTL: time.Second, NodeTimeout: time.Second}, "NodeTimeout 1s must be shorter than TTL 1s"},
+		{"MasterTimeout equal to TTL", good, &redlock.Options{TTL: time.Second, MasterTimeout: time.Second}, "MasterTimeout 1s must be shorter than TTL 1s"},
 		{"sub-millisecond TTL", good, &redlock.Options{TTL: 1500*time.Millisecond + 500*time.Microsecond}, "whole number of milliseconds"},
 		{"prefix with a brace", good, &redlock.Options{KeyPrefix: "a{b"}, "must not contain '{' or '}'"},
 		{"negative retry", good, &redlock.Options{Retry: redlock.RetryPolicy{MaxAttempts: -1}}, "MaxAttempts -1"},
@@ -487,7 +489,7 @@ func TestClosedLocker(t *testing.T) {
 // returns nil, and the stalled masters get the release when they wake.
 func TestUnlockWithStalledMajorityDefersRelease(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{MasterTimeout: 100 * time.Millisecond})
 	lk, err := l.TryLock(t.Context(), "deferred")
 	if err != nil {
 		t.Fatal(err)
@@ -531,7 +533,7 @@ func TestUnlockAfterClockJumpReportsLoss(t *testing.T) {
 	}
 	err = a.Unlock(t.Context())
 	var e *redlock.Error
-	if !errors.Is(err, redlock.ErrLost) || !errors.As(err, &e) || e.Count(redlock.OutcomeRefused) != 3 {
+	if !errors.Is(err, redlock.ErrLost) || !errors.As(err, &e) || e.Count(quorum.Refused) != 3 {
 		t.Fatalf("A's Unlock: %v, want ErrLost with 3 masters held by B", err)
 	}
 	if got := keyState(t, c, "jumped"); countValue(got, b.Token()) != 3 {
@@ -558,8 +560,8 @@ func TestDefaults(t *testing.T) {
 		}
 		o := l.Options()
 		l.Close()
-		if o.NodeTimeout != tc.nodeTimeout {
-			t.Errorf("TTL %v: NodeTimeout %v, want %v", tc.ttl, o.NodeTimeout, tc.nodeTimeout)
+		if o.MasterTimeout != tc.nodeTimeout {
+			t.Errorf("TTL %v: MasterTimeout %v, want %v", tc.ttl, o.MasterTimeout, tc.nodeTimeout)
 		}
 		if tc.ttl == 0 && (o.TTL != 10*time.Second || o.DriftFactor != 0.01 || o.DriftConstant != 2*time.Millisecond ||
 			o.SafetyMargin != 0 || o.KeyPrefix != "redlock:" || o.Fencing || o.Retry.MaxAttempts != 0 ||

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // The interop tests with a real redsync are in tests/redsync: importing

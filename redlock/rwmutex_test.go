@@ -31,7 +31,7 @@ func TestRWMutexExclusion(t *testing.T) {
 	for _, stalled := range []int{0, 2} {
 		t.Run(map[int]string{0: "all up", 2: "2 of 5 stalled"}[stalled], func(t *testing.T) {
 			c := lab.ForTest(t, 5, nil)
-			l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 100 * time.Millisecond})
+			l := newLocker(t, c, &redlock.Options{TTL: 5 * time.Second, MasterTimeout: 100 * time.Millisecond})
 			rw, err := l.RWMutex("cache")
 			if err != nil {
 				t.Fatal(err)

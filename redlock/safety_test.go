@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // partition cuts a client's connections from its own side: while on,
@@ -94,7 +95,7 @@ func TestDoStopsFnByTheDeadlineWhileExtensionsHang(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const ttl = 500 * time.Millisecond
 	p := &partition{after: 60 * time.Millisecond}
-	opts := &redlock.Options{TTL: ttl, NodeTimeout: 100 * time.Millisecond}
+	opts := &redlock.Options{TTL: ttl, MasterTimeout: 100 * time.Millisecond}
 	l1 := lockerOn(t, c, p.clients(t, c), opts)
 	l2 := newLocker(t, c, opts)
 	for run := range 5 {
@@ -209,7 +210,7 @@ func TestBackoffNeverWraps(t *testing.T) {
 func TestDoPanicReleasesAndRepanics(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ignore := goleak.IgnoreCurrent()
-	l := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{TTL: 300 * time.Millisecond, MasterTimeout: 40 * time.Millisecond})
 	var got any
 	func() {
 		defer func() { got = recover() }()

@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The Lua scripts. They run with EVALSHA: every connection loads them when
@@ -56,11 +54,16 @@ var (
 	rwReadSrc string
 	//go:embed scripts/rw_unread.lua
 	rwUnreadSrc string
+	//go:embed scripts/leader_write.lua
+	leaderWriteBody string
+	//go:embed scripts/leader_read.lua
+	leaderReadSrc string
 
 	// The scripts that compare fences share decimal.lua's exact
 	// comparison of decimal strings.
 	writebackSrc      = decimalLua + writebackBody
 	fencedWriteSrc    = decimalLua + fencedWriteBody
+	leaderWriteSrc    = decimalLua + leaderWriteBody
 	acquireMultiSrc   = decimalLua + acquireMultiBody
 	writebackMultiSrc = decimalLua + writebackMultiBody
 )
@@ -103,17 +106,10 @@ var (
 	rwWriteScript        = newScript("rw_write.lua", rwWriteSrc)
 	rwReadScript         = newScript("rw_read.lua", rwReadSrc)
 	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
+	leaderWriteScript    = newScript("leader_write.lua", leaderWriteSrc)
+	leaderReadScript     = newScript("leader_read.lua", leaderReadSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
 		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, probeMineScript,
-		semExtendScript}
+		semExtendScript, leaderWriteScript, leaderReadScript}
 )
-
-// ReleaseScript returns the compare-and-delete a Locker releases with
-// (scripts/release.lua), for tools that release a lock they did not take
-// (cmd/redlock release --force). KEYS[1] is the lock key, ARGV[1] the
-// token; it deletes the key only while it holds that token, announces the
-// release to waiting Lockers, and returns 1 (deleted), 0 (absent) or −1
-// (another token is there). With the key's queue as KEYS[2] it also hands
-// the lock to the longest-waiting caller (and returns 2 when there was one).
-func ReleaseScript() *redis.Script { return redis.NewScript(releaseSrc) }

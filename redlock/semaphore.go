@@ -10,14 +10,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/internal/keys"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 
-// MaxPermits is the most permits a Semaphore has. Every acquisition round
-// names each permit's key to every master, so its cost grows with the
-// permits (docs/bench.md measures 32, 256 and 1 024).
-const MaxPermits = 1024
+// maxPermits is the most permits a Semaphore has (1 024). Every
+// acquisition round names each permit's key to every master, so its cost
+// grows with the permits (docs/bench.md measures 32, 256 and 1 024).
+const maxPermits = keys.MaxPermits
 
 // metaSuffix names a semaphore's permits record: the stem + ":meta" holds
 // the number of permits, and expires with the last permit held (at most a
@@ -57,14 +58,14 @@ type Semaphore struct {
 }
 
 // Semaphore returns the semaphore called name with permits permits (1 to
-// MaxPermits). The name follows the rules of a resource name; it does not
+// maxPermits). The name follows the rules of a resource name; it does not
 // share keys with a mutex or a read-write lock of the same name. A Locker
 // with Options.RedsyncKeys refuses it (ErrInvalid: under that naming its
 // keys could be a mutex's). It sends nothing: a permits mismatch is found
 // by the first acquisition.
 func (l *Locker) Semaphore(name string, permits int) (*Semaphore, error) {
-	if permits <= 0 || permits > MaxPermits {
-		return nil, invalid(fmt.Sprintf("semaphore permits %d: want 1 to %d", permits, MaxPermits))
+	if permits <= 0 || permits > maxPermits {
+		return nil, invalid(fmt.Sprintf("semaphore permits %d: want 1 to %d", permits, maxPermits))
 	}
 	stem, err := l.primitiveKey(name)
 	if err != nil {
@@ -192,7 +193,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
+		return nil, &Error{Op: "acquire", Resource: s.name, Need: l.need, Masters: l.untried(), kind: ErrNotAcquired, cause: context.Cause(ctx)}
 	}
 	token := l.newToken()
 	k := s.permits
@@ -208,10 +209,10 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 	l.tel.round(ctx, l, "acquire", res)
 	elapsed := l.env.now().Sub(start)
 	info := Acquisition{Start: start, Elapsed: elapsed, TTL: ttl, Drift: budget.Drift(), SafetyMargin: l.opts.SafetyMargin,
-		Validity: budget.Validity(elapsed), Nodes: l.nodeResults(res)}
-	for i, n := range info.Nodes {
+		Validity: budget.Validity(elapsed), Masters: l.nodeResults(res)}
+	for i, n := range info.Masters {
 		if n.Err != nil && strings.Contains(n.Err.Error(), "permits mismatch") {
-			info.Nodes[i].Err = invalid(fmt.Sprintf("semaphore %q: %v: every caller must name the same permits (docs/design.md §18)", s.name, n.Err))
+			info.Masters[i].Err = invalid(fmt.Sprintf("semaphore %q: %v: every caller must name the same permits (docs/design.md §18)", s.name, n.Err))
 		}
 	}
 	votes := make([]int, k+1)
@@ -248,7 +249,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 		l.releaseRound(ctx, target{resource: s.name, key: others[0], keys: others}, token, rest, false, "")
 	}
 	if !ok {
-		e := &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: info.Nodes, kind: ErrNotAcquired, cause: refusal(info.Nodes)}
+		e := &Error{Op: "acquire", Resource: s.name, Need: l.need, Masters: info.Masters, kind: ErrNotAcquired, cause: refusal(info.Masters)}
 		outcome := outNoQuorum
 		switch {
 		case inv != nil:
@@ -272,7 +273,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 		// other (docs/design.md §17), so give it back and fail.
 		l.releaseRound(ctx, lk.target, token, won, false, "")
 		l.tel.acquired(ctx, s.name, outClosed, info, 0)
-		return nil, &Error{Op: "acquire", Resource: s.name, Need: l.need, Nodes: info.Nodes, Reason: closedReason, kind: ErrClosed}
+		return nil, &Error{Op: "acquire", Resource: s.name, Need: l.need, Masters: info.Masters, Reason: closedReason, kind: ErrClosed}
 	}
 	l.tel.acquired(ctx, s.name, outAcquired, info, 0)
 	l.tel.hold(lk)
@@ -281,7 +282,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 
 // Holders returns how many permits are in use: the slots held on a
 // majority of masters, read in one round that waits for every master
-// (at most NodeTimeout). A slot held on fewer masters is not counted: no
+// (at most MasterTimeout). A slot held on fewer masters is not counted: no
 // one holds it. It is a reading at one instant, for monitoring; it
 // decides nothing. When fewer than a majority answer, it returns an error
 // wrapping ErrNotAcquired.
@@ -301,7 +302,7 @@ func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 	})
 	held := bits.take()
 	if res.OK < l.need {
-		return 0, &Error{Op: "holders", Resource: s.name, Need: l.need, Nodes: l.nodeResults(res),
+		return 0, &Error{Op: "holders", Resource: s.name, Need: l.need, Masters: l.nodeResults(res),
 			Reason: "fewer than a majority of masters answered", kind: ErrNotAcquired, cause: refusal(l.nodeResults(res))}
 	}
 	n := 0

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/lab/labtest"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // slotHolders returns, per slot of the semaphore name (1..k), how many of
@@ -98,7 +99,7 @@ func TestSemaphoreBound(t *testing.T) {
 // permit is granted again.
 func TestSemaphoreMinorityStalled(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newColdLocker(t, c, &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 100 * time.Millisecond})
+	l := newColdLocker(t, c, &redlock.Options{TTL: 5 * time.Second, MasterTimeout: 100 * time.Millisecond})
 	s, err := l.Semaphore("exports", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +224,10 @@ func TestKeepPermitAndReadLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp, hr := p.Keep(), r.Keep()
+	if err := errors.Join(p.Keep(), r.Keep()); err != nil {
+		t.Fatal(err)
+	}
+	hp, hr := p, r
 	start := time.Now()
 	for time.Since(start) < 4*ttl {
 		if err := errors.Join(hp.Err(), hr.Err()); err != nil {
@@ -336,7 +340,10 @@ func TestSemaphoreRecordExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	expiresWithin(t, c, meta, ttl)
-	h := p.Keep()
+	if err := p.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	h := p
 	for start := time.Now(); time.Since(start) < 3*ttl; {
 		if err := h.Err(); err != nil {
 			t.Fatalf("the permit was lost: %v", err)

@@ -102,12 +102,12 @@ func (s *liveLocks) listLocked() []*Lock {
 //     (joined with an error wrapping ErrUnlocked or ErrClosed when
 //     Shutdown's release came before Do's own).
 //  3. Every such lock is released as Unlock releases it, all at once:
-//     each release waits at most NodeTimeout per master.
+//     each release waits at most MasterTimeout per master.
 //  4. Close.
 //
 // ctx carries values (traces) to the releases. If it ends before they are
 // all confirmed, Shutdown goes on to Close, which waits for them (each
-// bounded by NodeTimeout), and returns ctx's error. Otherwise it returns
+// bounded by MasterTimeout), and returns ctx's error. Otherwise it returns
 // the releases' errors (those wrapping ErrLost: the lock had lapsed, or
 // another owner held it), joined. Calling it again, or after Close, only
 // closes.
@@ -123,7 +123,7 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 	}
 	locks := l.live.close()
 	begun := l.env.now()
-	helds := make([]*Held, len(locks))
+	helds := make([]*keeping, len(locks))
 	for i, lk := range locks {
 		lk.mu.Lock()
 		helds[i] = lk.held

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // Shutdown with three kept locks (two Holds and a Do) and a plain one:
@@ -19,12 +20,12 @@ import (
 // Do has returned, and new acquisitions fail with ErrClosed.
 func TestShutdownReleasesHeldLocks(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
-	l := newLocker(t, c, &redlock.Options{NodeTimeout: 400 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{MasterTimeout: 400 * time.Millisecond})
 	ctx := t.Context()
 	resources := []string{"sd-hold-a", "sd-hold-b", "sd-do", "sd-plain"}
-	var helds []*redlock.Held
+	var helds []*redlock.Lock
 	for _, r := range resources[:2] {
-		h, err := l.Hold(ctx, r)
+		h, err := redlock.Hold(l, ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -78,10 +78,10 @@ func simLabFaults(r *rand.Rand, span time.Duration, masters, clients int, ttl ti
 
 // simLab is the lab's workload: five processes, four resources, one
 // caller each per resource, holds of up to 2 ms, a 500 ms TTL, a 50 ms
-// NodeTimeout. The lab bounds a Lock call by 4 TTL; here 8 TTL, so that
+// MasterTimeout. The lab bounds a Lock call by 4 TTL; here 8 TTL, so that
 // its liveness bound (2.015 s) can be judged.
 func simLab(fenced bool) simConfig {
-	return simConfig{opts: Options{TTL: 500 * time.Millisecond, NodeTimeout: 50 * time.Millisecond, Fencing: fenced},
+	return simConfig{opts: Options{TTL: 500 * time.Millisecond, MasterTimeout: 50 * time.Millisecond, Fencing: fenced},
 		resources: []string{"r0", "r1", "r2", "r3"}, callers: 1, hold: 2 * time.Millisecond, think: time.Millisecond,
 		limit: 4 * time.Second}
 }

@@ -109,12 +109,12 @@ func simRows() []*simRow {
 			c.stall = 0
 			return c
 		}(), world: drifting, chaos: &simEdgeFaults, every: 8},
-		// Slow messages, and holders that extend a NodeTimeout before
+		// Slow messages, and holders that extend a MasterTimeout before
 		// their deadline with a TTL just long enough for a window (26 to
 		// 28 ms: 3.7 to 5.7 ms), which a round often outlasts.
 		{name: "edge-slow", procs: 3, cfg: func() simConfig {
 			c := simEdge()
-			c.opts.NodeTimeout = 25 * time.Millisecond
+			c.opts.MasterTimeout = 25 * time.Millisecond
 			c.extendTTL = [2]time.Duration{26 * time.Millisecond, 28 * time.Millisecond}
 			return c
 		}(), world: func(o *world.Options) { drifting(o); o.Delay = slowly }, every: 4},

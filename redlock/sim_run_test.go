@@ -58,7 +58,7 @@ type simRun struct {
 // stability before it, when a majority of masters is reachable and
 // stable (docs/design.md §20): every caller of the resource may be
 // ahead of it (C of them), each holding for up to its section, then
-// handing on within H = 4 × NodeTimeout + MaxDelay; one holder may have
+// handing on within H = 4 × MasterTimeout + MaxDelay; one holder may have
 // died and left its key to expire (TTL). The window is a TTL: a key
 // taken before the majority became stable has expired by then.
 func livenessBound(row *simRow) (window, bound time.Duration) {
@@ -68,7 +68,7 @@ func livenessBound(row *simRow) (window, bound time.Duration) {
 		section += o.TTL
 	}
 	c := time.Duration(row.procs * (row.cfg.callers + row.cfg.pollers))
-	return o.TTL, o.TTL + c*(section+4*o.NodeTimeout+o.Retry.MaxDelay)
+	return o.TTL, o.TTL + c*(section+4*o.MasterTimeout+o.Retry.MaxDelay)
 }
 
 // runSim runs row with seed for span of simulated time, stops the

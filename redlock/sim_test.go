@@ -8,9 +8,10 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/internal/sim"
 	"github.com/quorumlab/redlock/internal/sim/world"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // The deterministic simulator's process (docs/design.md §20): a real
@@ -63,7 +64,7 @@ type simConfig struct {
 	readers float64
 	// extend: a holder extends its lock halfway through its section.
 	extend bool
-	// extendTTL (with toDeadline): a NodeTimeout before its deadline the
+	// extendTTL (with toDeadline): a MasterTimeout before its deadline the
 	// holder extends its lock, with a TTL drawn from [extendTTL[0],
 	// extendTTL[1]] in whole milliseconds (WithTTL). An Extend that
 	// returns nil promises that the new deadline is still ahead
@@ -110,7 +111,7 @@ func newSimProc(w *world.World, id int, cfg *simConfig) (*simProc, error) {
 	p := &simProc{w: w, rng: w.Rand(), id: id, cfg: cfg, timers: map[uint64]*simTimer{},
 		sems: map[string]*Semaphore{}, rws: map[string]*RWMutex{}}
 	n := w.Masters()
-	masters := make([]Master, n)
+	masters := make([]driver.Master, n)
 	p.paths = make([]*simPath, n)
 	p.subs = make([]*simSub, n)
 	for i := range masters {
@@ -319,7 +320,7 @@ func (p *simProc) section(c *simCaller) {
 	switch {
 	case cfg.toDeadline:
 		if lo, hi := cfg.extendTTL[0], cfg.extendTTL[1]; hi > 0 {
-			c.pause(lk.Deadline().Sub(p.now()) - p.l.opts.NodeTimeout)
+			c.pause(lk.Deadline().Sub(p.now()) - p.l.opts.MasterTimeout)
 			ttl := lo + p.draw(hi-lo)/time.Millisecond*time.Millisecond
 			if p.now().Before(lk.Deadline()) && lk.Extend(ctx, WithTTL(ttl)) == nil {
 				p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
@@ -516,7 +517,7 @@ func (p *simProc) Reply(now time.Duration, m int, tag uint64, r sim.Reply) []wor
 	p.event(now)
 	sp := p.paths[m]
 	if k := sp.link; k != nil && k.gen == tag && !k.dead {
-		sp.s.answer(k, rawOf(Reply{Kind: ReplyKind(r.Kind), Int: r.Int, Text: r.Text}), p.now())
+		sp.s.answer(k, rawOf(driver.Reply{Kind: driver.ReplyKind(r.Kind), Int: r.Int, Text: r.Text}), p.now())
 	}
 	p.settle()
 	return p.out
@@ -663,13 +664,13 @@ type simMaster struct {
 	i int
 }
 
-func (m *simMaster) Do(context.Context, [][]string) ([]Reply, error) {
+func (m *simMaster) Do(context.Context, [][]string) ([]driver.Reply, error) {
 	return nil, errors.New("sim: Do is not the simulator's path")
 }
 
 func (m *simMaster) Addr() string { return fmt.Sprintf("sim-%d", m.i) }
 
-func (m *simMaster) Subscribe(_ context.Context, deliver func(channel, payload string)) (Subscription, error) {
+func (m *simMaster) Subscribe(_ context.Context, deliver func(channel, payload string)) (driver.Subscription, error) {
 	p := m.p
 	if !p.w.SubReachable(p.id, m.i) {
 		return nil, errSimRefused

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // A stream is the Locker's one ordered path to one master, and the one
@@ -20,7 +20,7 @@ import (
 //     that finds the stream idle writes its own command at once: a lone
 //     caller never waits for a batch.
 //   - Not answering: a master that has had a command unanswered and sent
-//     no reply for longer than NodeTimeout is skipped: new acquire and
+//     no reply for longer than MasterTimeout is skipped: new acquire and
 //     extend commands fail at once as Unavailable, and nothing is written
 //     to it. It counts as answering again only when a reply arrives from
 //     it; nothing else closes the breaker.
@@ -116,8 +116,8 @@ func newStream(cfg *pathConfig, dial func() (link, string, error), giveUpAfter t
 func (s *stream) unansweredLocked() int { return len(s.queue) + len(s.inflight) - s.head }
 
 // skippingLocked reports whether the master is not answering: a command
-// has waited, and no reply came, for longer than NodeTimeout; or the last
-// dial failed less than NodeTimeout ago.
+// has waited, and no reply came, for longer than MasterTimeout; or the last
+// dial failed less than MasterTimeout ago.
 func (s *stream) skippingLocked(now time.Time) bool {
 	nt := s.cfg.nodeTimeout
 	if s.link == nil && !s.failedAt.IsZero() && now.Sub(s.failedAt) < nt {
@@ -200,7 +200,7 @@ func (s *stream) probeDueLocked() bool { return len(s.parked) > 0 || s.unanswere
 
 // armProbeLocked makes sure the stream looks at its master again while a
 // release is parked or unanswered, whether or not anything else is
-// submitted to it: every NodeTimeout, but not more than once a second (a
+// submitted to it: every MasterTimeout, but not more than once a second (a
 // master down for good is dialled once a second).
 func (s *stream) armProbeLocked() {
 	if s.probing == nil && !s.closed {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // Deterministic tests of the stream over an in-memory link: the test is the
@@ -81,7 +81,7 @@ func (m *memMaster) next(t *testing.T) memWrite {
 }
 
 // memNodeTimeout is long so that the probe (armed for parked releases, at
-// NodeTimeout) never fires during a test: the tests pass the clock.
+// MasterTimeout) never fires during a test: the tests pass the clock.
 const memNodeTimeout = time.Minute
 
 func newMem(t *testing.T) (*memMaster, *stream) {
@@ -253,14 +253,14 @@ func TestMemStreamBreakerOpensAndClosesOnlyOnReplies(t *testing.T) {
 	wantBatch(t, m.next(t), c1)
 	c2 := setCmd("b")
 	if got := s.submit(c2, t0.Add(memNodeTimeout*9/10)); got != sent {
-		t.Fatalf("within NodeTimeout: %v, want sent", got)
+		t.Fatalf("within MasterTimeout: %v, want sent", got)
 	}
 	wantBatch(t, m.next(t), c2)
 
-	// Past NodeTimeout since c1, the oldest unanswered, though not since c2.
+	// Past MasterTimeout since c1, the oldest unanswered, though not since c2.
 	late := t0.Add(memNodeTimeout * 3 / 2)
 	if got := s.submit(setCmd("c"), late); got != refused {
-		t.Fatalf("unanswered past NodeTimeout: %v, want refused", got)
+		t.Fatalf("unanswered past MasterTimeout: %v, want refused", got)
 	}
 	r := releaseCmd("x")
 	if got := s.submit(r, late); got != parked {
@@ -354,7 +354,7 @@ func TestMemStreamReconnect(t *testing.T) {
 	}
 
 	// A failed dial: queued commands fail, releases are parked, and the
-	// master is skipped for NodeTimeout; then a submit dials again and
+	// master is skipped for MasterTimeout; then a submit dials again and
 	// the parked release goes after it.
 	ln2 := w.ln
 	m.setFail(errors.New("connection refused"))
@@ -383,7 +383,7 @@ func TestMemStreamReconnect(t *testing.T) {
 	m.setFail(nil)
 	c4 := setCmd("e")
 	if got := s.submit(c4, time.Now().Add(2*memNodeTimeout)); got != sent {
-		t.Fatalf("NodeTimeout after a failed dial: %v, want sent", got)
+		t.Fatalf("MasterTimeout after a failed dial: %v, want sent", got)
 	}
 	var got []*cmd
 	for len(got) < 2 {

@@ -14,14 +14,14 @@ import (
 )
 
 // A stalled master gets nothing new once it has been silent for
-// NodeTimeout: while 8 workers run rounds for 1.5 s, every command written
+// MasterTimeout: while 8 workers run rounds for 1.5 s, every command written
 // to it was written before the breaker opened, and it counts as answering
 // again only when it replies (after the resume), which also delivers the
 // releases held back meanwhile.
 func TestStalledMasterGetsNothingUntilItAnswers(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	const nt = 50 * time.Millisecond
-	l := newLocker(t, c, &redlock.Options{NodeTimeout: nt})
+	l := newLocker(t, c, &redlock.Options{MasterTimeout: nt})
 	lk, err := l.TryLock(t.Context(), "warm-up") // connect to all five
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestStalledMasterGetsNothingUntilItAnswers(t *testing.T) {
 			}
 		})
 	}
-	// Once the breaker is open (a NodeTimeout, plus room for a loaded
+	// Once the breaker is open (a MasterTimeout, plus room for a loaded
 	// machine), the count must not move.
 	waitFor(t, "master 0 to be skipped", func() bool { return l.Stats()[0].Skipped })
 	time.Sleep(2 * nt)
@@ -85,7 +85,7 @@ func TestStalledMasterGetsNothingUntilItAnswers(t *testing.T) {
 // key, and does not make healthy masters look unavailable.
 func TestTryLockCancelledAtOnce(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{MasterTimeout: 100 * time.Millisecond})
 	var slow int
 	for i := range 300 {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -99,13 +99,13 @@ func TestTryLockCancelledAtOnce(t *testing.T) {
 		} else if !errors.Is(err, context.Canceled) {
 			t.Fatalf("call %d: %v, want context.Canceled", i, err)
 		}
-		if took > 50*time.Millisecond { // a whole NodeTimeout would be 100 ms
+		if took > 50*time.Millisecond { // a whole MasterTimeout would be 100 ms
 			slow++
 		}
 		noKeyOn(t, c, "cancelled", 0, 1, 2, 3, 4)
 	}
 	if slow > 3 {
-		t.Fatalf("%d of 300 cancelled TryLocks took over half a NodeTimeout", slow)
+		t.Fatalf("%d of 300 cancelled TryLocks took over half a MasterTimeout", slow)
 	}
 	lk, err := l.TryLock(t.Context(), "cancelled")
 	if err != nil {
@@ -131,7 +131,7 @@ func TestTryLockCancelledAtOnce(t *testing.T) {
 // and its keys released once it wakes.
 func TestViaClient(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newLocker(t, c, &redlock.Options{ViaClient: true, NodeTimeout: 100 * time.Millisecond})
+	l := newLocker(t, c, &redlock.Options{ViaClient: true, MasterTimeout: 100 * time.Millisecond})
 	lk, err := l.TryLock(t.Context(), "plain")
 	if err != nil {
 		t.Fatal(err)

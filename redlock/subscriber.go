@@ -5,29 +5,9 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
 )
-
-// Subscriber is a Master on the client path that can also carry the
-// Locker's wake-on-release subscription (docs/design.md §14): waiters are
-// then woken by the holder's release, as on the fast path. A Master
-// without it has no subscription, and its waiters wake by their backoff.
-type Subscriber interface {
-	Master
-	// Subscribe opens a connection for pub/sub. deliver is called for
-	// each message, from one goroutine at a time, until the Subscription
-	// is closed.
-	Subscribe(ctx context.Context, deliver func(channel, payload string)) (Subscription, error)
-}
-
-// Subscription is one pub/sub connection of a Subscriber. An error from
-// Subscribe or Unsubscribe makes the Locker close it and open another,
-// subscribed to everything again, on its next change.
-type Subscription interface {
-	Subscribe(ctx context.Context, channels ...string) error
-	Unsubscribe(ctx context.Context, channels ...string) error
-	// Close ends the connection; deliver is not called after it returns.
-	Close() error
-}
 
 // pubSub is what the waker (wake.go) needs of one master's subscription:
 // a *redis.PubSub, or a Subscriber's behind clientPubSub.
@@ -48,17 +28,17 @@ var (
 // every channel it holds (the waker's record of what is subscribed stays
 // true, as go-redis's PubSub keeps it across reconnects).
 type clientPubSub struct {
-	m    Subscriber
+	m    driver.Subscriber
 	ch   chan *redis.Message
 	done chan struct{} // closed by Close: deliver drops what comes later
 
 	mu     sync.Mutex // serialises the calls below; the waker makes them from one goroutine
-	sub    Subscription
+	sub    driver.Subscription
 	chans  map[string]bool
 	closed bool
 }
 
-func newClientPubSub(m Subscriber) *clientPubSub {
+func newClientPubSub(m driver.Subscriber) *clientPubSub {
 	return &clientPubSub{m: m, ch: make(chan *redis.Message, 256), done: make(chan struct{}), chans: map[string]bool{}}
 }
 

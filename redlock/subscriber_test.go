@@ -5,12 +5,14 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/quorumlab/redlock/driver"
 )
 
 // fakeSubscriber records what each of its connections was asked, and fails
 // the Subscribe calls it is told to.
 type fakeSubscriber struct {
-	Master
+	driver.Master
 	opened []*fakeSubscription
 	fail   int // Subscribe calls left to fail
 }
@@ -22,9 +24,9 @@ type fakeSubscription struct {
 	closed  bool
 }
 
-var _ Subscriber = (*fakeSubscriber)(nil)
+var _ driver.Subscriber = (*fakeSubscriber)(nil)
 
-func (f *fakeSubscriber) Subscribe(_ context.Context, deliver func(channel, payload string)) (Subscription, error) {
+func (f *fakeSubscriber) Subscribe(_ context.Context, deliver func(channel, payload string)) (driver.Subscription, error) {
 	s := &fakeSubscription{s: f, deliver: deliver}
 	f.opened = append(f.opened, s)
 	return s, nil

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -17,6 +16,8 @@ import (
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	nooptrace "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // instrumentation is the scope name of the Locker's meter and tracer.
@@ -252,7 +253,7 @@ func (t *telemetry) instruments(m metric.Meter) (observables, error) {
 		metric.WithDescription("Deferred releases given up for room (their keys expire with their TTL)."))
 	keep(err)
 	o.skipped, err = m.Int64ObservableGauge("redlock.master.skipped", metric.WithUnit("{master}"),
-		metric.WithDescription("1 while a master is skipped as not answering (silent for NodeTimeout with commands unanswered), else 0."))
+		metric.WithDescription("1 while a master is skipped as not answering (silent for MasterTimeout with commands unanswered), else 0."))
 	keep(err)
 	t.holdDur, err = m.Float64Histogram("redlock.hold.duration", metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // After SCRIPT FLUSH on every master (what a restarted or failed-over
@@ -68,14 +70,14 @@ func TestNoScriptResent(t *testing.T) {
 
 // Close does not wait for a dial in progress: with master 0 stalled at
 // first contact (its handshake unanswered for the client's whole
-// DialTimeout, 5 s), Close returns within NodeTimeout + 100 ms.
+// DialTimeout, 5 s), Close returns within MasterTimeout + 100 ms.
 func TestCloseDuringDial(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	if err := c.Pause(0); err != nil {
 		t.Fatal(err)
 	}
 	const nt = 500 * time.Millisecond
-	l, err := redlock.New(c.Clients(), &redlock.Options{NodeTimeout: nt})
+	l, err := redlock.New(c.Clients(), &redlock.Options{MasterTimeout: nt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func TestCloseDuringDial(t *testing.T) {
 	start := time.Now()
 	l.Close()
 	if took := time.Since(start); took > nt+100*time.Millisecond {
-		t.Fatalf("Close took %v with a dial in progress; want at most NodeTimeout + 100 ms", took)
+		t.Fatalf("Close took %v with a dial in progress; want at most MasterTimeout + 100 ms", took)
 	}
 }
 
@@ -100,7 +102,7 @@ func TestCloseDuringDial(t *testing.T) {
 func TestParkedReleaseWithoutTraffic(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
 	l := proxiedLocker(t, c, func(_ int, o *redis.Options) { o.DialTimeout = 300 * time.Millisecond },
-		&redlock.Options{NodeTimeout: 200 * time.Millisecond, TTL: time.Minute})
+		&redlock.Options{MasterTimeout: 200 * time.Millisecond, TTL: time.Minute})
 	lk, err := l.TryLock(t.Context(), "parked")
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +194,7 @@ func overtake(t *testing.T, c *lab.Masters, log *slog.Logger) {
 	)
 	user, pass := c.ACLUser()
 	l := proxiedLocker(t, c, func(_ int, o *redis.Options) { o.Username, o.Password, o.ReadTimeout = user, pass, rt },
-		&redlock.Options{NodeTimeout: nt, TTL: time.Minute, Logger: log})
+		&redlock.Options{MasterTimeout: nt, TTL: time.Minute, Logger: log})
 	warm, err := l.TryLock(t.Context(), "warm-up") // connect to all five
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +208,7 @@ func overtake(t *testing.T, c *lab.Masters, log *slog.Logger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := lk.Acquisition().Nodes[0].Outcome; o != redlock.OutcomePending {
+	if o := lk.Acquisition().Masters[0].Outcome; o != quorum.Pending {
 		t.Fatalf("master 0: %v, want pending (its SET is held in the network)", o)
 	}
 	// Past the ReadTimeout the next command makes the stream give up on
@@ -236,7 +238,7 @@ func TestPlainPathNotResentByClient(t *testing.T) {
 		if i == 0 {
 			o.ReadTimeout = 100 * time.Millisecond
 		}
-	}, &redlock.Options{ViaClient: true, NodeTimeout: time.Second, TTL: time.Minute})
+	}, &redlock.Options{ViaClient: true, MasterTimeout: time.Second, TTL: time.Minute})
 	warm, err := l.TryLock(t.Context(), "warm-up")
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +256,8 @@ func TestPlainPathNotResentByClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := lk.Acquisition().Nodes[0].Outcome; o == redlock.OutcomeRefused {
-		t.Errorf("master 0 counted as refused: its SET ran (reply late), and a re-send was refused (%+v)", lk.Acquisition().Nodes)
+	if o := lk.Acquisition().Masters[0].Outcome; o == quorum.Refused {
+		t.Errorf("master 0 counted as refused: its SET ran (reply late), and a re-send was refused (%+v)", lk.Acquisition().Masters)
 	}
 	if err := lk.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
@@ -283,7 +285,7 @@ func TestPlainPathNotResentByClient(t *testing.T) {
 func TestReleaseOnSilentConnectionWithoutTraffic(t *testing.T) {
 	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
 	l := proxiedLocker(t, c, func(_ int, o *redis.Options) { o.ReadTimeout = 500 * time.Millisecond },
-		&redlock.Options{NodeTimeout: 200 * time.Millisecond, TTL: time.Minute})
+		&redlock.Options{MasterTimeout: 200 * time.Millisecond, TTL: time.Minute})
 	warm, err := l.TryLock(t.Context(), "warm-up")
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +297,7 @@ func TestReleaseOnSilentConnectionWithoutTraffic(t *testing.T) {
 	}
 	for deadline := time.Now().Add(10 * time.Second); countValue(keyState(t, c, "silent"), lk.Token()) != 5; time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the token is not on all 5 masters: %q (token %q); acquisition %+v; stats %+v", keyState(t, c, "silent"), lk.Token(), lk.Acquisition().Nodes, l.Stats())
+			t.Fatalf("the token is not on all 5 masters: %q (token %q); acquisition %+v; stats %+v", keyState(t, c, "silent"), lk.Token(), lk.Acquisition().Masters, l.Stats())
 		}
 	}
 	// Nothing gets through on master 0's connection any more, either way.

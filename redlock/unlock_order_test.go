@@ -15,15 +15,15 @@ import (
 
 // Held.Unlock, and Do's release, close the lock's context before the first
 // release is written: with one of 3 masters stalled (the release round
-// waits NodeTimeout for it), a second Locker never acquires the resource
+// waits MasterTimeout for it), a second Locker never acquires the resource
 // while the first holder's context is live, and that context is never seen
 // live at or after Deadline(). 20 runs of each, all must pass. A release
-// started when less than NodeTimeout − 100ms is left spans the deadline
-// (NodeTimeout exceeds a third of the window, where Do's keeper extends).
+// started when less than MasterTimeout − 100ms is left spans the deadline
+// (MasterTimeout exceeds a third of the window, where Do's keeper extends).
 func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	const ttl, nt = 400 * time.Millisecond, 300 * time.Millisecond
-	opts := &redlock.Options{TTL: ttl, NodeTimeout: nt}
+	opts := &redlock.Options{TTL: ttl, MasterTimeout: nt}
 	l := newLocker(t, c, opts)
 	l2 := newLocker(t, c, opts)
 	ctx := t.Context()
@@ -35,11 +35,11 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 	if err := warm.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// nearDeadline waits until less than NodeTimeout − 100ms is left,
+	// nearDeadline waits until less than MasterTimeout − 100ms is left,
 	// then stalls master 2. It reports false, stalling nothing, when it
 	// saw that too late (60ms or less left: a loaded machine).
 	nearDeadline := func(lk *redlock.Lock) bool {
-		waitFor(t, "the deadline within NodeTimeout − 100ms", func() bool {
+		waitFor(t, "the deadline within MasterTimeout − 100ms", func() bool {
 			return time.Until(lk.Deadline()) < nt-100*time.Millisecond
 		})
 		if time.Until(lk.Deadline()) <= 60*time.Millisecond {
@@ -132,13 +132,16 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 				}
 				lk.Unlock(ctx) // seen too late: again
 			}
-			h := lk.Keep()
+			if err := lk.Keep(); err != nil {
+				t.Error(err)
+			}
+			h := lk
 			ready <- h.Context()
 			err = h.Unlock(ctx)
 			if h.Err() == nil {
 				t.Errorf("run %d: Err() nil after Unlock", run)
 			}
-			return h.Lock(), err
+			return h, err
 		})
 	}
 	for run := range 20 {

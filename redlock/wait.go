@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/internal/wait"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 
@@ -45,7 +45,7 @@ func (l *Locker) newWaitDriver(ctx context.Context, t target, ttl time.Duration,
 	}
 	d.m = wait.New(wait.Config{
 		Target: wait.Target{Queued: l.queued(t), Reader: t.mode == modeRead, Writer: t.mode == modeWriteWait, Multi: t.multi()},
-		Need:   l.need, MaxAttempts: l.opts.Retry.MaxAttempts, NodeTimeout: l.opts.NodeTimeout,
+		Need:   l.need, MaxAttempts: l.opts.Retry.MaxAttempts, MasterTimeout: l.opts.MasterTimeout,
 	}, d)
 	return d
 }
@@ -152,7 +152,7 @@ func (d *waitDriver) ended(e wait.End) {
 		d.err = fmt.Errorf("redlock: gave up after %d attempts: %w", d.m.Attempts(), d.err)
 	case wait.EndCtx:
 		if d.err == nil {
-			d.err = &Error{Op: "acquire", Resource: resource, Need: d.l.need, Nodes: d.l.untried(), Reason: "waiting behind this Locker's other callers", kind: ErrNotAcquired, cause: context.Cause(ctx)}
+			d.err = &Error{Op: "acquire", Resource: resource, Need: d.l.need, Masters: d.l.untried(), Reason: "waiting behind this Locker's other callers", kind: ErrNotAcquired, cause: context.Cause(ctx)}
 		} else {
 			d.err = fmt.Errorf("redlock: lock %q: waiting to retry: %w (last attempt: %w)", resource, context.Cause(ctx), d.err)
 		}

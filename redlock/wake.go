@@ -13,8 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // Wake on release (docs/design.md §14).
@@ -82,12 +84,15 @@ type waker struct {
 
 	mu     sync.Mutex
 	queues map[string]*waitQueue // by key: subscribed, or about to be
-	subs   []*subscriber         // by master; nil until the first wait
-	closed bool
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	ctx    context.Context // subscriptions' calls; cancelled by close
-	cancel context.CancelFunc
+	// watched: the channels an Election's observers listen on (watch),
+	// subscribed beside the keys of queues.
+	watched map[string][]*watcher
+	subs    []*subscriber // by master; nil until the first wait
+	closed  bool
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	ctx     context.Context // subscriptions' calls; cancelled by close
+	cancel  context.CancelFunc
 
 	waiting atomic.Int64 // waiters registered: busy's fast answer when 0
 	keys    atomic.Int64 // len(queues): contended's fast answer when 0
@@ -144,8 +149,68 @@ type waiter struct {
 type subscriber struct {
 	i      int
 	ps     pubSub
-	notify chan struct{} // the wanted channels changed
-	have   map[string]bool
+	notify chan struct{}   // the wanted channels changed
+	have   map[string]bool // the channels subscribed
+}
+
+// watcher is an observer of some channels (an Election's Observe): c
+// gets a value, without blocking, when a message comes on any of them.
+type watcher struct {
+	w     *waker
+	names []string
+	c     chan struct{}
+}
+
+// watch subscribes, on every master that has a subscription connection,
+// to the channels names, and returns the watcher that their messages
+// poke. Nothing here is needed for correctness: a message lost, or a
+// master without the connection, leaves the observer to its poll.
+func (l *Locker) watch(names ...string) *watcher {
+	w := l.wake
+	x := &watcher{w: w, names: names, c: make(chan struct{}, 1)}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return x
+	}
+	if w.watched == nil {
+		w.watched = map[string][]*watcher{}
+	}
+	for _, n := range names {
+		w.watched[n] = append(w.watched[n], x)
+	}
+	if w.subs == nil {
+		w.startLocked()
+	}
+	w.notifyLocked()
+	return x
+}
+
+// stop takes x off its channels; they are unsubscribed when nobody else
+// watches them.
+func (x *watcher) stop() {
+	w := x.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range x.names {
+		left := slices.DeleteFunc(w.watched[n], func(y *watcher) bool { return y == x })
+		if len(left) == 0 {
+			delete(w.watched, n)
+		} else {
+			w.watched[n] = left
+		}
+	}
+	w.notifyLocked()
+}
+
+// poked hands a message on channel to its watchers. w.mu is held.
+func (w *waker) pokedLocked(channel string) {
+	for _, x := range w.watched[channel] {
+		select {
+		case x.c <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func newWaker(l *Locker) *waker {
@@ -742,9 +807,9 @@ func (w *waker) startLocked() {
 // waiters rely on their backoff alone. Any other client that panics here
 // is treated alike. A master on the client path (nil m) has one when it
 // is a Subscriber (subscriber.go).
-func subscribe(ctx context.Context, m redis.UniversalClient, given Master) (ps pubSub) {
+func subscribe(ctx context.Context, m redis.UniversalClient, given driver.Master) (ps pubSub) {
 	if m == nil {
-		if sb, ok := given.(Subscriber); ok {
+		if sb, ok := given.(driver.Subscriber); ok {
 			return newClientPubSub(sb)
 		}
 		return nil
@@ -788,8 +853,11 @@ func (w *waker) run(s *subscriber) {
 }
 
 // message hands the announcement m that s's master published to
-// released.
+// released, and pokes the channel's watchers.
 func (w *waker) message(s *subscriber, m *redis.Message) {
+	w.mu.Lock()
+	w.pokedLocked(m.Channel)
+	w.mu.Unlock()
 	w.released(s.i, strings.TrimSuffix(m.Channel, w.suffix), m.Payload)
 }
 
@@ -817,15 +885,22 @@ func (w *waker) pump() {
 // subscriber.
 func (w *waker) reconcile(s *subscriber) {
 	w.mu.Lock()
-	var sub, unsub []string
+	want := make(map[string]bool, 2*len(w.queues)+len(w.watched))
 	for k := range w.queues {
-		if !s.have[k] {
-			sub = append(sub, k, w.channel(k))
+		want[k], want[w.channel(k)] = true, true
+	}
+	for n := range w.watched {
+		want[n] = true
+	}
+	var sub, unsub []string
+	for n := range want {
+		if !s.have[n] {
+			sub = append(sub, n)
 		}
 	}
-	for k := range s.have {
-		if w.queues[k] == nil {
-			unsub = append(unsub, k, w.channel(k))
+	for n := range s.have {
+		if !want[n] {
+			unsub = append(unsub, n)
 		}
 	}
 	w.mu.Unlock()
@@ -835,8 +910,8 @@ func (w *waker) reconcile(s *subscriber) {
 		if err := s.ps.Subscribe(ctx, sub...); err != nil {
 			failed = true
 		} else {
-			for i := 0; i < len(sub); i += 2 {
-				s.have[sub[i]] = true
+			for _, n := range sub {
+				s.have[n] = true
 			}
 		}
 	}
@@ -844,8 +919,8 @@ func (w *waker) reconcile(s *subscriber) {
 		if err := s.ps.Unsubscribe(ctx, unsub...); err != nil {
 			failed = true
 		} else {
-			for i := 0; i < len(unsub); i += 2 {
-				delete(s.have, unsub[i])
+			for _, n := range unsub {
+				delete(s.have, n)
 			}
 		}
 	}

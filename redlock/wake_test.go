@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // subscribed waits until key's channel has a subscriber on every master.
@@ -206,12 +207,12 @@ func TestRingMastersWaitOnBackoff(t *testing.T) {
 		}
 		return out
 	}
-	holder, err := redlock.New(rings(), &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	holder, err := redlock.New(rings(), &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { holder.Close() })
-	waiter, err := redlock.New(rings(), &redlock.Options{NodeTimeout: 200 * time.Millisecond,
+	waiter, err := redlock.New(rings(), &redlock.Options{MasterTimeout: 200 * time.Millisecond,
 		Retry: redlock.RetryPolicy{MinDelay: 50 * time.Millisecond, MaxDelay: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@
 //
 // Stall makes a master stop answering while its connections stay open, as
 // a frozen (SIGSTOPped) server does: the Locker gives up on it after its
-// NodeTimeout and skips it until it answers again. Resume hands on what
+// MasterTimeout and skips it until it answers again. Resume hands on what
 // was sent meanwhile, in order. Refuse makes a master reset every
 // connection, as a server that is down does; Heal serves again. Both act
 // on the network path only: Servers gives the miniredis servers themselves,
@@ -40,7 +40,7 @@
 //
 // A Locker's first round waits for every master (it identifies each on
 // first contact), so a master stalled before then makes that round last the
-// whole NodeTimeout and shows in it as timed out; from then on it is
+// whole MasterTimeout and shows in it as timed out; from then on it is
 // skipped (unavailable) like any master that stopped answering. Take one
 // lock before stalling to see the usual pending outcome instead.
 //

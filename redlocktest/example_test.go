@@ -7,9 +7,11 @@ import (
 	"log"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/quorumlab/redlock/redlocktest"
-	"github.com/redis/go-redis/v9"
 )
 
 // Five in-process masters, a Locker over them, and what happens when two,
@@ -21,9 +23,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer masters.Close()
-	// A NodeTimeout generous enough for the first round's connections on a
+	// A MasterTimeout generous enough for the first round's connections on a
 	// busy machine; the default (50ms at TTL 10s) suits real masters.
-	locker, err := masters.Locker(&redlock.Options{NodeTimeout: 500 * time.Millisecond})
+	locker, err := masters.Locker(&redlock.Options{MasterTimeout: 500 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func Example() {
 	var e *redlock.Error
 	if errors.As(err, &e) {
 		fmt.Printf("invoice:44: not acquired: %v, %d of %d masters granted it, %d needed\n",
-			errors.Is(err, redlock.ErrNotAcquired), e.Count(redlock.OutcomeOK), len(e.Nodes), e.Need)
+			errors.Is(err, redlock.ErrNotAcquired), e.Count(quorum.OK), len(e.Masters), e.Need)
 	}
 	// Output:
 	// invoice:42 held on 5 of 5 masters

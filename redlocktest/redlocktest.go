@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlab/redlock/internal/faultproxy"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/internal/faultproxy"
+	"github.com/quorumlab/redlock/internal/keys"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // DefaultN is how many masters New and Start run when Options.N is zero:
@@ -146,7 +148,7 @@ func (m *Masters) Locker(opts *redlock.Options) (*redlock.Locker, error) {
 // byte already on its way when Stall is called may still arrive). New
 // connections are accepted and hang the same way. This is what a
 // SIGSTOPped or frozen server looks like to a client: a Locker gives up on
-// each call after its NodeTimeout and then skips the master until it
+// each call after its MasterTimeout and then skips the master until it
 // answers again. The server itself keeps running, and its keys keep
 // expiring.
 func (m *Masters) Stall(i ...int) error {
@@ -240,14 +242,14 @@ func (m *Masters) Holding(l *redlock.Locker, lock *redlock.Lock) int {
 		return 0
 	}
 	key, tok := lockKey(l, lock.Resource()), lock.Token()
-	keys := []string{key, key + ":w"}
-	for j := 1; j <= redlock.MaxPermits; j++ {
-		keys = append(keys, key+":s:"+strconv.Itoa(j))
+	names := []string{key, key + ":w"}
+	for j := 1; j <= keys.MaxPermits; j++ {
+		names = append(names, key+":s:"+strconv.Itoa(j))
 	}
 	n := 0
 	for _, s := range m.servers {
 		held := false
-		for _, k := range keys {
+		for _, k := range names {
 			if v, err := s.Get(k); err == nil && v == tok {
 				held = true
 				break

@@ -10,22 +10,24 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlab/redlock/redlock"
-	"github.com/quorumlab/redlock/redlocktest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/quorumlab/redlock/redlocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// A NodeTimeout wide enough for a cold connection's first round under
+// A MasterTimeout wide enough for a cold connection's first round under
 // -race on a loaded machine; the tests never assert speed below it.
 const nodeTimeout = 300 * time.Millisecond
 
 func newLocker(t *testing.T, m *redlocktest.Masters, o redlock.Options) *redlock.Locker {
 	t.Helper()
-	if o.NodeTimeout == 0 {
-		o.NodeTimeout = nodeTimeout
+	if o.MasterTimeout == 0 {
+		o.MasterTimeout = nodeTimeout
 	}
 	l, err := m.Locker(&o)
 	if err != nil {
@@ -117,8 +119,8 @@ func TestLockUnlock(t *testing.T) {
 					t.Fatalf("master %d: TTL %v, want in (0, 10s]", i, ttl)
 				}
 			}
-			for i, n := range lk.Acquisition().Nodes {
-				if n.Outcome != redlock.OutcomeOK {
+			for i, n := range lk.Acquisition().Masters {
+				if n.Outcome != quorum.OK {
 					t.Fatalf("master %d: %v, want ok", i, n.Outcome)
 				}
 			}
@@ -133,7 +135,7 @@ func TestLockUnlock(t *testing.T) {
 			other := newLocker(t, m, redlock.Options{ViaClient: via})
 			_, err = other.TryLock(ctx, "invoice:42")
 			var e *redlock.Error
-			if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(redlock.OutcomeRefused) != 5 {
+			if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(quorum.Refused) != 5 {
 				t.Fatalf("second TryLock: %v, want ErrNotAcquired refused by 5", err)
 			}
 			must(t, lk.Unlock(ctx))
@@ -180,11 +182,11 @@ func TestTwoOfFiveStalled(t *testing.T) {
 	ctx := context.Background()
 	lk, err := l.TryLock(ctx, "invoice:42")
 	must(t, err)
-	for i, n := range lk.Acquisition().Nodes {
+	for i, n := range lk.Acquisition().Masters {
 		switch {
-		case i < 3 && n.Outcome != redlock.OutcomeOK:
+		case i < 3 && n.Outcome != quorum.OK:
 			t.Errorf("master %d: %v, want ok", i, n.Outcome)
-		case i >= 3 && n.Outcome != redlock.OutcomePending && n.Outcome != redlock.OutcomeUnavailable:
+		case i >= 3 && n.Outcome != quorum.Pending && n.Outcome != quorum.Unavailable:
 			t.Errorf("stalled master %d: %v, want pending or unavailable", i, n.Outcome)
 		}
 	}
@@ -221,13 +223,13 @@ func TestThreeOfFiveStalled(t *testing.T) {
 	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) {
 		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
 	}
-	if e.Count(redlock.OutcomeOK) != 2 || e.Count(redlock.OutcomeTimedOut) != 3 {
+	if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
 		t.Fatalf("TryLock: %v; want 2 ok and 3 timed out", err)
 	}
-	// The round waits NodeTimeout for the stalled three, then gives up:
+	// The round waits MasterTimeout for the stalled three, then gives up:
 	// generous upper bound for a loaded machine.
 	if took < nodeTimeout*9/10 || took > nodeTimeout+3*time.Second {
-		t.Fatalf("TryLock took %v, want about NodeTimeout %v", took, nodeTimeout)
+		t.Fatalf("TryLock took %v, want about MasterTimeout %v", took, nodeTimeout)
 	}
 	// The failed attempt released the two that granted it.
 	if got := m.Tokens(l, "invoice:42"); !allEmpty(got) {
@@ -235,7 +237,7 @@ func TestThreeOfFiveStalled(t *testing.T) {
 	}
 	// Now the three are skipped: the next attempt does not ask them.
 	_, err = l.TryLock(ctx, "invoice:42")
-	if !errors.As(err, &e) || e.Count(redlock.OutcomeUnavailable) != 3 {
+	if !errors.As(err, &e) || e.Count(quorum.Unavailable) != 3 {
 		t.Fatalf("second TryLock: %v, want 3 unavailable", err)
 	}
 	resumeAndDrain(t, m, l, "invoice:42", 0, 1, 2)
@@ -258,8 +260,8 @@ func TestRefuse(t *testing.T) {
 	if got, tok := m.Tokens(l, "a"), lk.Token(); !slices.Equal(got, []string{"", "", tok, tok, tok}) {
 		t.Fatalf("two refused: tokens %q", got)
 	}
-	for i, n := range lk.Acquisition().Nodes[:2] {
-		if n.Outcome == redlock.OutcomeOK {
+	for i, n := range lk.Acquisition().Masters[:2] {
+		if n.Outcome == quorum.OK {
 			t.Fatalf("refused master %d: ok", i)
 		}
 	}
@@ -269,7 +271,7 @@ func TestRefuse(t *testing.T) {
 	start := time.Now()
 	_, err = l.TryLock(ctx, "b")
 	var e *redlock.Error
-	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(redlock.OutcomeOK) > 2 {
+	if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) || e.Count(quorum.OK) > 2 {
 		t.Fatalf("three refused: %v, want ErrNotAcquired", err)
 	}
 	if took := time.Since(start); took > nodeTimeout+3*time.Second {
@@ -344,7 +346,7 @@ func TestFencing(t *testing.T) {
 func TestDo(t *testing.T) {
 	m := redlocktest.New(t, nil)
 	// TTL 1s: Do must extend the lock to keep fn's context alive for 1.5s.
-	l := newLocker(t, m, redlock.Options{TTL: time.Second, NodeTimeout: 100 * time.Millisecond})
+	l := newLocker(t, m, redlock.Options{TTL: time.Second, MasterTimeout: 100 * time.Millisecond})
 	ctx := context.Background()
 	ran := false
 	err := l.Do(ctx, "cron:nightly", func(ctx context.Context) error {
@@ -384,7 +386,7 @@ func TestExpiry(t *testing.T) {
 	ctx := context.Background()
 
 	// Keys expire in real time.
-	l := newLocker(t, m, redlock.Options{TTL: 200 * time.Millisecond, NodeTimeout: 50 * time.Millisecond})
+	l := newLocker(t, m, redlock.Options{TTL: 200 * time.Millisecond, MasterTimeout: 50 * time.Millisecond})
 	lk, err := l.TryLock(ctx, "short")
 	must(t, err)
 	if n := m.Holding(l, lk); n == 0 {
@@ -463,7 +465,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	m, err := redlocktest.Start(nil)
 	must(t, err)
-	l, err := m.Locker(&redlock.Options{NodeTimeout: nodeTimeout})
+	l, err := m.Locker(&redlock.Options{MasterTimeout: nodeTimeout})
 	must(t, err)
 	ctx := context.Background()
 	if _, err := l.TryLock(ctx, "held"); err != nil { // never unlocked

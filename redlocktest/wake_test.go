@@ -13,15 +13,15 @@ import (
 // its backoff (≥ 2.5s) would retry.
 func TestReleaseWakesWaiter(t *testing.T) {
 	m := redlocktest.New(t, nil)
-	// A NodeTimeout generous for -race on two loaded cores: the default
+	// A MasterTimeout generous for -race on two loaded cores: the default
 	// 50ms once timed out a cold Locker's first round on four of the five
 	// in-process masters. The wake is what this test is about.
 	const nodeTimeout = 500 * time.Millisecond
-	holder, err := m.Locker(&redlock.Options{NodeTimeout: nodeTimeout})
+	holder, err := m.Locker(&redlock.Options{MasterTimeout: nodeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter, err := m.Locker(&redlock.Options{NodeTimeout: nodeTimeout, Retry: redlock.RetryPolicy{MinDelay: 5 * time.Second, MaxDelay: 5 * time.Second}})
+	waiter, err := m.Locker(&redlock.Options{MasterTimeout: nodeTimeout, Retry: redlock.RetryPolicy{MinDelay: 5 * time.Second, MaxDelay: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

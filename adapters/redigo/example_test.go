@@ -5,14 +5,16 @@ import (
 	"log"
 
 	"github.com/gomodule/redigo/redis"
+
 	redlockredigo "github.com/quorumlab/redlock/adapters/redigo"
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/redlock"
 )
 
 // Your redigo pools as masters: each batch of the Locker's commands is
 // pipelined on one pooled connection (the client path).
 func ExampleMaster() {
-	var masters []redlock.Master
+	var masters []driver.Master
 	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"} {
 		pool := &redis.Pool{MaxIdle: 4, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", addr) }}
 		defer pool.Close() // after the Locker's Close

@@ -18,17 +18,19 @@ import (
 	"strings"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/redlock"
 )
 
 // Master returns p, a pool of connections to one Redis master, as a
-// redlock.Master on the client path, which also carries the
+// driver.Master on the client path, which also carries the
 // wake-on-release subscription. addr, the address the pool dials, names
 // the master in the Locker's stats and errors, and lets redlock.New refuse
 // one server named twice; it must not be empty (a pool's Dial function
 // cannot be read for it). The pool stays the caller's to close, after the
 // Locker.
-func Master(p *redis.Pool, addr string) (redlock.Subscriber, error) {
+func Master(p *redis.Pool, addr string) (driver.Subscriber, error) {
 	switch {
 	case p == nil:
 		return nil, fmt.Errorf("%w: nil redigo pool", redlock.ErrInvalid)
@@ -48,7 +50,7 @@ func (m *master) Addr() string { return m.addr }
 // Do pipelines cmds on one pooled connection. A connection whose reply
 // was not read (an error other than the server's) is closed by the pool
 // rather than reused: its replies would be out of step.
-func (m *master) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, error) {
+func (m *master) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
 	conn, err := m.p.GetContext(ctx)
 	if err != nil {
 		return nil, err
@@ -66,28 +68,28 @@ func (m *master) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, erro
 	if err := conn.Flush(); err != nil {
 		return nil, err
 	}
-	out := make([]redlock.Reply, len(cmds))
+	out := make([]driver.Reply, len(cmds))
 	for i := range cmds {
 		v, err := redis.ReceiveContext(conn, ctx)
 		var re redis.Error
 		switch {
 		case errors.As(err, &re):
-			out[i] = redlock.Reply{Kind: redlock.ReplyError, Text: re.Error()}
+			out[i] = driver.Reply{Kind: driver.ReplyError, Text: re.Error()}
 			continue
 		case err != nil:
 			return nil, err
 		}
 		switch v := v.(type) {
 		case nil:
-			out[i] = redlock.Reply{Kind: redlock.ReplyNil}
+			out[i] = driver.Reply{Kind: driver.ReplyNil}
 		case int64:
-			out[i] = redlock.Reply{Kind: redlock.ReplyInt, Int: v}
+			out[i] = driver.Reply{Kind: driver.ReplyInt, Int: v}
 		case string:
-			out[i] = redlock.Reply{Kind: redlock.ReplyStatus, Text: v}
+			out[i] = driver.Reply{Kind: driver.ReplyStatus, Text: v}
 		case []byte:
-			out[i] = redlock.Reply{Kind: redlock.ReplyBulk, Text: string(v)}
+			out[i] = driver.Reply{Kind: driver.ReplyBulk, Text: string(v)}
 		default:
-			out[i] = redlock.Reply{Kind: redlock.ReplyOther}
+			out[i] = driver.Reply{Kind: driver.ReplyOther}
 		}
 	}
 	return out, nil
@@ -95,8 +97,8 @@ func (m *master) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, erro
 
 // Subscribe opens a connection of its own (the pool's Dial, not a pooled
 // one) for the Locker's wake-on-release subscription
-// (redlock.Subscriber), read by one goroutine until Close.
-func (m *master) Subscribe(ctx context.Context, deliver func(channel, payload string)) (redlock.Subscription, error) {
+// (driver.Subscriber), read by one goroutine until Close.
+func (m *master) Subscribe(ctx context.Context, deliver func(channel, payload string)) (driver.Subscription, error) {
 	var conn redis.Conn
 	var err error
 	switch {

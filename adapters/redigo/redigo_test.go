@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gomodule/redigo/redis"
+
 	redlockredigo "github.com/quorumlab/redlock/adapters/redigo"
 	"github.com/quorumlab/redlock/redlock"
 )

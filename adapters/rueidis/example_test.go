@@ -4,15 +4,17 @@ import (
 	"context"
 	"log"
 
-	redlockrueidis "github.com/quorumlab/redlock/adapters/rueidis"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/rueidis"
+
+	redlockrueidis "github.com/quorumlab/redlock/adapters/rueidis"
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // Your rueidis clients as masters: commands go through them (the client
 // path), pipelined with the rest of their traffic.
 func ExampleMaster() {
-	var masters []redlock.Master
+	var masters []driver.Master
 	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"} {
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
 		if err != nil {
@@ -38,7 +40,7 @@ func ExampleMaster() {
 // rueidis options as masters: the fast path, on the Locker's own
 // connections.
 func ExampleFromOption() {
-	var masters []redlock.Master
+	var masters []driver.Master
 	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"} {
 		m, err := redlockrueidis.FromOption(rueidis.ClientOption{InitAddress: []string{addr}})
 		if err != nil {

@@ -17,18 +17,20 @@ import (
 	"net"
 	"strings"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // Master returns c, a standalone or Sentinel rueidis client of one Redis
-// master, as a redlock.Master on the client path, which also carries the
+// master, as a driver.Master on the client path, which also carries the
 // wake-on-release subscription (on a dedicated connection of c's). A cluster client is
 // refused (ErrInvalid): the adapter does not route by key, and a lock needs
 // independent masters anyway. The client stays the caller's to close,
 // after the Locker.
-func Master(c rueidis.Client) (redlock.Subscriber, error) {
+func Master(c rueidis.Client) (driver.Subscriber, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil rueidis client", redlock.ErrInvalid)
 	}
@@ -51,13 +53,13 @@ func (m *master) Addr() string { return m.addr }
 
 // Do sends cmds with one DoMulti, which rueidis pipelines with whatever
 // else is in flight on the connection.
-func (m *master) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, error) {
+func (m *master) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
 	cc := make(rueidis.Commands, len(cmds))
 	for i, line := range cmds {
 		cc[i] = m.c.B().Arbitrary(line...).Build()
 	}
 	res := m.c.DoMulti(ctx, cc...)
-	out := make([]redlock.Reply, len(res))
+	out := make([]driver.Reply, len(res))
 	for i, r := range res {
 		if err := r.NonRedisError(); err != nil {
 			return nil, err
@@ -70,34 +72,34 @@ func (m *master) Do(ctx context.Context, cmds [][]string) ([]redlock.Reply, erro
 
 // reply reads one rueidis message. rueidis does not tell a simple string
 // from a bulk one: both are ReplyBulk, which the Locker reads alike.
-func reply(m *rueidis.RedisMessage) redlock.Reply {
+func reply(m *rueidis.RedisMessage) driver.Reply {
 	var re *rueidis.RedisError
 	switch err := m.Error(); {
 	case rueidis.IsRedisNil(err):
-		return redlock.Reply{Kind: redlock.ReplyNil}
+		return driver.Reply{Kind: driver.ReplyNil}
 	case errors.As(err, &re):
-		return redlock.Reply{Kind: redlock.ReplyError, Text: re.Error()}
+		return driver.Reply{Kind: driver.ReplyError, Text: re.Error()}
 	}
 	if m.IsInt64() {
 		n, _ := m.AsInt64()
-		return redlock.Reply{Kind: redlock.ReplyInt, Int: n}
+		return driver.Reply{Kind: driver.ReplyInt, Int: n}
 	}
 	if m.IsArray() || m.IsMap() {
-		return redlock.Reply{Kind: redlock.ReplyOther}
+		return driver.Reply{Kind: driver.ReplyOther}
 	}
 	s, err := m.ToString()
 	if err != nil {
-		return redlock.Reply{Kind: redlock.ReplyOther}
+		return driver.Reply{Kind: driver.ReplyOther}
 	}
-	return redlock.Reply{Kind: redlock.ReplyBulk, Text: s}
+	return driver.Reply{Kind: driver.ReplyBulk, Text: s}
 }
 
-// FromOption returns a redlock.Master on the fast path for the one master
+// FromOption returns a driver.Master on the fast path for the one master
 // opt names: its address, TLS config, user, password, DB and dialer. It
 // fails, wrapping ErrInvalid, for options the Locker cannot reproduce (not
 // exactly one address, Sentinel, a credentials function): build the
 // client and use Master then.
-func FromOption(opt rueidis.ClientOption) (redlock.Master, error) {
+func FromOption(opt rueidis.ClientOption) (driver.Master, error) {
 	switch {
 	case len(opt.InitAddress) != 1:
 		return nil, fmt.Errorf("%w: the fast path needs exactly one address, got %d", redlock.ErrInvalid, len(opt.InitAddress))
@@ -122,11 +124,11 @@ func FromOption(opt rueidis.ClientOption) (redlock.Master, error) {
 			return dial(addr, &d, opt.TLSConfig)
 		}
 	}
-	return redlock.FromOptions(o), nil
+	return driver.GoRedis(o), nil
 }
 
 // ParseURL is FromOption(rueidis.ParseURL(url)).
-func ParseURL(url string) (redlock.Master, error) {
+func ParseURL(url string) (driver.Master, error) {
 	opt, err := rueidis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", redlock.ErrInvalid, err)
@@ -135,8 +137,8 @@ func ParseURL(url string) (redlock.Master, error) {
 }
 
 // Subscribe opens a dedicated connection for the Locker's wake-on-release
-// subscription (redlock.Subscriber): waiters are woken by the release.
-func (m *master) Subscribe(_ context.Context, deliver func(channel, payload string)) (redlock.Subscription, error) {
+// subscription (driver.Subscriber): waiters are woken by the release.
+func (m *master) Subscribe(_ context.Context, deliver func(channel, payload string)) (driver.Subscription, error) {
 	dc, cancel := m.c.Dedicate()
 	dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(msg rueidis.PubSubMessage) { deliver(msg.Channel, msg.Message) }})
 	return &subscription{dc: dc, cancel: cancel}, nil

@@ -4,15 +4,17 @@ import (
 	"context"
 	"log"
 
-	redlockvalkey "github.com/quorumlab/redlock/adapters/valkey"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/valkey-io/valkey-go"
+
+	redlockvalkey "github.com/quorumlab/redlock/adapters/valkey"
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // Your valkey-go clients as masters: commands go through them (the client
 // path), pipelined with the rest of their traffic.
 func ExampleMaster() {
-	var masters []redlock.Master
+	var masters []driver.Master
 	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"} {
 		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}})
 		if err != nil {
@@ -38,7 +40,7 @@ func ExampleMaster() {
 // valkey-go options as masters: the fast path, on the Locker's own
 // connections.
 func ExampleFromOption() {
-	var masters []redlock.Master
+	var masters []driver.Master
 	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"} {
 		m, err := redlockvalkey.FromOption(valkey.ClientOption{InitAddress: []string{addr}})
 		if err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // The implementations over other Go clients (issue 22): ours on each client
@@ -21,9 +23,9 @@ var clientImpls = append([]implSpec{
 		name:  "redlock-url", source: "acquisition",
 		desc: "this module from the masters' URLs (redlock.FromOptions, no client of the caller's): the fast path",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
-			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (redlock.Master, func(), error) {
+			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (driver.Master, func(), error) {
 				c := *o
-				return redlock.FromOptions(&c), func() {}, nil
+				return driver.GoRedis(&c), func() {}, nil
 			})
 		},
 	},
@@ -47,9 +49,9 @@ var peerNames = []string{"redlock-rueidis", "redlock-valkey", "redlock-redigo", 
 
 // openOursOn is ours over one Master per master, made by m; each m's
 // cleanup runs after the Locker is closed.
-func openOursOn(ms []*redis.Options, ttl time.Duration, m func(o *redis.Options, i int) (redlock.Master, func(), error)) (impl, error) {
+func openOursOn(ms []*redis.Options, ttl time.Duration, m func(o *redis.Options, i int) (driver.Master, func(), error)) (impl, error) {
 	out := &oursMasters{}
-	masters := make([]redlock.Master, len(ms))
+	masters := make([]driver.Master, len(ms))
 	for i, o := range ms {
 		mm, cleanup, err := m(o, i)
 		if cleanup != nil {

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/lab"
 )
 
 // Masters that are Redis Clusters (-cluster NxS): each master is one lab
 // cluster of S shard masters, named in Masters.Addrs by its nodes'
-// addresses joined with commas (as redlock's NodeResult.Addr names it),
+// addresses joined with commas (as redlock's MasterResult.Addr names it),
 // and reached through a *redis.ClusterClient by every implementation.
 
 // maxClusterNodes bounds -cluster's N×S: each node is a redis-server process.

@@ -15,8 +15,9 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // impl is one lock implementation opened on the bench's masters. lock is

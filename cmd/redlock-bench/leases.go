@@ -47,7 +47,7 @@ func runLeases(ctx context.Context, ms *masters, n int, ttl, d time.Duration, st
 	runtime.ReadMemStats(&before)
 	res.GoroutinesEmpty = runtime.NumGoroutine()
 
-	hs := make([]*redlock.Held, n)
+	hs := make([]*redlock.Lock, n)
 	began := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -61,7 +61,12 @@ func runLeases(ctx context.Context, ms *masters, n int, ttl, d time.Duration, st
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				h, err := o.l.Hold(ctx, fmt.Sprintf("lease-%d", i))
+				h, err := o.l.Lock(ctx, fmt.Sprintf("lease-%d", i))
+				if err == nil {
+					if err = h.Keep(); err != nil {
+						h.Unlock(context.Background())
+					}
+				}
 				if err != nil {
 					errs[w] = fmt.Errorf("lease %d: %w", i, err)
 					return

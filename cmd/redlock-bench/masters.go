@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlab/redlock/lab"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/lab"
 )
 
 // masters are the servers every implementation is measured on, and the way

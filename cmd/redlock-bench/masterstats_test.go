@@ -10,9 +10,10 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlab/redlock/lab"
 	"github.com/redis/go-redis/v9"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/quorumlab/redlock/lab"
 )
 
 // A reply of redis-server 7.0 to INFO commandstats, subcommands included.

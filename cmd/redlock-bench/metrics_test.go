@@ -48,7 +48,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		return out
 	}
 	// Until an acquisition succeeded: on a loaded machine the first rounds
-	// can fail (cold connections against a 50ms NodeTimeout).
+	// can fail (cold connections against a 50ms MasterTimeout).
 	for !strings.Contains(body, `redlock_master_calls_total{`) || !strings.Contains(body, "redlock_acquire_duration_seconds_bucket{") ||
 		!strings.Contains(body, `redlock_outcome="acquired"`) || len(missing()) > 0 {
 		if time.Now().After(deadline) {

@@ -12,15 +12,16 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	redsyncrueidis "github.com/go-redsync/redsync/v4/redis/rueidis"
 	redigo "github.com/gomodule/redigo/redis"
-	redlockredigo "github.com/quorumlab/redlock/adapters/redigo"
-	redlockrueidis "github.com/quorumlab/redlock/adapters/rueidis"
-	redlockvalkey "github.com/quorumlab/redlock/adapters/valkey"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidiscompat"
 	"github.com/redis/rueidis/rueidislock"
 	"github.com/valkey-io/valkey-go"
+
+	redlockredigo "github.com/quorumlab/redlock/adapters/redigo"
+	redlockrueidis "github.com/quorumlab/redlock/adapters/rueidis"
+	redlockvalkey "github.com/quorumlab/redlock/adapters/valkey"
+	"github.com/quorumlab/redlock/driver"
 )
 
 // peersBuilt: the implementations of peerNames are in this build
@@ -35,7 +36,7 @@ var peerImpls = []implSpec{
 		name:  "redlock-rueidis", source: "acquisition",
 		desc: "this module through rueidis clients (adapters/rueidis Master): the client path, rueidis pipelining",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
-			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (redlock.Master, func(), error) {
+			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (driver.Master, func(), error) {
 				c, err := rueidis.NewClient(rueidisOption(o))
 				if err != nil {
 					return nil, nil, err
@@ -50,7 +51,7 @@ var peerImpls = []implSpec{
 		name:  "redlock-valkey", source: "acquisition",
 		desc: "this module through valkey-go clients (adapters/valkey Master): the client path, valkey-go pipelining",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
-			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (redlock.Master, func(), error) {
+			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (driver.Master, func(), error) {
 				c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{o.Addr}, Username: o.Username,
 					Password: o.Password, TLSConfig: o.TLSConfig, SelectDB: o.DB, DisableCache: true})
 				if err != nil {
@@ -66,7 +67,7 @@ var peerImpls = []implSpec{
 		name:  "redlock-redigo", source: "acquisition",
 		desc: "this module through redigo pools (adapters/redigo Master): the client path, one pooled connection per batch",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
-			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (redlock.Master, func(), error) {
+			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (driver.Master, func(), error) {
 				p := &redigo.Pool{MaxIdle: 16, Dial: func() (redigo.Conn, error) {
 					return redigo.Dial("tcp", o.Addr, redigo.DialUseTLS(o.TLSConfig != nil), redigo.DialTLSConfig(o.TLSConfig),
 						redigo.DialUsername(o.Username), redigo.DialPassword(o.Password), redigo.DialDatabase(o.DB))

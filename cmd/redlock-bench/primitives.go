@@ -5,8 +5,9 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // The semaphore and rwlock scenarios run this module's semaphore and

@@ -60,7 +60,7 @@ func (s scenario) phaseList() []phase {
 
 // Stall timeline: healthy, then one master SIGSTOPped, then two, then all
 // back. Ours should hold its healthy throughput in the middle phases (it
-// stops waiting for a master after NodeTimeout and then skips it until it
+// stops waiting for a master after MasterTimeout and then skips it until it
 // answers); redsync by default waits for every master's reply, i.e. for
 // go-redis's 3 s ReadTimeout and its retries.
 var stallPhases = []phase{

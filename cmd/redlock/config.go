@@ -14,8 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // Exit codes, documented in usage and docs/runbook.md.
@@ -164,7 +165,7 @@ func (c *config) resolve() (*resolved, error) {
 	}
 	r.keyOpts = &redlock.Options{KeyPrefix: prefix, RedsyncKeys: c.redsyncKeys}
 	// The key naming rules are the library's: check the prefix with them.
-	if _, _, err := redlock.KeyFor(r.keyOpts, "x"); err != nil {
+	if _, _, err := keyFor(r.keyOpts, "x"); err != nil {
 		return nil, usagef("-prefix %q: %v", prefix, err)
 	}
 	r.audit = prefix + "audit"

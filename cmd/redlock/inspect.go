@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
-	"github.com/quorumlab/redlock/validity"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/validity"
 )
 
 // masterState is what one master says about a lock key.
@@ -192,7 +192,7 @@ func view(states []masterState) quorumView {
 }
 
 func cmdInspect(ctx context.Context, s *session, resource string, asJSON bool, stdout io.Writer) int {
-	key, fenceKey, err := redlock.KeyFor(s.r.keyOpts, resource)
+	key, fenceKey, err := keyFor(s.r.keyOpts, resource)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "redlock: resource %q: %v\n", printable(resource), err)
 		return exitUsage

@@ -11,9 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
-	"github.com/quorumlab/redlock/validity"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/validity"
 )
 
 const (
@@ -108,7 +108,7 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 					}
 					continue
 				}
-				r, ok := redlock.ResourceFor(opts, k)
+				r, ok := resourceFor(opts, k)
 				if ok && k != s.r.audit && strings.HasPrefix(r, resPrefix) {
 					scanned[i], truncated[i] = keep(scanned[i], k, limit, truncated[i])
 				}
@@ -123,7 +123,7 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 	for i := range n {
 		res.Truncated = res.Truncated || truncated[i]
 		for _, k := range scanned[i] {
-			r, _ := redlock.ResourceFor(opts, k)
+			r, _ := resourceFor(opts, k)
 			union[r] = k
 		}
 	}
@@ -134,7 +134,7 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 			if primKinds[r] == nil {
 				primKinds[r] = map[string]bool{}
 				primStems[r] = opts.KeyPrefix
-				if stem, _, err := redlock.KeyFor(opts, r); err == nil {
+				if stem, _, err := keyFor(opts, r); err == nil {
 					primStems[r] = stem
 				}
 			}
@@ -213,7 +213,7 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 		}
 		res.Masters = append(res.Masters, lm)
 		for _, kv := range found[i] {
-			r, _ := redlock.ResourceFor(opts, kv.key)
+			r, _ := resourceFor(opts, kv.key)
 			a := byRes[r]
 			if a == nil {
 				a = &agg{key: kv.key, count: map[string]int{}, maxTTL: map[string]time.Duration{}}

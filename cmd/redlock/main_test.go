@@ -45,7 +45,7 @@ func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func mastersFlag(addrs []string) string { return strings.Join(addrs, ",") }
 
 // newLocker returns a Locker over c whose clients have dialled already (a
-// cold first call can overrun NodeTimeout on a loaded machine), with a TTL
+// cold first call can overrun MasterTimeout on a loaded machine), with a TTL
 // long enough that nothing expires during a test.
 func newLocker(t *testing.T, c *lab.Masters, opts redlock.Options) *redlock.Locker {
 	t.Helper()
@@ -58,7 +58,7 @@ func newLocker(t *testing.T, c *lab.Masters, opts redlock.Options) *redlock.Lock
 	if opts.TTL == 0 {
 		opts.TTL = 60 * time.Second
 	}
-	opts.NodeTimeout = 500 * time.Millisecond
+	opts.MasterTimeout = 500 * time.Millisecond
 	l, err := redlock.New(clients, &opts)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func lock(t *testing.T, c *lab.Masters, l *redlock.Locker, resource string) *red
 		t.Fatalf("TryLock %s: %v", resource, err)
 	}
 	opts := l.Options()
-	key, fence, _ := redlock.KeyFor(&opts, resource)
+	key, fence, _ := keyFor(&opts, resource)
 	waitFor(t, "the token on every master", func() bool { return all(values(t, c, key), lk.Token()) })
 	if l.Options().Fencing {
 		waitFor(t, "the fence on every master", func() bool {
@@ -737,8 +737,8 @@ func TestPrimitives(t *testing.T) {
 		tokens = append(tokens, lk.Token())
 	}
 	opts := l.Options()
-	semStem, _, _ := redlock.KeyFor(&opts, "jobs")
-	rwStem, _, _ := redlock.KeyFor(&opts, "docs")
+	semStem, _, _ := keyFor(&opts, "jobs")
+	rwStem, _, _ := keyFor(&opts, "docs")
 	// TryAcquire and TryRLock return at a majority: wait for every master.
 	waitFor(t, "both slots and both readers on every master", func() bool {
 		for i := range c.N() {
@@ -848,7 +848,7 @@ func TestPrimitivesReleaseAndReset(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
 	l := newLocker(t, c, redlock.Options{OwnerLabel: "host-1:4242"})
 	opts := l.Options()
-	stem := func(name string) string { k, _, _ := redlock.KeyFor(&opts, name); return k }
+	stem := func(name string) string { k, _, _ := keyFor(&opts, name); return k }
 	sem, _ := l.Semaphore("jobs", 3)
 	p1, err := sem.TryAcquire(t.Context())
 	if err != nil {

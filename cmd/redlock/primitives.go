@@ -10,9 +10,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/internal/keys"
 	"github.com/quorumlab/redlock/redlock"
 	"github.com/quorumlab/redlock/validity"
-	"github.com/redis/go-redis/v9"
 )
 
 // The keys of a semaphore and of a read-write lock hang off the stem (the
@@ -41,7 +43,7 @@ func primitiveOf(opts *redlock.Options, key string) (resource, kind string, ok b
 		}
 		rest := key[i+len(suf):]
 		if suf == ":s:" {
-			if n, err := strconv.Atoi(rest); err != nil || n < 1 || n > redlock.MaxPermits || strconv.Itoa(n) != rest {
+			if n, err := strconv.Atoi(rest); err != nil || n < 1 || n > keys.MaxPermits || strconv.Itoa(n) != rest {
 				continue
 			}
 		} else if rest != "" {
@@ -53,7 +55,7 @@ func primitiveOf(opts *redlock.Options, key string) (resource, kind string, ok b
 	if stem == "" {
 		return "", "", false
 	}
-	r, ok := redlock.ResourceFor(opts, stem)
+	r, ok := resourceFor(opts, stem)
 	if !ok {
 		return "", "", false
 	}
@@ -119,12 +121,12 @@ func readPrimOn(ctx context.Context, c *redis.Client, stem string) (primMaster, 
 	var meta, w, wi *redis.StringCmd
 	var wp, wip *redis.DurationCmd
 	var readers *redis.ZSliceCmd
-	gets := make([]*redis.StringCmd, redlock.MaxPermits)
-	pttls := make([]*redis.DurationCmd, redlock.MaxPermits)
+	gets := make([]*redis.StringCmd, keys.MaxPermits)
+	pttls := make([]*redis.DurationCmd, keys.MaxPermits)
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		now = p.Time(ctx)
 		meta = p.Get(ctx, stem+":meta")
-		for j := range redlock.MaxPermits {
+		for j := range keys.MaxPermits {
 			k := stem + ":s:" + strconv.Itoa(j+1)
 			gets[j], pttls[j] = p.Get(ctx, k), p.PTTL(ctx, k)
 		}
@@ -143,7 +145,7 @@ func readPrimOn(ctx context.Context, c *redis.Client, stem string) (primMaster, 
 	} else if !errors.Is(err, redis.Nil) {
 		return pm, fmt.Errorf("reading %s:meta: %w", stem, err)
 	}
-	for j := range redlock.MaxPermits {
+	for j := range keys.MaxPermits {
 		h, err := holderOf(gets[j], pttls[j])
 		if err != nil {
 			return pm, fmt.Errorf("reading slot %d: %w", j+1, err)

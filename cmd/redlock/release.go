@@ -11,14 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
 
 // compareAndDelete is the library's own release (scripts/release.lua):
 // delete the key only while it holds the token, and announce it to the
 // Lockers waiting for it. 1 deleted, 0 absent, -1 another token.
-var compareAndDelete = redlock.ReleaseScript()
 
 // auditMaxLen bounds the audit stream (XADD MAXLEN ~).
 const auditMaxLen = 10000
@@ -99,7 +97,7 @@ func checkRelease(cmd string, f releaseFlags) error {
 }
 
 func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags, asJSON bool, stdout io.Writer) int {
-	key, fenceKey, err := redlock.KeyFor(s.r.keyOpts, resource)
+	key, fenceKey, err := keyFor(s.r.keyOpts, resource)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "redlock: resource %q: %v\n", printable(resource), err)
 		return exitUsage

@@ -6,9 +6,10 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/quorumlab/redlock/redlock"
-	"github.com/quorumlab/redlock/validity"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/internal/keys"
+	"github.com/quorumlab/redlock/validity"
 )
 
 // primitiveKeys are the keys reset deletes under a semaphore's or a
@@ -17,11 +18,11 @@ import (
 // counter (fences must stay monotonic), nor the count of write grants
 // (stem+":wg", which expires with the last grant's TTL).
 func primitiveKeys(stem string) []string {
-	keys := []string{stem + ":meta", stem + ":w", stem + ":wi", stem + ":r"}
-	for j := 1; j <= redlock.MaxPermits; j++ {
-		keys = append(keys, stem+":s:"+strconv.Itoa(j))
+	names := []string{stem + ":meta", stem + ":w", stem + ":wi", stem + ":r"}
+	for j := 1; j <= keys.MaxPermits; j++ {
+		names = append(names, stem+":s:"+strconv.Itoa(j))
 	}
-	return keys
+	return names
 }
 
 // cmdReset deletes every key of the semaphore and the read-write lock
@@ -30,7 +31,7 @@ func primitiveKeys(stem string) []string {
 // extension). It needs a majority of masters to answer the read, and
 // refuses a name with no such keys.
 func cmdReset(ctx context.Context, s *session, resource string, f releaseFlags, asJSON bool, stdout io.Writer) int {
-	stem, _, err := redlock.KeyFor(s.r.keyOpts, resource)
+	stem, _, err := keyFor(s.r.keyOpts, resource)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "redlock: resource %q: %v\n", printable(resource), err)
 		return exitUsage

@@ -10,8 +10,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/version"
 	"golang.org/x/term"
+
+	"github.com/quorumlab/redlock/internal/version"
 )
 
 // isTerminal reports whether w is a terminal: progress goes to stderr only

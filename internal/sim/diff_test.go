@@ -189,7 +189,7 @@ func (g *gen) script() []string {
 		}
 		return strconv.Itoa(n)
 	}
-	switch g.r.IntN(17) {
+	switch g.r.IntN(18) {
 	case 0:
 		return g.evalsha("extend.lua", []string{lk}, []string{g.token(), g.ttl()})
 	case 1, 2:
@@ -264,6 +264,12 @@ func (g *gen) script() []string {
 			argv = append(argv, g.waiterID(), g.pick("0", "1"))
 		}
 		return g.evalsha("rw_write.lua", keys, argv)
+	case 16:
+		rec := g.key(lk + ":leader")
+		if g.chance(0.4) {
+			return g.evalsha("leader_read.lua", []string{lk, rec}, nil)
+		}
+		return g.evalsha("leader_write.lua", []string{lk, rec}, []string{g.token(), g.fence(), g.pick("v1", "v 2", "")})
 	case 15:
 		if g.chance(0.3) {
 			return g.evalsha("rw_read.lua", []string{w, wi, rr}, []string{g.token(), g.rwTTL(), "e"})
@@ -530,6 +536,8 @@ func kindOf(show []string) string {
 			return "pttl"
 		case "adopt.lua":
 			return "adopt"
+		case "leader_read.lua":
+			return "leader"
 		}
 	}
 	return ""
@@ -568,6 +576,17 @@ func sameReply(kind string, want, got sim.Reply) bool {
 			wn, err1 := strconv.ParseInt(w, 10, 64)
 			gn, err2 := strconv.ParseInt(g, 10, 64)
 			return err1 == nil && err2 == nil && abs(wn-gn) <= tolerance && wrest == grest
+		}
+		if kind == "leader" {
+			// "<state> <pttl> <rest>": the PTTL within the tolerance.
+			wf, gf := strings.SplitN(want.Text, " ", 3), strings.SplitN(got.Text, " ", 3)
+			if len(wf) != len(gf) || wf[0] != gf[0] || len(wf) == 1 {
+				return len(wf) == len(gf) && want.Text == got.Text
+			}
+			wn, err1 := strconv.ParseInt(wf[1], 10, 64)
+			gn, err2 := strconv.ParseInt(gf[1], 10, 64)
+			same := err1 == nil && err2 == nil && (wn == gn || wn >= 0 && gn >= 0 && abs(wn-gn) <= tolerance)
+			return same && (len(wf) == 2 || wf[2] == gf[2])
 		}
 		return sameText(want.Text, got.Text)
 	case sim.Array:

@@ -10,22 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/internal/sim"
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
 )
 
-// capture is a redlock.Master that records the scripts a Locker loads
+// capture is a driver.Master that records the scripts a Locker loads
 // when it connects, and answers as a server would.
 type capture struct {
 	loads chan []string
 }
 
-var _ redlock.Master = (*capture)(nil)
+var _ driver.Master = (*capture)(nil)
 
-func (c *capture) Do(_ context.Context, cmds [][]string) ([]redlock.Reply, error) {
+func (c *capture) Do(_ context.Context, cmds [][]string) ([]driver.Reply, error) {
 	var srcs []string
-	out := make([]redlock.Reply, len(cmds))
+	out := make([]driver.Reply, len(cmds))
 	m := sim.New("capture", nil)
 	for i, cmd := range cmds {
 		if len(cmd) == 3 && cmd[0] == "SCRIPT" && cmd[1] == "LOAD" {
@@ -44,8 +45,8 @@ func (c *capture) Do(_ context.Context, cmds [][]string) ([]redlock.Reply, error
 
 func (c *capture) Addr() string { return "capture" }
 
-func toRedlock(r sim.Reply) redlock.Reply {
-	return redlock.Reply{Kind: redlock.ReplyKind(r.Kind), Int: r.Int, Text: r.Text}
+func toRedlock(r sim.Reply) driver.Reply {
+	return driver.Reply{Kind: driver.ReplyKind(r.Kind), Int: r.Int, Text: r.Text}
 }
 
 // TestScriptsAreTheLibrarys checks that ReadScripts composes the scripts
@@ -59,7 +60,7 @@ func TestScriptsAreTheLibrarys(t *testing.T) {
 		byName[scripts.SHA(n)] = n
 	}
 	c := &capture{loads: make(chan []string, 1)}
-	l, err := redlock.NewMasters([]redlock.Master{c}, nil)
+	l, err := redlock.NewMasters([]driver.Master{c}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,13 +115,13 @@ type simMaster struct {
 	gaps  []string
 }
 
-var _ redlock.Master = (*simMaster)(nil)
+var _ driver.Master = (*simMaster)(nil)
 
-func (s *simMaster) Do(_ context.Context, cmds [][]string) ([]redlock.Reply, error) {
+func (s *simMaster) Do(_ context.Context, cmds [][]string) ([]driver.Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Duration(1e18) + time.Since(s.start)
-	out := make([]redlock.Reply, len(cmds))
+	out := make([]driver.Reply, len(cmds))
 	for i, cmd := range cmds {
 		r := s.m.Do(now, cmd)
 		if r.Kind == sim.Error && !strings.HasPrefix(r.Text, "NOSCRIPT") {
@@ -142,7 +143,7 @@ func (s *simMaster) Addr() string { return s.addr }
 func TestLockerOnSimulatedMasters(t *testing.T) {
 	_, scripts := loadScripts(t)
 	var sms []*simMaster
-	var masters []redlock.Master
+	var masters []driver.Master
 	for i := range 3 {
 		s := &simMaster{addr: fmt.Sprintf("sim-%d", i), m: sim.New(fmt.Sprintf("sim-%d", i), scripts), start: time.Now()}
 		sms = append(sms, s)
@@ -247,14 +248,14 @@ func TestLockerOnSimulatedMasters(t *testing.T) {
 }
 
 // The reply kinds are redlock's, value for value, so that a simulated
-// master's reply converts to a redlock.Reply by a cast (toRedlock).
+// master's reply converts to a driver.Reply by a cast (toRedlock).
 func TestKindsAreRedlocks(t *testing.T) {
 	pairs := []struct {
 		sim     sim.Kind
-		redlock redlock.ReplyKind
+		redlock driver.ReplyKind
 	}{
-		{sim.Nil, redlock.ReplyNil}, {sim.Status, redlock.ReplyStatus}, {sim.Error, redlock.ReplyError},
-		{sim.Int, redlock.ReplyInt}, {sim.Bulk, redlock.ReplyBulk}, {sim.Array, redlock.ReplyOther},
+		{sim.Nil, driver.ReplyNil}, {sim.Status, driver.ReplyStatus}, {sim.Error, driver.ReplyError},
+		{sim.Int, driver.ReplyInt}, {sim.Bulk, driver.ReplyBulk}, {sim.Array, driver.ReplyOther},
 	}
 	for _, p := range pairs {
 		if uint8(p.sim) != uint8(p.redlock) {

@@ -10,8 +10,8 @@ import (
 )
 
 // Kind is the RESP type of a Reply. The values are those of
-// redlock.ReplyKind (Nil, Status, Error, Int, Bulk, then Array for
-// redlock.ReplyOther), so that converting is a cast.
+// driver.ReplyKind (Nil, Status, Error, Int, Bulk, then Array for
+// driver.ReplyOther), so that converting is a cast.
 type Kind uint8
 
 // The kinds of reply.

@@ -52,6 +52,10 @@ func modelFor(name string) model {
 		return rwReadModel
 	case "rw_unread.lua":
 		return rwUnreadModel
+	case "leader_write.lua":
+		return leaderWriteModel
+	case "leader_read.lua":
+		return leaderReadModel
 	}
 	return nil
 }

@@ -91,7 +91,7 @@ type Config struct {
 	Target
 	// Need is the majority; MaxAttempts bounds the rounds (0: no bound).
 	Need, MaxAttempts int
-	NodeTimeout       time.Duration
+	MasterTimeout     time.Duration
 }
 
 // QueuedSteps is how many doublings later the backoff of a waiter in the
@@ -437,8 +437,8 @@ func (m *Machine) ProbeDone(now time.Time, free bool, expires time.Time) Action 
 			// Gone from a majority between the round and this read:
 			// expired, or released to a waiter a release named, whose
 			// round is on its way. Look again once such a round has had
-			// its NodeTimeout, not at once.
-			if at := now.Add(m.cfg.NodeTimeout); at.After(m.expires) {
+			// its MasterTimeout, not at once.
+			if at := now.Add(m.cfg.MasterTimeout); at.After(m.expires) {
 				m.expires = at
 			}
 		}
@@ -542,7 +542,7 @@ func (m *Machine) GiveBackDone(now time.Time) Action {
 
 // sleep waits for the next event: the timer after the backoff (later in
 // the queue, where it is woken by name), or at the holder's expiry if
-// that is sooner, or after a jittered NodeTimeout for a waiter handed a
+// that is sooner, or after a jittered MasterTimeout for a waiter handed a
 // minority of grants.
 func (m *Machine) sleep(now time.Time) Action {
 	if m.giving {

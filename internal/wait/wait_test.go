@@ -60,7 +60,7 @@ const nt = 50 * time.Millisecond
 var t0 = time.Unix(1_700_000_000, 0)
 
 func cfg(target Target) Config {
-	return Config{Target: target, Need: 3, NodeTimeout: nt}
+	return Config{Target: target, Need: 3, MasterTimeout: nt}
 }
 
 func want(t *testing.T, a Action, k Kind) {
@@ -292,7 +292,7 @@ func outcomes(st state, e int) string {
 			popped: r.IntN(2) == 0, majNow: r.IntN(2) == 0, majLater: r.IntN(2) == 0, freed: r.IntN(2) == 0,
 			backoff: time.Duration(r.IntN(100)) * time.Millisecond}
 		c := Config{Target: Target{Queued: r.IntN(2) == 0, Reader: r.IntN(3) == 0, Writer: r.IntN(3) == 0, Multi: r.IntN(3) == 0},
-			Need: 3, MaxAttempts: r.IntN(3), NodeTimeout: nt}
+			Need: 3, MaxAttempts: r.IntN(3), MasterTimeout: nt}
 		m := New(c, f)
 		m.st = st
 		m.attempt = r.IntN(3)

@@ -123,7 +123,7 @@ func TestCheckerCatchesNaiveSemaphore(t *testing.T) {
 		for _, i := range r {
 			clients[i] = c.Clients()[i]
 		}
-		l := newLocker(t, clients, &redlock.Options{TTL: constructedTTL, NodeTimeout: 100 * time.Millisecond})
+		l := newLocker(t, clients, &redlock.Options{TTL: constructedTTL, MasterTimeout: 100 * time.Millisecond})
 		t.Cleanup(func() {
 			l.Close()
 			for i, cl := range clients {
@@ -171,7 +171,7 @@ func TestCheckerCatchesNaiveSemaphore(t *testing.T) {
 // per primitive: not run by make test.
 func TestSemaphoreRWInsideAssumptions(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
-	opts := &redlock.Options{TTL: 5 * time.Second, NodeTimeout: 100 * time.Millisecond}
+	opts := &redlock.Options{TTL: 5 * time.Second, MasterTimeout: 100 * time.Millisecond}
 	var lockers []*redlock.Locker
 	for range 2 {
 		l := newLocker(t, c.Clients(), opts)

@@ -62,8 +62,8 @@ func TestHelperClient(t *testing.T) {
 	}
 }
 
-// The workload scenarios. TTL 500 ms and NodeTimeout 50 ms make faults
-// matter within seconds; latency stays below NodeTimeout/2 each way.
+// The workload scenarios. TTL 500 ms and MasterTimeout 50 ms make faults
+// matter within seconds; latency stays below MasterTimeout/2 each way.
 // On Docker masters (docker: true) the faults are the containers' own:
 // docker pause, network disconnect, container kill and a new container;
 // there is no proxy, so no latency fault. Removing a container and
@@ -73,7 +73,7 @@ func TestHelperClient(t *testing.T) {
 func workloads(long, docker bool) []Workload {
 	const ttl, nodeTimeout = 500 * time.Millisecond, 50 * time.Millisecond
 	plan := func(maxFaulted int, kinds ...Kind) Plan {
-		return Plan{Kinds: kinds, Masters: 5, MaxFaulted: maxFaulted, Clients: 2, TTL: ttl, NodeTimeout: nodeTimeout}
+		return Plan{Kinds: kinds, Masters: 5, MaxFaulted: maxFaulted, Clients: 2, TTL: ttl, MasterTimeout: nodeTimeout}
 	}
 	insideKinds := []Kind{PauseMasters, KillDelayed, Latency, Cut}
 	if docker {
@@ -383,8 +383,8 @@ func TestScheduleReplay(t *testing.T) {
 			if f.Kind == KillDelayed && f.Dur < w.Plan.TTL {
 				t.Errorf("%s: %s restarts before a TTL has passed", w.Name, f)
 			}
-			if f.Kind == Latency && 2*f.Delta >= w.Plan.NodeTimeout {
-				t.Errorf("%s: %s: round trip not below NodeTimeout %v", w.Name, f, w.Plan.NodeTimeout)
+			if f.Kind == Latency && 2*f.Delta >= w.Plan.MasterTimeout {
+				t.Errorf("%s: %s: round trip not below MasterTimeout %v", w.Name, f, w.Plan.MasterTimeout)
 			}
 		}
 	}

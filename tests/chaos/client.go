@@ -31,11 +31,11 @@ type ClientConfig struct {
 	Unfenced bool `json:"unfenced,omitempty"`
 
 	// For subprocess clients only: what to dial and for how long.
-	Masters     []string      `json:"masters,omitempty"`
-	ResourceDB  string        `json:"resource_db,omitempty"`
-	TTL         time.Duration `json:"ttl,omitempty"`
-	NodeTimeout time.Duration `json:"node_timeout,omitempty"`
-	Run         time.Duration `json:"run,omitempty"`
+	Masters       []string      `json:"masters,omitempty"`
+	ResourceDB    string        `json:"resource_db,omitempty"`
+	TTL           time.Duration `json:"ttl,omitempty"`
+	MasterTimeout time.Duration `json:"node_timeout,omitempty"`
+	Run           time.Duration `json:"run,omitempty"`
 }
 
 // sink receives a client's records: the History in-process, JSON lines on

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // Constructed scenarios build a fault outside the assumptions step by
@@ -24,7 +26,7 @@ import (
 const constructedTTL = 3 * time.Second
 
 func constructedOptions() *redlock.Options {
-	return &redlock.Options{TTL: constructedTTL, NodeTimeout: 50 * time.Millisecond, Fencing: true}
+	return &redlock.Options{TTL: constructedTTL, MasterTimeout: 50 * time.Millisecond, Fencing: true}
 }
 
 // holder is a critical section being recorded by hand.
@@ -252,8 +254,8 @@ func Kleppmann(tb testing.TB) Result {
 	b.exit(h)
 	a.exit(h)
 	oks := func(lk *redlock.Lock) (n int) {
-		for _, nd := range lk.Acquisition().Nodes {
-			if nd.Outcome == redlock.OutcomeOK {
+		for _, nd := range lk.Acquisition().Masters {
+			if nd.Outcome == quorum.OK {
 				n++
 			}
 		}

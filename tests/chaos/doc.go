@@ -17,7 +17,7 @@
 // faults, and checks the write log against a fenced-register model.
 //
 // Faults inside Redlock's assumptions (a minority paused, cut, slowed below
-// NodeTimeout, or killed and restarted empty after at least a TTL) must
+// MasterTimeout, or killed and restarted empty after at least a TTL) must
 // show no violation. Faults outside them (a master restarted empty at
 // once, a forward clock jump, a client paused past its deadline) show the
 // violation the theory predicts. The clock jump is a SIMULATION

@@ -24,7 +24,7 @@ const fallbackTTL = 400 * time.Millisecond
 func fallbackLockers(tb testing.TB) (*lab.Masters, *redlock.Locker, *redlock.Locker) {
 	tb.Helper()
 	c := lab.ForTest(tb, 3, &lab.Options{Proxy: true})
-	opts := &redlock.Options{TTL: fallbackTTL, NodeTimeout: 50 * time.Millisecond}
+	opts := &redlock.Options{TTL: fallbackTTL, MasterTimeout: 50 * time.Millisecond}
 	l1 := newLocker(tb, c.Clients(), opts)
 	tb.Cleanup(func() { l1.Close() })
 	l2 := newLocker(tb, c.Clients(), opts)

@@ -14,7 +14,7 @@ const reachEvery = 20 * time.Millisecond
 
 // A prober watches, from outside the Lockers, how many masters answer:
 // every reachEvery it PINGs each master on a connection of its own, with
-// the plan's NodeTimeout to answer. The schedule applies one fault episode
+// the plan's MasterTimeout to answer. The schedule applies one fault episode
 // at a time, each touching a minority, but when a fault's effect ends is
 // not the schedule's to say (a new container accepting connections, a
 // network reconnected): the prober tells whether a majority answered while

@@ -7,7 +7,7 @@ import (
 
 // The prober's figures: the time without a majority runs from a round that
 // found fewer than need masters to the next round (a round waits for a
-// stalled master's NodeTimeout, so rounds are not reachEvery apart), and a
+// stalled master's MasterTimeout, so rounds are not reachEvery apart), and a
 // failed call counts when it waited through any of that time.
 func TestProberFill(t *testing.T) {
 	ms := int64(time.Millisecond)

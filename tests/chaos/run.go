@@ -54,7 +54,7 @@ type Workload struct {
 
 // options returns the Locker options every workload client uses.
 func (w Workload) options() *redlock.Options {
-	return &redlock.Options{TTL: w.Plan.TTL, NodeTimeout: w.Plan.NodeTimeout, Fencing: !w.Unfenced}
+	return &redlock.Options{TTL: w.Plan.TTL, MasterTimeout: w.Plan.MasterTimeout, Fencing: !w.Unfenced}
 }
 
 // acquireTimeout bounds each Lock call in a workload: long enough to ride
@@ -143,7 +143,7 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 	for k := range w.Subprocess {
 		cfg := w.clientConfig(w.InProcess+k, seed)
 		cfg.Masters, cfg.ResourceDB = c.Addrs(), db.Options().Addr
-		cfg.TTL, cfg.NodeTimeout = w.Plan.TTL, w.Plan.NodeTimeout
+		cfg.TTL, cfg.MasterTimeout = w.Plan.TTL, w.Plan.MasterTimeout
 		cfg.Run = w.MaxDuration + time.Minute // a cap; the parent stops it first
 		sc, err := startSubClient(cfg, h)
 		if err != nil {
@@ -155,7 +155,7 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 		subs = append(subs, sc)
 	}
 
-	reach := startProber(ctx, c.Addrs(), w.Plan.NodeTimeout)
+	reach := startProber(ctx, c.Addrs(), w.Plan.MasterTimeout)
 	heapStart, gorStart := footprint()
 	// The run ends at Duration once MinSections are in, or at MaxDuration.
 	var applied atomic.Int64
@@ -266,7 +266,7 @@ func (r *Result) fillAcquires(as []Acquire) {
 }
 
 // newLocker builds a Locker over clients after dialling each (a cold
-// client's first call also handshakes and could overrun NodeTimeout).
+// client's first call also handshakes and could overrun MasterTimeout).
 // Masters that do not answer are left to fail inside the Locker.
 func newLocker(tb testing.TB, clients []redis.UniversalClient, opts *redlock.Options) *redlock.Locker {
 	tb.Helper()
@@ -472,7 +472,7 @@ func RunHelper(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	}
 	db := redis.NewClient(&redis.Options{Addr: cfg.ResourceDB})
 	defer db.Close()
-	l, err := redlock.New(clients, &redlock.Options{TTL: cfg.TTL, NodeTimeout: cfg.NodeTimeout, Fencing: !cfg.Unfenced})
+	l, err := redlock.New(clients, &redlock.Options{TTL: cfg.TTL, MasterTimeout: cfg.MasterTimeout, Fencing: !cfg.Unfenced})
 	if err != nil {
 		return err
 	}

@@ -64,13 +64,13 @@ func (f Fault) String() string {
 
 // Plan is what a schedule is drawn from.
 type Plan struct {
-	Kinds       []Kind
-	Masters     int           // N
-	MaxFaulted  int           // most masters one episode touches
-	Clients     int           // subprocess clients (PauseClient)
-	TTL         time.Duration // sets durations: pauses, delays, jumps
-	NodeTimeout time.Duration // latency stays below it (RTT = 2Δ < NodeTimeout)
-	Length      time.Duration // schedule span
+	Kinds         []Kind
+	Masters       int           // N
+	MaxFaulted    int           // most masters one episode touches
+	Clients       int           // subprocess clients (PauseClient)
+	TTL           time.Duration // sets durations: pauses, delays, jumps
+	MasterTimeout time.Duration // latency stays below it (RTT = 2Δ < MasterTimeout)
+	Length        time.Duration // schedule span
 }
 
 // ScheduleRand returns the generator a scenario's schedule is drawn from:
@@ -104,7 +104,7 @@ func NewSchedule(r *rand.Rand, p Plan) []Fault {
 			// The spec: stay down at least the max TTL before rejoining.
 			f.Dur = p.TTL + p.TTL/5 + time.Duration(r.Int64N(int64(p.TTL)))
 		case Latency:
-			f.Delta = time.Millisecond + time.Duration(r.Int64N(int64(p.NodeTimeout/2-p.NodeTimeout/5)))
+			f.Delta = time.Millisecond + time.Duration(r.Int64N(int64(p.MasterTimeout/2-p.MasterTimeout/5)))
 			f.Dur = p.TTL + time.Duration(r.Int64N(int64(2*p.TTL)))
 		case JumpClock:
 			f.Delta = p.TTL/2 + time.Duration(r.Int64N(int64(p.TTL)))

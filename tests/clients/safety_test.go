@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/lab/labtest"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/lab/labtest"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,13 +33,13 @@ func eachKind(t *testing.T, c *lab.Masters, test func(t *testing.T, k kind)) {
 	}
 }
 
-// newLocker is a Locker over k's masters of c, with a generous NodeTimeout
+// newLocker is a Locker over k's masters of c, with a generous MasterTimeout
 // where opts has none (two loaded cores under -race), warmed up by one
 // round so that the first dial is not what a test measures.
 func newLocker(t *testing.T, c *lab.Masters, k kind, opts redlock.Options) *redlock.Locker {
 	t.Helper()
-	if opts.NodeTimeout == 0 {
-		opts.NodeTimeout = 200 * time.Millisecond
+	if opts.MasterTimeout == 0 {
+		opts.MasterTimeout = 200 * time.Millisecond
 	}
 	l, err := redlock.NewMasters(k.masters(t, c), &opts)
 	if err != nil {
@@ -119,13 +122,13 @@ func TestMutualExclusion(t *testing.T) {
 }
 
 // Two of five stalled (SIGSTOP): each round still succeeds, and costs at
-// most about NodeTimeout: the first meets the stall, later ones the open
+// most about MasterTimeout: the first meets the stall, later ones the open
 // breakers. The times are logged (-v) for docs/design.md §10.
 func TestTwoStalled(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	eachKind(t, c, func(t *testing.T, k kind) {
-		l := newLocker(t, c, k, redlock.Options{NodeTimeout: 100 * time.Millisecond})
-		nt := l.Options().NodeTimeout
+		l := newLocker(t, c, k, redlock.Options{MasterTimeout: 100 * time.Millisecond})
+		nt := l.Options().MasterTimeout
 		for _, i := range []int{1, 3} {
 			if err := c.Pause(i); err != nil {
 				t.Fatal(err)
@@ -147,9 +150,9 @@ func TestTwoStalled(t *testing.T) {
 				t.Fatalf("round %d: Unlock: %v", round, err)
 			}
 			unlockTook := time.Since(start)
-			t.Logf("round %d: TryLock %v, Unlock %v (NodeTimeout %v)", round, took, unlockTook, nt)
+			t.Logf("round %d: TryLock %v, Unlock %v (MasterTimeout %v)", round, took, unlockTook, nt)
 			if took > 10*nt || unlockTook > 10*nt {
-				t.Fatalf("round %d: TryLock %v, Unlock %v: over 10× NodeTimeout (%v)", round, took, unlockTook, nt)
+				t.Fatalf("round %d: TryLock %v, Unlock %v: over 10× MasterTimeout (%v)", round, took, unlockTook, nt)
 			}
 			for _, i := range []int{0, 2, 4} {
 				if v := value(t, c, i, lockKey(res)); v != "" {
@@ -165,7 +168,7 @@ func TestTwoStalled(t *testing.T) {
 func TestThreeStalled(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	eachKind(t, c, func(t *testing.T, k kind) {
-		l := newLocker(t, c, k, redlock.Options{NodeTimeout: 100 * time.Millisecond})
+		l := newLocker(t, c, k, redlock.Options{MasterTimeout: 100 * time.Millisecond})
 		for _, i := range []int{0, 2, 4} {
 			if err := c.Pause(i); err != nil {
 				t.Fatal(err)
@@ -175,16 +178,16 @@ func TestThreeStalled(t *testing.T) {
 		start := time.Now()
 		_, err := l.TryLock(t.Context(), res)
 		took := time.Since(start)
-		t.Logf("TryLock failed after %v (NodeTimeout %v)", took, l.Options().NodeTimeout)
-		if took > 10*l.Options().NodeTimeout {
-			t.Fatalf("TryLock with 3 of 5 stalled took %v, over 10× NodeTimeout", took)
+		t.Logf("TryLock failed after %v (MasterTimeout %v)", took, l.Options().MasterTimeout)
+		if took > 10*l.Options().MasterTimeout {
+			t.Fatalf("TryLock with 3 of 5 stalled took %v, over 10× MasterTimeout", took)
 		}
 		var e *redlock.Error
 		if !errors.Is(err, redlock.ErrNotAcquired) || !errors.As(err, &e) {
 			t.Fatalf("TryLock with 3 of 5 stalled: %v, want an *Error wrapping ErrNotAcquired", err)
 		}
-		if e.Count(redlock.OutcomeOK) != 2 || e.Count(redlock.OutcomeTimedOut) != 3 {
-			t.Fatalf("%d ok, %d timed out, want 2 and 3: %v", e.Count(redlock.OutcomeOK), e.Count(redlock.OutcomeTimedOut), err)
+		if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
+			t.Fatalf("%d ok, %d timed out, want 2 and 3: %v", e.Count(quorum.OK), e.Count(quorum.TimedOut), err)
 		}
 		for _, i := range []int{1, 3} {
 			if v := value(t, c, i, lockKey(res)); v != "" {
@@ -337,7 +340,7 @@ func TestTLSACL(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Close() })
 	eachKind(t, c, func(t *testing.T, k kind) {
-		l := newLocker(t, c, k, redlock.Options{Fencing: true, NodeTimeout: 2 * time.Second})
+		l := newLocker(t, c, k, redlock.Options{Fencing: true, MasterTimeout: 2 * time.Second})
 		res := "tls:" + k.name
 		lk, err := l.TryLock(t.Context(), res)
 		if err != nil {
@@ -367,14 +370,14 @@ func TestSameServerUnderTwoNames(t *testing.T) {
 	const alias = "alias-of-master-0.invalid:6379"
 	real := c.Addrs()[0]
 	eachKind(t, c, func(t *testing.T, k kind) {
-		ms := append(k.masters(t, c), redlock.FromOptions(&redis.Options{Addr: alias,
+		ms := append(k.masters(t, c), driver.GoRedis(&redis.Options{Addr: alias,
 			Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, network, real)
 			}}))
 		// Room for the first contact on a loaded machine: the first round
-		// waits for every master to be identified, up to NodeTimeout.
-		l, err := redlock.NewMasters(ms, &redlock.Options{NodeTimeout: time.Second})
+		// waits for every master to be identified, up to MasterTimeout.
+		l, err := redlock.NewMasters(ms, &redlock.Options{MasterTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

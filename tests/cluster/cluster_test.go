@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // cl is 3 independent clusters × 3 shards, shared by the tests (each uses
@@ -116,7 +118,7 @@ func TestMutualExclusion(t *testing.T) {
 	resources := []string{resourceOn("mx", 0), resourceOn("mx", 1), resourceOn("mx", 2)}
 	holders := make([]atomic.Int32, len(resources))
 	var acquired, overlaps atomic.Int64
-	opts := &redlock.Options{NodeTimeout: 500 * time.Millisecond, Retry: redlock.RetryPolicy{MinDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond}}
+	opts := &redlock.Options{MasterTimeout: 500 * time.Millisecond, Retry: redlock.RetryPolicy{MinDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond}}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -161,7 +163,7 @@ func TestMutualExclusion(t *testing.T) {
 // owner's token) fails, and releases cluster 0's key before returning;
 // the other owner's keys are untouched.
 func TestReleaseAfterFailedAcquisition(t *testing.T) {
-	l := newLocker(t, &redlock.Options{NodeTimeout: 500 * time.Millisecond})
+	l := newLocker(t, &redlock.Options{MasterTimeout: 500 * time.Millisecond})
 	for s := range cl.Shards() {
 		r := resourceOn("failed", s)
 		for i := 1; i < cl.N(); i++ {
@@ -174,11 +176,11 @@ func TestReleaseAfterFailedAcquisition(t *testing.T) {
 			t.Fatalf("shard %d: TryLock: %v, want ErrNotAcquired", s, err)
 		}
 		var e *redlock.Error
-		if !errors.As(err, &e) || len(e.Nodes) != 3 {
+		if !errors.As(err, &e) || len(e.Masters) != 3 {
 			t.Fatalf("shard %d: %v is not an *Error with 3 nodes", s, err)
 		}
-		if e.Nodes[1].Outcome != redlock.OutcomeRefused || e.Nodes[2].Outcome != redlock.OutcomeRefused {
-			t.Fatalf("shard %d: outcomes %v, %v on the held clusters, want Refused", s, e.Nodes[1].Outcome, e.Nodes[2].Outcome)
+		if e.Masters[1].Outcome != quorum.Refused || e.Masters[2].Outcome != quorum.Refused {
+			t.Fatalf("shard %d: outcomes %v, %v on the held clusters, want Refused", s, e.Masters[1].Outcome, e.Masters[2].Outcome)
 		}
 		if v := held(t, 0, r); v != "" {
 			t.Errorf("shard %d: cluster 0 still holds %q after the failed acquisition", s, v)
@@ -197,7 +199,7 @@ func TestReleaseAfterFailedAcquisition(t *testing.T) {
 // Locker gets the lock, and its Unlock leaves no key on any shard.
 func TestReleaseAfterHolderCrash(t *testing.T) {
 	const ttl = 1500 * time.Millisecond
-	opts := &redlock.Options{TTL: ttl, NodeTimeout: 300 * time.Millisecond}
+	opts := &redlock.Options{TTL: ttl, MasterTimeout: 300 * time.Millisecond}
 	r := resourceOn("crash", 1)
 	a, err := redlock.New(cl.Clients(), opts)
 	if err != nil {
@@ -244,7 +246,7 @@ func TestFenceOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	opts := &redlock.Options{Fencing: true, NodeTimeout: 500 * time.Millisecond}
+	opts := &redlock.Options{Fencing: true, MasterTimeout: 500 * time.Millisecond}
 	ls := []*redlock.Locker{newLocker(t, opts), newLocker(t, opts), newLocker(t, opts)}
 	for s := range cl.Shards() {
 		r := resourceOn("fence", s)
@@ -304,7 +306,7 @@ func TestFenceOrder(t *testing.T) {
 // After the resume, the release deferred for sA is delivered.
 func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 	const nt = 300 * time.Millisecond
-	l := newLocker(t, &redlock.Options{NodeTimeout: nt})
+	l := newLocker(t, &redlock.Options{MasterTimeout: nt})
 	const sA = 1
 	a := resourceOn("stall-a", sA)
 	healthy := []string{resourceOn("stall-b", 0), resourceOn("stall-b", 2)}
@@ -327,7 +329,7 @@ func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock on the stalled shard's slots (clusters 1 and 2 answer): %v", err)
 	}
-	if o := lkA.Acquisition().Nodes[0].Outcome; o != redlock.OutcomePending && o != redlock.OutcomeTimedOut {
+	if o := lkA.Acquisition().Masters[0].Outcome; o != quorum.Pending && o != quorum.TimedOut {
 		t.Fatalf("cluster 0 for a key on its stalled shard: %v, want Pending or TimedOut", o)
 	}
 	time.Sleep(nt + nt/2) // the stalled shard's breaker opens
@@ -340,7 +342,7 @@ func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock again on the stalled shard's slots: %v", err)
 	}
-	if o := lkA3.Acquisition().Nodes[0].Outcome; o != redlock.OutcomeUnavailable {
+	if o := lkA3.Acquisition().Masters[0].Outcome; o != quorum.Unavailable {
 		t.Fatalf("cluster 0 for a key on its stalled shard, breaker open: %v, want Unavailable", o)
 	}
 	// Healthy shards of cluster 0: never unavailable, and the key is there.
@@ -351,10 +353,10 @@ func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TryLock %s on a healthy shard: %v", r, err)
 		}
-		switch o := lk.Acquisition().Nodes[0].Outcome; o {
-		case redlock.OutcomeOK:
+		switch o := lk.Acquisition().Masters[0].Outcome; o {
+		case quorum.OK:
 			ok++
-		case redlock.OutcomePending: // decided by 1 and 2 first: the key must still land
+		case quorum.Pending: // decided by 1 and 2 first: the key must still land
 		default:
 			t.Fatalf("cluster 0 for %s on a healthy shard while shard %d is stalled: %v", r, sA, o)
 		}
@@ -395,7 +397,7 @@ func TestStalledShardOnlySlowsItsSlots(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if lk, err := l.TryLock(t.Context(), a); err != nil || lk.Acquisition().Nodes[0].Outcome == redlock.OutcomeUnavailable {
+	if lk, err := l.TryLock(t.Context(), a); err != nil || lk.Acquisition().Masters[0].Outcome == quorum.Unavailable {
 		t.Fatalf("after the resume: %v", err)
 	} else {
 		lk.Unlock(t.Context())
@@ -414,7 +416,7 @@ func TestViaClientPlainPath(t *testing.T) {
 		clients[i] = c
 	}
 	const nt = 300 * time.Millisecond
-	l, err := redlock.New(clients, &redlock.Options{ViaClient: true, Fencing: true, NodeTimeout: nt})
+	l, err := redlock.New(clients, &redlock.Options{ViaClient: true, Fencing: true, MasterTimeout: nt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +432,7 @@ func TestViaClientPlainPath(t *testing.T) {
 			t.Fatalf("fence %d after %d", lk.Fence(), last)
 		}
 		for i := range cl.N() {
-			if lk.Acquisition().Nodes[i].Outcome != redlock.OutcomeOK {
+			if lk.Acquisition().Masters[i].Outcome != quorum.OK {
 				continue // decided without it
 			}
 			if v := held(t, i, r); v != lk.Token() {
@@ -462,7 +464,7 @@ func TestViaClientPlainPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := other.Acquisition().Nodes[0].Outcome; o != redlock.OutcomeUnavailable {
+	if o := other.Acquisition().Masters[0].Outcome; o != quorum.Unavailable {
 		t.Fatalf("plain path, healthy shard of cluster 0 behind a stalled one: %v, want Unavailable", o)
 	}
 	if err := cl.Resume(0, 1); err != nil {
@@ -486,7 +488,7 @@ func TestSameClusterTwiceIsInvalid(t *testing.T) {
 	} {
 		cs := cl.Clients()
 		cs[1] = second()
-		l, err := redlock.New(cs, &redlock.Options{NodeTimeout: 500 * time.Millisecond})
+		l, err := redlock.New(cs, &redlock.Options{MasterTimeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("%s: New: %v", name, err)
 		}
@@ -502,7 +504,7 @@ func TestSameClusterTwiceIsInvalid(t *testing.T) {
 // The slot table of a cluster master comes from the cluster: keys of
 // every shard land on their shard, checked by asking each node.
 func TestKeysLandOnTheirShard(t *testing.T) {
-	l := newLocker(t, &redlock.Options{NodeTimeout: 500 * time.Millisecond})
+	l := newLocker(t, &redlock.Options{MasterTimeout: 500 * time.Millisecond})
 	var names []string
 	for n := range 30 {
 		names = append(names, fmt.Sprintf("land-%d", n))
@@ -514,7 +516,7 @@ func TestKeysLandOnTheirShard(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range cl.N() {
-			if o := lk.Acquisition().Nodes[i].Outcome; o != redlock.OutcomeOK {
+			if o := lk.Acquisition().Masters[i].Outcome; o != quorum.OK {
 				continue // decided without it: its key may still be on the way
 			}
 			if v := held(t, i, r); v != lk.Token() {
@@ -546,7 +548,7 @@ func TestMovedRefreshesTheSlotTable(t *testing.T) {
 	t.Cleanup(func() { swapped.Close() })
 	cs := cl.Clients()
 	cs[0] = swapped
-	l, err := redlock.New(cs, &redlock.Options{NodeTimeout: 500 * time.Millisecond})
+	l, err := redlock.New(cs, &redlock.Options{MasterTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,8 +558,8 @@ func TestMovedRefreshesTheSlotTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err) // clusters 1 and 2
 	}
-	n0 := lk.Acquisition().Nodes[0]
-	if n0.Outcome != redlock.OutcomeFailed || n0.Err == nil || !strings.Contains(n0.Err.Error(), "MOVED") {
+	n0 := lk.Acquisition().Masters[0]
+	if n0.Outcome != quorum.Failed || n0.Err == nil || !strings.Contains(n0.Err.Error(), "MOVED") {
 		t.Fatalf("cluster 0 with a wrong slot table: %v, %v; want Failed with MOVED", n0.Outcome, n0.Err)
 	}
 	if v := held(t, 0, r); v != "" {
@@ -572,11 +574,11 @@ func TestMovedRefreshesTheSlotTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := lk.Acquisition().Nodes[0].Outcome
+		o := lk.Acquisition().Masters[0].Outcome
 		if err := lk.Unlock(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if o == redlock.OutcomeOK {
+		if o == quorum.OK {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -615,7 +617,7 @@ func TestLockAllOnClusters(t *testing.T) {
 	}
 	shard := cl.ShardOf("tagged:{order7}:a")
 	for i := range cl.N() {
-		if o := lk.Acquisition().Nodes[i].Outcome; o != redlock.OutcomeOK {
+		if o := lk.Acquisition().Masters[i].Outcome; o != quorum.OK {
 			continue // decided without it: its keys may still be on the way
 		}
 		for _, r := range set {
@@ -629,7 +631,7 @@ func TestLockAllOnClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range cl.N() {
-		// Unlock waits for each cluster up to NodeTimeout; one that took
+		// Unlock waits for each cluster up to MasterTimeout; one that took
 		// longer still gets the release on its stream.
 		deadline := time.Now().Add(5 * time.Second)
 		for {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/redlock"
 )
 
@@ -22,7 +23,7 @@ func newLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Loc
 	t.Helper()
 	clients := c.Clients()
 	// Dial now: a cold client's first call also handshakes, through
-	// docker-proxy, which can overrun NodeTimeout on a loaded machine and
+	// docker-proxy, which can overrun MasterTimeout on a loaded machine and
 	// fail a round the test did not mean to fail.
 	for _, cl := range clients {
 		if err := cl.Ping(t.Context()).Err(); err != nil {
@@ -133,7 +134,7 @@ func TestMutualExclusion(t *testing.T) {
 	if n := late.Load(); n != 0 {
 		t.Errorf("%d holders left their critical section after Deadline()", n)
 	}
-	// Releases that overran NodeTimeout finish on their own, or go out
+	// Releases that overran MasterTimeout finish on their own, or go out
 	// when the master answers again.
 	waitFor(t, 5*time.Second, "no key left after the last Unlock", func() bool {
 		return countValue(keyState(t, c, "mutex"), "") == 5
@@ -141,11 +142,11 @@ func TestMutualExclusion(t *testing.T) {
 }
 
 // Two of five masters frozen with docker pause: acquiring and unlocking
-// still succeed, each within 10× NodeTimeout.
+// still succeed, each within 10× MasterTimeout.
 func TestTwoPausedMastersStillAcquire(t *testing.T) {
 	c := dockerCluster(t)
 	l := newLocker(t, c, nil)
-	nt := l.Options().NodeTimeout
+	nt := l.Options().MasterTimeout
 	for _, i := range []int{1, 3} {
 		if err := c.Pause(i); err != nil {
 			t.Fatal(err)
@@ -159,10 +160,10 @@ func TestTwoPausedMastersStillAcquire(t *testing.T) {
 		}
 		took := time.Since(start)
 		if took > 10*nt {
-			t.Fatalf("round %d: TryLock took %v, over 10× NodeTimeout (%v)", round, took, nt)
+			t.Fatalf("round %d: TryLock took %v, over 10× MasterTimeout (%v)", round, took, nt)
 		}
 		for _, i := range []int{1, 3} {
-			if o := lk.Acquisition().Nodes[i].Outcome; o == redlock.OutcomeOK {
+			if o := lk.Acquisition().Masters[i].Outcome; o == quorum.OK {
 				t.Fatalf("round %d: paused master %d answered ok", round, i)
 			}
 		}
@@ -175,9 +176,9 @@ func TestTwoPausedMastersStillAcquire(t *testing.T) {
 		}
 		utook := time.Since(start)
 		if utook > 10*nt {
-			t.Fatalf("round %d: Unlock took %v, over 10× NodeTimeout (%v)", round, utook, nt)
+			t.Fatalf("round %d: Unlock took %v, over 10× MasterTimeout (%v)", round, utook, nt)
 		}
-		t.Logf("round %d: TryLock %v, Unlock %v (NodeTimeout %v)", round, took.Round(time.Microsecond), utook.Round(time.Microsecond), nt)
+		t.Logf("round %d: TryLock %v, Unlock %v (MasterTimeout %v)", round, took.Round(time.Microsecond), utook.Round(time.Microsecond), nt)
 		if got := keyState(t, c, "stall", 0, 2, 4); countValue(got, "") != 3 {
 			t.Fatalf("round %d: live masters hold %q after Unlock, want nothing", round, got)
 		}
@@ -201,12 +202,12 @@ func TestThreePausedMastersFail(t *testing.T) {
 		t.Fatalf("TryLock with 3 of 5 paused: %v, want ErrNotAcquired", err)
 	}
 	e := errAs[*redlock.Error](t, err)
-	if e.Count(redlock.OutcomeOK) != 2 || e.Count(redlock.OutcomeTimedOut) != 3 {
-		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(redlock.OutcomeOK), e.Count(redlock.OutcomeTimedOut), err)
+	if e.Count(quorum.OK) != 2 || e.Count(quorum.TimedOut) != 3 {
+		t.Fatalf("outcomes: %d ok, %d timed out, want 2 and 3 (%v)", e.Count(quorum.OK), e.Count(quorum.TimedOut), err)
 	}
 	for _, i := range []int{0, 2, 4} {
-		if e.Nodes[i].Outcome != redlock.OutcomeTimedOut {
-			t.Errorf("paused master %d: %v, want timed out", i, e.Nodes[i].Outcome)
+		if e.Masters[i].Outcome != quorum.TimedOut {
+			t.Errorf("paused master %d: %v, want timed out", i, e.Masters[i].Outcome)
 		}
 	}
 	if got := keyState(t, c, "minority", 1, 3); countValue(got, "") != 2 {
@@ -226,7 +227,7 @@ type round struct {
 	start     time.Time
 	took      time.Duration // TryLock alone
 	err       error         // TryLock's, else Unlock's
-	master0   redlock.Outcome
+	master0   quorum.Outcome
 	cancelled bool // ended by the test stopping the worker
 }
 
@@ -236,7 +237,7 @@ type round struct {
 func TestNetworkCut(t *testing.T) {
 	c := dockerCluster(t)
 	l := newLocker(t, c, nil)
-	nt := l.Options().NodeTimeout
+	nt := l.Options().MasterTimeout
 
 	var mu sync.Mutex
 	var rounds []round
@@ -262,7 +263,7 @@ func TestNetworkCut(t *testing.T) {
 			lk, err := l.TryLock(wctx, "cut-run")
 			r.took = time.Since(r.start)
 			if err == nil {
-				r.master0 = lk.Acquisition().Nodes[0].Outcome
+				r.master0 = lk.Acquisition().Masters[0].Outcome
 				err = lk.Unlock(wctx)
 			}
 			r.err, r.cancelled = err, errors.Is(err, context.Canceled)
@@ -298,16 +299,16 @@ func TestNetworkCut(t *testing.T) {
 	for _, r := range rounds {
 		if r.start.After(cutAt) && r.err == nil {
 			slowest = max(slowest, r.took)
-			if r.master0 == redlock.OutcomeOK {
+			if r.master0 == quorum.OK {
 				t.Errorf("master 0 answered ok in a round that started after the cut")
 			}
 		}
 	}
 	total := len(rounds)
 	mu.Unlock()
-	t.Logf("%d rounds in all, %d ok with master 0 cut, slowest TryLock %v (NodeTimeout %v)", total, n, slowest.Round(time.Microsecond), nt)
+	t.Logf("%d rounds in all, %d ok with master 0 cut, slowest TryLock %v (MasterTimeout %v)", total, n, slowest.Round(time.Microsecond), nt)
 	if slowest > 10*nt {
-		t.Errorf("a TryLock with master 0 cut took %v, over 10× NodeTimeout (%v)", slowest, nt)
+		t.Errorf("a TryLock with master 0 cut took %v, over 10× MasterTimeout (%v)", slowest, nt)
 	}
 	if t.Failed() {
 		return
@@ -329,17 +330,17 @@ func TestNetworkCut(t *testing.T) {
 	// The round is decided as soon as a majority is impossible: the three
 	// cut masters fail at once, so the two live ones may not have answered
 	// yet (pending) when it is.
-	for i, nd := range e.Nodes {
+	for i, nd := range e.Masters {
 		switch cut := i < 3; {
-		case cut && nd.Outcome == redlock.OutcomeOK:
+		case cut && nd.Outcome == quorum.OK:
 			t.Errorf("cut master %d answered ok", i)
-		case !cut && nd.Outcome != redlock.OutcomeOK && nd.Outcome != redlock.OutcomePending:
+		case !cut && nd.Outcome != quorum.OK && nd.Outcome != quorum.Pending:
 			t.Errorf("live master %d: %v, want ok or pending", i, nd.Outcome)
 		}
 	}
 	t.Logf("TryLock with 3 cut failed in %v: %v", took.Round(time.Microsecond), err)
 	if took > 10*nt {
-		t.Errorf("TryLock with 3 of 5 cut took %v, over 10× NodeTimeout (%v)", took, nt)
+		t.Errorf("TryLock with 3 of 5 cut took %v, over 10× MasterTimeout (%v)", took, nt)
 	}
 	if got := keyState(t, c, "cut-three", 3, 4); countValue(got, "") != 2 {
 		t.Fatalf("live masters 3 and 4 hold %q right after the failed TryLock, want nothing", got)

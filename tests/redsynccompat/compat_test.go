@@ -41,7 +41,7 @@ func newRedsync(t *testing.T, c *lab.Masters) *redsync.Redsync {
 	return redsync.New(pools...)
 }
 
-// newLocker returns a Locker over the lab's clients. NodeTimeout is
+// newLocker returns a Locker over the lab's clients. MasterTimeout is
 // generous: this machine runs the tests under -race on two shared cores,
 // and a healthy master descheduled for 50ms is not what they are about.
 func newLocker(t *testing.T, c *lab.Masters, o redlock.Options) *redlock.Locker {
@@ -51,7 +51,7 @@ func newLocker(t *testing.T, c *lab.Masters, o redlock.Options) *redlock.Locker 
 			t.Fatal(err)
 		}
 	}
-	o.TTL, o.NodeTimeout = ttl, 200*time.Millisecond
+	o.TTL, o.MasterTimeout = ttl, 200*time.Millisecond
 	l, err := redlock.New(c.Clients(), &o)
 	if err != nil {
 		t.Fatal(err)

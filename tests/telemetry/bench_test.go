@@ -27,7 +27,7 @@ func BenchmarkUncontendedSDK(b *testing.B) {
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))),
 		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	b.Cleanup(func() { tp.Shutdown(context.Background()) })
-	l, err := redlock.New(c.Clients(), &redlock.Options{MeterProvider: mp, TracerProvider: tp, NodeTimeout: 200 * time.Millisecond})
+	l, err := redlock.New(c.Clients(), &redlock.Options{MeterProvider: mp, TracerProvider: tp, MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}

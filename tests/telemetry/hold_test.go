@@ -49,7 +49,7 @@ func histSum(t *testing.T, ms map[string]metricdata.Metrics, name, o string) flo
 // lock held, 0 when none; redlock.ttl is the Locker's TTL.
 func TestHoldDuration(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l, reader, rec := setup(t, c, redlock.Options{TTL: 2 * time.Second, NodeTimeout: 40 * time.Millisecond})
+	l, reader, rec := setup(t, c, redlock.Options{TTL: 2 * time.Second, MasterTimeout: 40 * time.Millisecond})
 	const resource = "hold:secret-77"
 	before := time.Now()
 	lk, err := l.TryLock(t.Context(), resource)
@@ -166,8 +166,11 @@ func TestHoldDurationKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		lk.Unlock(ctx)
-		h, err := l.Hold(ctx, "leader")
+		h, err := l.Lock(ctx, "leader")
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Keep(); err != nil {
 			t.Fatal(err)
 		}
 		h.Unlock(ctx)
@@ -175,7 +178,10 @@ func TestHoldDurationKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kept.Keep().Unlock(ctx)
+		if err := kept.Keep(); err != nil {
+			t.Fatal(err)
+		}
+		kept.Unlock(ctx)
 		if err := l.Do(ctx, "done", func(context.Context) error { return nil }); err != nil {
 			t.Fatal(err)
 		}

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/quorum"
+	"github.com/quorumlab/redlock/redlock"
 )
 
 // find returns the records whose message starts with prefix.
@@ -70,12 +72,12 @@ func attr(r slog.Record, key string) string {
 func TestLogsTellTheStory(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	logs := &logRecorder{}
-	l, _, _ := setup(t, c, redlock.Options{Logger: slog.New(logs), TTL: 1500 * time.Millisecond, NodeTimeout: 150 * time.Millisecond})
+	l, _, _ := setup(t, c, redlock.Options{Logger: slog.New(logs), TTL: 1500 * time.Millisecond, MasterTimeout: 150 * time.Millisecond})
 	const resource = "story:secret-303"
 	var tokens []string
 
 	// Healthy: acquire, extend, release. (Lock: a cold connection's first
-	// round may miss the NodeTimeout on a loaded machine.)
+	// round may miss the MasterTimeout on a loaded machine.)
 	lk, err := l.Lock(t.Context(), resource)
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +104,11 @@ func TestLogsTellTheStory(t *testing.T) {
 	}
 
 	// A kept lock whose extensions fail, then succeed again.
-	h, err := l.Hold(t.Context(), resource)
+	h, err := l.Lock(t.Context(), resource)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Keep(); err != nil {
 		t.Fatal(err)
 	}
 	tokens = append(tokens, h.Token())
@@ -158,8 +163,8 @@ func TestLogsTellTheStory(t *testing.T) {
 		}
 		tokens = append(tokens, lk.Token())
 		all := true
-		for _, n := range lk.Acquisition().Nodes {
-			all = all && n.Outcome == redlock.OutcomeOK
+		for _, n := range lk.Acquisition().Masters {
+			all = all && n.Outcome == quorum.OK
 		}
 		if all {
 			break
@@ -242,7 +247,7 @@ func TestLockWarnsWithoutMajority(t *testing.T) {
 		clients = append(clients, rc)
 	}
 	logs := &logRecorder{}
-	l, err := redlock.New(clients, &redlock.Options{Logger: slog.New(logs), NodeTimeout: 20 * time.Millisecond,
+	l, err := redlock.New(clients, &redlock.Options{Logger: slog.New(logs), MasterTimeout: 20 * time.Millisecond,
 		Retry: redlock.RetryPolicy{MinDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

@@ -33,8 +33,8 @@ func setup(t *testing.T, c *lab.Masters, opts redlock.Options) (*redlock.Locker,
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	opts.MeterProvider, opts.TracerProvider = mp, tp
-	if opts.NodeTimeout == 0 {
-		opts.NodeTimeout = 200 * time.Millisecond
+	if opts.MasterTimeout == 0 {
+		opts.MasterTimeout = 200 * time.Millisecond
 	}
 	l, err := redlock.New(c.Clients(), &opts)
 	if err != nil {
@@ -302,7 +302,7 @@ func waitAll(t *testing.T, c *lab.Masters, resource, token string) {
 
 func TestStalledMasterIsSkipped(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l, reader, _ := setup(t, c, redlock.Options{NodeTimeout: 50 * time.Millisecond})
+	l, reader, _ := setup(t, c, redlock.Options{MasterTimeout: 50 * time.Millisecond})
 	lk, err := l.TryLock(t.Context(), "warm")
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestStalledMasterIsSkipped(t *testing.T) {
 
 func TestLostLease(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l, reader, _ := setup(t, c, redlock.Options{TTL: 500 * time.Millisecond, NodeTimeout: 40 * time.Millisecond})
+	l, reader, _ := setup(t, c, redlock.Options{TTL: 500 * time.Millisecond, MasterTimeout: 40 * time.Millisecond})
 	err := l.Do(t.Context(), "doomed", func(ctx context.Context) error {
 		for _, i := range []int{0, 2, 4} {
 			if err := c.Pause(i); err != nil {
@@ -370,7 +370,7 @@ func TestGlobalProviders(t *testing.T) {
 		t.Skipf("the global meter provider is %T: an SDK was installed earlier in this process (run with -count=1)", otel.GetMeterProvider())
 	}
 	c := lab.ForTest(t, 3, nil)
-	l, err := redlock.New(c.Clients(), &redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	l, err := redlock.New(c.Clients(), &redlock.Options{MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +478,7 @@ func TestStaleWritesOnTheLockersProvider(t *testing.T) {
 		t.Fatalf("fenced_writes.stale on the Locker's provider = %d, want 1", n)
 	}
 
-	// Lock.WriteFenced, on a lock taken by TryLock (no lock in ctx).
+	// A lock taken by TryLock: its Context carries it.
 	lk, err := l.TryLock(t.Context(), "acct")
 	if err != nil {
 		t.Fatal(err)
@@ -487,8 +487,8 @@ func TestStaleWritesOnTheLockersProvider(t *testing.T) {
 	if err := redlock.WriteFenced(t.Context(), db, "acct-row", lk.Fence()+1, "a-later-holder", "v3"); err != nil {
 		t.Fatal(err)
 	}
-	if err := lk.WriteFenced(t.Context(), db, "acct-row", "v4"); !errors.Is(err, redlock.ErrStaleFence) {
-		t.Fatalf("Lock.WriteFenced: %v, want ErrStaleFence", err)
+	if err := redlock.WriteFenced(lk.Context(), db, "acct-row", lk.Fence(), lk.Token(), "v4"); !errors.Is(err, redlock.ErrStaleFence) {
+		t.Fatalf("WriteFenced with the lock's Context: %v, want ErrStaleFence", err)
 	}
 	if n := sum(t, collect(t, reader), "redlock.fenced_writes.stale"); n != 2 {
 		t.Fatalf("fenced_writes.stale on the Locker's provider = %d, want 2", n)

@@ -57,7 +57,7 @@ var transports = []struct {
 // closed when the test ends.
 func newLocker(t *testing.T, c *lab.Masters, o redlock.Options) *redlock.Locker {
 	t.Helper()
-	o.TTL, o.NodeTimeout = ttl, nodeTimeout
+	o.TTL, o.MasterTimeout = ttl, nodeTimeout
 	l, err := redlock.New(c.Clients(), &o)
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func TestDuplicateStillCaught(t *testing.T) {
 		ms = append(ms, cl)
 	}
 	for _, tr := range transports {
-		l, err := redlock.New(ms, &redlock.Options{TTL: ttl, NodeTimeout: nodeTimeout, ViaClient: tr.viaClient})
+		l, err := redlock.New(ms, &redlock.Options{TTL: ttl, MasterTimeout: nodeTimeout, ViaClient: tr.viaClient})
 		if err != nil {
 			t.Fatal(err)
 		}

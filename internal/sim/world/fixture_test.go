@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
 	"github.com/quorumlab/redlock/internal/sim"
 	"github.com/quorumlab/redlock/internal/sim/world"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 

@@ -229,7 +229,7 @@ func TestPausedHolderOutlivesDeadline(t *testing.T) {
 // within its rounds. The window: a TTL and a half before the call (a key
 // a lost release left behind expires on its master within a TTL, times
 // the drift) and through the bound. The bound: the fixture's three
-// rounds, each up to NodeTimeout, and two backoffs.
+// rounds, each up to MasterTimeout, and two backoffs.
 func TestLivenessUncontended(t *testing.T) {
 	calls := 0
 	for seed := range uint64(3) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // A round over five nodes that needs three: it is decided the moment the

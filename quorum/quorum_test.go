@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlab/redlock/internal/quorum"
 	"go.uber.org/goleak"
+
+	"github.com/quorumlab/redlock/quorum"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -12,7 +12,8 @@
 // Wait returned is late: Deliver reports false and the sender deals with
 // it.
 //
-// The package is internal: users read outcomes as redlock.Outcome. It
-// knows nothing about Redis. docs/design.md §11 in this
-// module's repository describes how package redlock uses it.
+// Package redlock reports each master's part in a round as a Reply's
+// Outcome (redlock.MasterResult). The package knows nothing about Redis;
+// docs/design.md §11 in this module's repository describes how package
+// redlock uses it.
 package quorum

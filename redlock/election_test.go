@@ -1,0 +1,236 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/lab"
+	"github.com/quorumlab/redlock/redlock"
+)
+
+// electionOpts: fenced (terms are fences), and a backoff far longer than
+// the tests wait, so that a campaigner that leads in time was woken by the
+// release, not by its backoff.
+func electionOpts(ttl time.Duration) *redlock.Options {
+	return &redlock.Options{Fencing: true, TTL: ttl, MasterTimeout: 200 * time.Millisecond,
+		Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}}
+}
+
+type campaign struct {
+	lk  *redlock.Lock
+	err error
+	e   *redlock.Election
+	who string
+}
+
+// Three campaigners; two followers observe with one master stalled. Each
+// resignation hands leadership to the next campaigner, woken by the
+// release (their backoff is a minute); terms grow; both observers see
+// every leader, in order; the resigned leader's fenced write is stale.
+func TestElectionResignHandsOverAndObserversFollow(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	election := func(who string) *redlock.Election {
+		e, err := newLocker(t, c, electionOpts(2*time.Second)).Election("scheduler")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	campaigners := map[string]*redlock.Election{"a": election("a"), "b": election("b"), "c": election("c")}
+	reader := election("reader")
+	var observed [2]<-chan redlock.Leader
+	for i := range observed {
+		observed[i] = election("observer").Observe(ctx)
+	}
+	if err := c.Pause(4); err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan campaign, 3)
+	start := func(who string) {
+		e := campaigners[who]
+		go func() {
+			lk, err := e.Campaign(ctx, who+":8080")
+			results <- campaign{lk, err, e, who}
+		}()
+	}
+	start("a")
+	first := <-results
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	start("b")
+	start("c")
+	var terms []uint64
+	var values []string
+	cur := first
+	for round := 0; ; round++ {
+		if cur.err != nil {
+			t.Fatalf("campaign %d: %v", round, cur.err)
+		}
+		terms, values = append(terms, cur.lk.Fence()), append(values, cur.who+":8080")
+		if n := len(terms); n > 1 && terms[n-1] <= terms[n-2] {
+			t.Fatalf("terms %v: not increasing", terms)
+		}
+		got, err := reader.Leader(ctx)
+		if err != nil || got.Term != cur.lk.Fence() || got.Value != cur.who+":8080" || got.Deadline.Before(cur.lk.Deadline()) {
+			t.Fatalf("Leader() = %+v, %v; want term %d, value %s:8080, deadline from %v", got, err, cur.lk.Fence(), cur.who, cur.lk.Deadline())
+		}
+		for i, ch := range observed {
+			select {
+			case l := <-ch:
+				if l.Term != cur.lk.Fence() || l.Value != cur.who+":8080" {
+					t.Fatalf("observer %d saw %+v, want term %d of %s", i, l, cur.lk.Fence(), cur.who)
+				}
+			case <-ctx.Done():
+				t.Fatalf("observer %d did not see term %d", i, cur.lk.Fence())
+			}
+		}
+		if round == 2 {
+			break
+		}
+		if err := cur.e.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		resigned := time.Now()
+		if cur.lk.Err() == nil {
+			t.Fatal("Resign left the leadership's Done open")
+		}
+		next := <-results // a minute's backoff: only the release can have woken it this soon
+		if next.err == nil && time.Since(resigned) > 20*time.Second {
+			t.Fatalf("the next campaigner led %v after the resignation", time.Since(resigned))
+		}
+		cur = next
+	}
+	// Proclaim moves the value, not the term; observers see it.
+	if err := cur.e.Proclaim(ctx, "moved:9090"); err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range observed {
+		if l := <-ch; l.Term != cur.lk.Fence() || l.Value != "moved:9090" {
+			t.Fatalf("observer %d after Proclaim: %+v", i, l)
+		}
+	}
+	if err := cur.e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.e.Resign(ctx); !errors.Is(err, redlock.ErrUnlocked) {
+		t.Fatalf("Resign again: %v, want ErrUnlocked", err)
+	}
+	if err := cur.e.Proclaim(ctx, "x"); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("Proclaim after Resign: %v, want ErrLost", err)
+	}
+	cancel()
+	for _, ch := range observed {
+		for range ch { // closed once ctx ends
+		}
+	}
+}
+
+// The leader's process freezes (its Locker closes: no extension, no
+// release). Another campaigner leads only after the old leader's
+// deadline, with a larger term, and the frozen leader's fenced write is
+// then rejected.
+func TestElectionFrozenLeaderIsReplacedAfterItsDeadline(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const ttl = time.Second
+	frozen := newLocker(t, c, electionOpts(ttl))
+	ea, err := frozen.Election("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ea.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := c.Client(0)
+	if err := redlock.WriteFenced(ctx, store, "schema", a.Fence(), a.Token(), "v1 by a"); err != nil {
+		t.Fatal(err)
+	}
+	eb, err := newLocker(t, c, &redlock.Options{Fencing: true, TTL: ttl, MasterTimeout: 200 * time.Millisecond,
+		Retry: redlock.RetryPolicy{MinDelay: 50 * time.Millisecond, MaxDelay: 100 * time.Millisecond}}).Election("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := a.Deadline()
+	frozen.Close() // frozen: the keeper stops, nothing is released
+	b, err := eb.Campaign(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if led := time.Now(); !led.After(deadline) {
+		t.Fatalf("b led at %v, before a's deadline %v", led, deadline)
+	}
+	if b.Fence() <= a.Fence() {
+		t.Fatalf("term %d after term %d", b.Fence(), a.Fence())
+	}
+	if err := redlock.WriteFenced(ctx, store, "schema", b.Fence(), b.Token(), "v2 by b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := redlock.WriteFenced(ctx, store, "schema", a.Fence(), a.Token(), "v2 by a"); !errors.Is(err, redlock.ErrStaleFence) {
+		t.Fatalf("the frozen leader's write: %v, want ErrStaleFence", err)
+	}
+	if err := eb.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bad input: an election needs Fencing and a valid name; Campaign while
+// leading, or with an oversized value, is ErrInvalid; Leader with no
+// leader is ErrNoLeader.
+func TestElectionRefusesBadInput(t *testing.T) {
+	c := lab.ForTest(t, 3, nil)
+	ctx := t.Context()
+	if _, err := newLocker(t, c, nil).Election("x"); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Election without Fencing: %v, want ErrInvalid", err)
+	}
+	l := newLocker(t, c, &redlock.Options{Fencing: true})
+	if _, err := l.Election(""); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Election(\"\"): %v, want ErrInvalid", err)
+	}
+	e, err := l.Election("jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Leader(ctx); !errors.Is(err, redlock.ErrNoLeader) {
+		t.Fatalf("Leader of an empty election: %v, want ErrNoLeader", err)
+	}
+	if _, err := e.Campaign(ctx, string(make([]byte, 65<<10))); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Campaign with a 65 KiB value: %v, want ErrInvalid", err)
+	}
+	lk, err := e.Campaign(ctx, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Campaign(ctx, "two"); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Campaign while leading: %v, want ErrInvalid", err)
+	}
+	var nilCtx context.Context
+	for name, call := range map[string]func() error{
+		"Campaign": func() error { _, err := e.Campaign(nilCtx, "v"); return err },
+		"Proclaim": func() error { return e.Proclaim(nilCtx, "v") },
+		"Resign":   func() error { return e.Resign(nilCtx) },
+		"Leader":   func() error { _, err := e.Leader(nilCtx); return err },
+	} {
+		if err := call(); !errors.Is(err, redlock.ErrInvalid) {
+			t.Errorf("%s(nil ctx): %v, want ErrInvalid", name, err)
+		}
+	}
+	if lk.Valid() != true {
+		t.Fatal("the leadership ended by refused calls")
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The election's keys are its own: a mutex of the same name is free.
+	m, err := l.TryLock(ctx, "jobs")
+	if err != nil {
+		t.Fatalf("TryLock of the election's name: %v", err)
+	}
+	m.Unlock(ctx)
+}
