@@ -23,8 +23,8 @@ import (
 
 // The election scenarios (only when named) measure leader election, not
 // Lock+Unlock throughput, so they are not cells: each runs its rounds for
-// every implementation that has an election (electionSpecs: ours and, with
-// the etcd tag, etcd's concurrency.Election), interleaved, and reports a
+// every implementation that has an election (electionSpecs: ours,
+// Locker.Election, and, with the etcd tag, etcd's concurrency.Election), interleaved, and reports a
 // latency distribution per implementation in a table of its own and in
 // the JSON's "elections".
 //

@@ -1,11 +1,3 @@
-//go:build ourelection
-
-// PENDING: ours' side of the election scenarios, written against the
-// election API being added to package redlock on main (Locker.Election,
-// Election.Campaign/Resign). Until that lands this file is built only with
-// -tags ourelection, and election_ours_pending.go stands in for it; once
-// it lands, both the tag line and election_ours_pending.go go.
-
 package main
 
 import (
@@ -16,17 +8,14 @@ import (
 )
 
 // oursElection is this module's election: each campaigner its own Locker
-// (its own go-redis clients, as its own process would have), TTL
-// -election-ttl, and its own *Election.
-// oursElectionBuilt: ours' side of the election scenarios is in this
-// build (tests run it).
-const oursElectionBuilt = true
-
+// (its own go-redis clients, as its own process would have) with TTL
+// -election-ttl and fencing (an election's term is its lock's fence, so
+// Locker.Election needs Options.Fencing), and its own *Election.
 var oursElection = electionSpec{
 	name: oursName,
-	desc: "this module: Locker.Election(name), Campaign and Resign; each campaigner its own Locker (TTL -election-ttl)",
+	desc: "this module: Locker.Election(name), Campaign and Resign; each campaigner its own Locker (TTL -election-ttl, Fencing)",
 	open: func(env electionEnv, name string) (campaigner, error) {
-		o, err := openOurs(env.masters, redlock.Options{TTL: env.ttl, KeyPrefix: keyPrefix})
+		o, err := openOurs(env.masters, redlock.Options{TTL: env.ttl, KeyPrefix: keyPrefix, Fencing: true})
 		if err != nil {
 			return nil, err
 		}
