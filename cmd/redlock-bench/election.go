@@ -111,6 +111,7 @@ const (
 	childCampaignerEnv  = "REDLOCK_BENCH_CAMPAIGNER"
 	childLeadingLine    = "leading"
 	failoverSettleFloor = 250 * time.Millisecond
+	failoverTries       = 3 // per round, before the scenario fails
 )
 
 // isElectionScenario: the scenario is measured by runElections, not in
@@ -387,17 +388,29 @@ func (r electionRun) failover(ctx context.Context) ([]ElectionResult, error) {
 	for k := range r.failovers {
 		for _, n := range r.order(k) {
 			spec, _ := electionByName(n)
-			name := fmt.Sprintf("%s/e/failover/%s/%d", r.runID, n, k)
 			fmt.Fprintf(r.stderr, "redlock-bench: %s × %s, round %d of %d\n", failoverScenario, n, k+1, r.failovers)
-			cs := childSpec{Impl: n, Election: name, Value: "child", TTLMs: r.env.ttl.Milliseconds(), Masters: child, Etcd: r.env.etcd}
-			lat, err := failoverRound(ctx, exe, cs, spec, r.env, r.campaigners, samples[n])
-			if err != nil {
+			// A round that fails (e.g. its leader cannot lead) is counted
+			// and tried again, on an election of its own, a few times.
+			var errs []error
+			for try := range failoverTries {
+				name := fmt.Sprintf("%s/e/failover/%s/%d.%d", r.runID, n, k, try)
+				cs := childSpec{Impl: n, Election: name, Value: "child", TTLMs: r.env.ttl.Milliseconds(), Masters: child, Etcd: r.env.etcd}
+				lat, err := failoverRound(ctx, exe, cs, spec, r.env, r.campaigners, samples[n])
+				if err == nil {
+					samples[n].add(lat)
+					errs = nil
+					break
+				}
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				return nil, fmt.Errorf("%s, round %d: %w", n, k+1, err)
+				samples[n].fail("round_failed", err)
+				fmt.Fprintf(r.stderr, "redlock-bench: %s × %s, round %d, try %d failed: %v\n", failoverScenario, n, k+1, try+1, err)
+				errs = append(errs, err)
 			}
-			samples[n].add(lat)
+			if len(errs) > 0 {
+				return nil, fmt.Errorf("%s, round %d: %d tries failed: %w", n, k+1, failoverTries, errors.Join(errs...))
+			}
 		}
 	}
 	var out []ElectionResult

@@ -444,7 +444,7 @@ func (m *etcdMutex) notes() []string {
 			lease += fmt.Sprintf(", granted %v (the server's minimum)", g)
 		}
 	}
-	return []string{fmt.Sprintf("etcd: %s, %d sessions each with its own client; %s", op, len(m.all), lease)}
+	return []string{fmt.Sprintf("etcd: %s, %d session(s), each with its own client; %s", op, len(m.all), lease)}
 }
 
 func (m *etcdMutex) close() error {
