@@ -85,6 +85,12 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 	if ctx == nil {
 		return nil, nilContext("Campaign")
 	}
+	return e.campaign(ctx, value, true, opts)
+}
+
+// campaign is Campaign; keep false leaves the leadership unkept (the
+// simulator, whose processes have no keeper goroutine, §20).
+func (e *Election) campaign(ctx context.Context, value string, keep bool, opts []LockOption) (*Lock, error) {
 	if len(value) > maxValueLen {
 		return nil, invalid(fmt.Sprintf("Campaign: value is %d bytes, over the %d-byte limit", len(value), maxValueLen))
 	}
@@ -99,9 +105,11 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 	if err != nil {
 		return nil, err
 	}
-	if err := lk.Keep(); err != nil {
-		lk.Unlock(context.WithoutCancel(ctx))
-		return nil, err
+	if keep {
+		if err := lk.Keep(); err != nil {
+			lk.Unlock(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	if err := e.publish(ctx, lk, value); err != nil {
 		lk.Unlock(context.WithoutCancel(ctx))
@@ -195,11 +203,13 @@ func (e *Election) publish(ctx context.Context, lk *Lock, value string) (err err
 // may have lost its lock since. With no such majority (no leader, a
 // leader that has not published yet, or masters that disagree or do not
 // answer) it returns an error wrapping ErrNoLeader.
-func (e *Election) Leader(ctx context.Context) (Leader, error) {
+func (e *Election) Leader(ctx context.Context) (lead Leader, err error) {
 	if ctx == nil {
 		return Leader{}, nilContext("Leader")
 	}
 	l := e.l
+	ctx, span := l.tel.start(ctx, "Leader", e.name)
+	defer func() { end(span, err) }()
 	if !l.enter() {
 		return Leader{}, closedError("leader", e.name)
 	}

@@ -80,7 +80,7 @@ type inspectResult struct {
 
 // readState asks every master for the lock key, its PTTL and the fence
 // counter, atomically per master (MULTI/EXEC).
-func (s *session) readState(ctx context.Context, what, key, fenceKey string) []masterState {
+func (s *conns) readState(ctx context.Context, what, key, fenceKey string) []masterState {
 	states := make([]masterState, len(s.clients))
 	errs := s.each(ctx, what, func(ctx context.Context, i int, c *redis.Client) error {
 		ctx, cancel := s.req(ctx)
@@ -191,7 +191,7 @@ func view(states []masterState) quorumView {
 	return v
 }
 
-func cmdInspect(ctx context.Context, s *session, resource string, asJSON bool, stdout io.Writer) int {
+func cmdInspect(ctx context.Context, s *conns, resource string, asJSON bool, stdout io.Writer) int {
 	key, fenceKey, err := keyFor(s.r.keyOpts, resource)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "redlock: resource %q: %v\n", printable(resource), err)

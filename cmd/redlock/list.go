@@ -74,7 +74,7 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSON bool, stdout io.Writer) int {
+func cmdList(ctx context.Context, s *conns, resPrefix string, limit int, asJSON bool, stdout io.Writer) int {
 	opts := s.r.keyOpts
 	match := globEscape(opts.KeyPrefix) + "*"
 	n := len(s.clients)

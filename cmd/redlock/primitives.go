@@ -303,7 +303,7 @@ func newPrimView(nodes []primMaster) *primView {
 }
 
 // readPrim asks every master for stem's semaphore and read-write keys.
-func (s *session) readPrim(ctx context.Context, what, stem string) []primMaster {
+func (s *conns) readPrim(ctx context.Context, what, stem string) []primMaster {
 	nodes := make([]primMaster, len(s.clients))
 	errs := s.each(ctx, what, func(ctx context.Context, i int, c *redis.Client) error {
 		rctx, cancel := s.req(ctx)
@@ -412,7 +412,7 @@ type listPrimitive struct {
 
 // listPrims reads each named primitive on every master, one round per
 // master (the names' reads in turn), and sums them.
-func (s *session) listPrims(ctx context.Context, names []string, stems map[string]string, kinds map[string]map[string]bool) ([]listPrimitive, []error) {
+func (s *conns) listPrims(ctx context.Context, names []string, stems map[string]string, kinds map[string]map[string]bool) ([]listPrimitive, []error) {
 	n := len(s.clients)
 	nodes := make([][]primMaster, len(names)) // [name][master]
 	for k := range nodes {

@@ -164,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	s := newSession(r, stderr, c.quiet || !isTerminal(stderr))
+	s := newConns(r, stderr, c.quiet || !isTerminal(stderr))
 	defer s.close()
 	switch cmd {
 	case "inspect":
