@@ -39,7 +39,7 @@ import (
 //	                   Measured: from the kill to another campaigner's
 //	                   Campaign returning, -failovers rounds. Ours is bounded
 //	                   by the TTL (the dead leader's lock expires), etcd's by
-//	                   its session's lease TTL: both run with -election-ttl.
+//	                   its lease TTL: both run with -election-ttl.
 
 // campaigner is one participant in an election, with clients of its own
 // (what one process would have). It is used by one goroutine at a time.
@@ -53,7 +53,7 @@ type campaigner interface {
 }
 
 // ttlReporter is a campaigner that can say what TTL its server granted
-// (etcd: the session lease's, which the server may raise to its minimum).
+// (etcd: the lease's, which the server may raise to its minimum).
 type ttlReporter interface {
 	grantedTTL(ctx context.Context) (time.Duration, error)
 }
@@ -127,7 +127,7 @@ type ElectionResult struct {
 	Impl        string `json:"impl"`
 	Campaigners int    `json:"campaigners"`
 	// TTLMs is the TTL the leadership ran with: ours' lock TTL; etcd's
-	// session lease TTL as the server granted it.
+	// lease TTL as the server granted it.
 	TTLMs int64 `json:"ttl_ms"`
 	// LatencyMs: hand-over, from Resign's start to the next campaigner's
 	// Campaign returning; failover, from SIGKILL of the leading process to

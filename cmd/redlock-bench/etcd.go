@@ -49,8 +49,8 @@ var etcdElections = []electionSpec{{
 	open: openEtcdCampaigner,
 }}
 
-// etcdKeyPrefix is every key the bench writes to etcd; a session's keys
-// go with its lease when the session is closed (or its holder killed).
+// etcdKeyPrefix is every key the bench writes to etcd; a lease's keys
+// go with its lease when its lease is revoked (or its holder killed).
 const etcdKeyPrefix = "/rlbench/"
 
 // ---- the cluster ----
@@ -338,7 +338,7 @@ func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 }
 
-// etcdSession is a client and a session on it: what one process using
+// etcdSession is a client and a lease kept alive on it (concurrency.NewSession): what one process using
 // etcd's concurrency package has.
 type etcdSession struct {
 	cli *clientv3.Client
@@ -357,13 +357,13 @@ func openEtcdSession(endpoints []string, ttl time.Duration) (*etcdSession, error
 	return &etcdSession{cli: cli, s: s}, nil
 }
 
-// close revokes the session's lease (its keys go with it) and closes the
+// close revokes the lease (its keys go with it) and closes the
 // client.
 func (e *etcdSession) close() error {
 	return errors.Join(e.s.Close(), e.cli.Close())
 }
 
-// grantedTTL is the session lease's TTL as the server granted it (it
+// grantedTTL is the lease's TTL as the server granted it (it
 // raises one below its minimum, 1.5 × the election timeout, rounded up).
 func (e *etcdSession) grantedTTL(ctx context.Context) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -378,9 +378,9 @@ func (e *etcdSession) grantedTTL(ctx context.Context) (time.Duration, error) {
 // ---- the mutex ----
 
 // etcdMutex is one Locker's worth of etcd mutex users: one client and
-// session per worker, handed to whichever worker locks next (a worker
-// holds at most one lock, so each holder has a session of its own, as
-// in the first look at etcd: each worker its own client and session).
+// lease per worker, handed to whichever worker locks next (a worker
+// holds at most one lock, so each holder has a lease of its own, as
+// in the first look at etcd: each worker its own client and lease).
 type etcdMutex struct {
 	ttl  time.Duration // -ttl
 	try  bool          // TryLock (uncontended cells); else Lock

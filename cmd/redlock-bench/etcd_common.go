@@ -38,7 +38,7 @@ func (e *etcdServers) info() *EtcdInfo {
 
 // sourceNone is Validity.Source for an implementation that says nothing
 // of how long its lock is valid (etcd: a lock lasts as long as its
-// session's lease, which keep-alives renew): no samples are kept, and the
+// lease, which keep-alives renew): no samples are kept, and the
 // table shows "-".
 const sourceNone = "none"
 
@@ -46,7 +46,7 @@ const sourceNone = "none"
 const etcdImplName = "etcd"
 
 // errEtcdLocked is etcd's TryLock finding the mutex held, and
-// errEtcdSessionLost its session's lease gone (etcd.go); failureKind counts
+// errEtcdSessionLost its lease gone (etcd.go); failureKind counts
 // them as taken and lost.
 var (
 	errEtcdLocked      = errors.New("etcd: mutex held by another session")

@@ -128,7 +128,7 @@ var scenarios = []scenario{
 	},
 	{
 		name:  "leases",
-		desc:  "one Locker keeping -leases leases with Hold (TTL -ttl) for -duration: heap per lease, goroutines, client CPU, extensions/s and script calls/s on master 0, leases lost (only when named; its own table)",
+		desc:  "one Locker keeping -leases leases with Lock and Keep (TTL -ttl) for -duration: heap per lease, goroutines, client CPU, extensions/s and script calls/s on master 0, leases lost (only when named; its own table)",
 		impls: []string{},
 		optIn: true,
 	},
