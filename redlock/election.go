@@ -99,7 +99,7 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 		return nil, invalid(fmt.Sprintf("Campaign: value is %d bytes, over the %d-byte limit", len(value), maxValueLen))
 	}
 	e.mu.Lock()
-	if e.lead != nil && e.lead.Err() == nil {
+	if e.lead != nil && !e.lead.over() {
 		e.mu.Unlock()
 		return nil, invalid(fmt.Sprintf("Campaign: this Election leads %q already (Resign first)", e.name))
 	}
@@ -173,7 +173,7 @@ func (e *Election) Resign(ctx context.Context) error {
 func (e *Election) leading() *Lock {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.lead == nil || e.lead.Err() != nil {
+	if e.lead == nil || e.lead.over() {
 		return nil
 	}
 	return e.lead
