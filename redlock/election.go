@@ -194,6 +194,7 @@ func (e *Election) publish(ctx context.Context, lk *Lock, value string) (err err
 		c.kind, c.key, c.token, c.n, c.waiter = cmdLeaderWrite, e.t.key, lk.token, lk.fence, value
 		return true
 	})
+	l.tel.round(ctx, l, "proclaim", res)
 	if res.Reached && l.env.now().Before(lk.Deadline()) {
 		return nil
 	}
@@ -219,9 +220,14 @@ func (e *Election) Leader(ctx context.Context) (lead Leader, err error) {
 	if ctx == nil {
 		return Leader{}, nilContext("Leader")
 	}
-	l := e.l
-	ctx, span := l.tel.start(ctx, "Leader", e.name)
+	ctx, span := e.l.tel.start(ctx, "Leader", e.name)
 	defer func() { end(span, err) }()
+	return e.leader(ctx)
+}
+
+// leader is Leader without a span of its own (Observe's readings).
+func (e *Election) leader(ctx context.Context) (Leader, error) {
+	l := e.l
 	if !l.enter() {
 		return Leader{}, closedError("leader", e.name)
 	}
@@ -232,6 +238,7 @@ func (e *Election) Leader(ctx context.Context) (lead Leader, err error) {
 		c.kind, c.key, c.bits = cmdLeaderRead, e.t.key, texts
 		return true
 	})
+	l.tel.round(ctx, l, "leader", res)
 	reads := texts.take()
 	type vote struct {
 		term        uint64
@@ -329,7 +336,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 					return
 				}
 			}
-			now, err := e.Leader(ctx)
+			now, err := e.leader(ctx)
 			if err != nil || now.Term < last.Term || now.Term == last.Term && now.Value == last.Value {
 				continue
 			}
@@ -337,6 +344,8 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 			case out <- now:
 				last = now
 			case <-ctx.Done():
+				return
+			case <-e.l.quit.Done():
 				return
 			}
 		}
