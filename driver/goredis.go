@@ -34,15 +34,7 @@ func (g goRedis) Addr() string { return goredis.Addr(g.c) }
 
 // Do runs cmds as one go-redis pipeline through the client.
 func (g goRedis) Do(ctx context.Context, cmds [][]string) ([]Reply, error) {
-	rc, err := goredis.Pipeline(ctx, g.c, len(cmds), func(p redis.Pipeliner, i int) *redis.Cmd {
-		args := make([]any, len(cmds[i]))
-		for j, a := range cmds[i] {
-			args[j] = a
-		}
-		c := redis.NewCmd(ctx, args...)
-		p.Process(ctx, goredis.NoRetry{Cmd: c})
-		return c
-	})
+	rc, err := goredis.Run(ctx, g.c, cmds)
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@
 // Wait returned is late: Deliver reports false and the sender deals with
 // it.
 //
-// Package redlock reports each master's part in a round as a Reply's
-// Outcome (redlock.MasterResult). The package knows nothing about Redis;
+// Each node's Outcome is what package redlock reports for each master, in
+// redlock.MasterResult. This package knows nothing about Redis;
 // docs/design.md §11 in this module's repository describes how package
 // redlock uses it.
 package quorum

@@ -17,29 +17,14 @@ import (
 // and 22 characters) or redsync's (24).
 const maxTokenLen = 1024
 
-// Adopt takes over the lock on resource whose keys hold token, without
-// changing them: after a restart (the process persisted Lock.Token), or
-// from another process it was handed to. One round asks every master, with
-// one read-only script, whether the key holds token and how long it has
-// left (PTTL). A majority must hold it; otherwise the error wraps
-// ErrNotAcquired and nothing was changed anywhere.
-//
-// The lock's validity comes from those PTTLs, not from a fresh TTL: with S
-// the masters holding token, N the masters and M the majority, another
-// owner can take the lock once |S| − (N − M) keys of S have expired, so
-// the deadline is the round's start plus the (|S| − (N − M))-th smallest
-// PTTL in S, less the drift allowance (of that PTTL or the lock's TTL,
-// whichever is longer), MasterTimeout and SafetyMargin (docs/design.md §16).
-// If no validity is left, the error wraps ErrNotAcquired.
-//
-// The result is a full Lock: Extend, Keep and Unlock work as on a lock
-// taken by TryLock, with the TTL set by WithTTL (default Options.TTL). With
-// Options.Fencing, Fence is the fence the lock was granted, read from a
-// fence counter written back under token; when none of the masters holding
-// token has one (the lock was taken without fencing, or by a library that
-// does not fence), the error wraps ErrNotAcquired and says so. Two
-// processes that adopt one token both believe they hold the lock: Adopt
-// hands a lock over, it does not take it from its holder.
+// Adopt takes over the lock on resource whose keys hold token (persisted
+// from Lock.Token across a restart, or handed over), without changing them.
+// One round reads every master; a majority must hold token, else the error
+// wraps ErrNotAcquired. The deadline comes from the keys' remaining PTTLs,
+// not a fresh TTL (docs/design.md §16), and with Options.Fencing the fence
+// is the one the lock was granted. The result is a full Lock. Two processes
+// that adopt one token both believe they hold the lock: Adopt hands a lock
+// over, it does not take it from its holder.
 func (l *Locker) Adopt(ctx context.Context, resource, token string, opts ...LockOption) (lk *Lock, err error) {
 	if ctx == nil {
 		return nil, nilContext("Adopt")

@@ -17,6 +17,10 @@ import (
 // channel its changes are published on.
 const leaderSuffix = ":leader"
 
+// publishAttempts is how many rounds Campaign makes to publish the
+// leader's value before it gives the lock back.
+const publishAttempts = 3
+
 // maxValueLen is the longest value a leader may publish, in bytes.
 const maxValueLen = 64 << 10
 
@@ -78,18 +82,24 @@ const electionInfix = ":e"
 // leader's work. WithTTL sets the lock's TTL, and with it how soon others
 // take over from a leader that dies.
 //
-// A Campaign while this Election leads fails with ErrInvalid. If the
-// value cannot be published before the lock's deadline, Campaign releases
-// the lock and returns an error wrapping ErrLost.
+// A Campaign while this Election leads fails with ErrInvalid. If three
+// rounds cannot publish the value before the lock's deadline, Campaign
+// releases the lock and returns an error wrapping ErrLost.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, nilContext("Campaign")
 	}
+	return e.campaign(ctx, value, true, opts)
+}
+
+// campaign is Campaign; keep false leaves the leadership unkept (the
+// simulator, whose processes have no keeper goroutine, §20).
+func (e *Election) campaign(ctx context.Context, value string, keep bool, opts []LockOption) (*Lock, error) {
 	if len(value) > maxValueLen {
 		return nil, invalid(fmt.Sprintf("Campaign: value is %d bytes, over the %d-byte limit", len(value), maxValueLen))
 	}
 	e.mu.Lock()
-	if e.lead != nil && e.lead.Err() == nil {
+	if e.lead != nil && !e.lead.over() {
 		e.mu.Unlock()
 		return nil, invalid(fmt.Sprintf("Campaign: this Election leads %q already (Resign first)", e.name))
 	}
@@ -99,13 +109,23 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 	if err != nil {
 		return nil, err
 	}
-	if err := lk.Keep(); err != nil {
-		lk.Unlock(context.WithoutCancel(ctx))
-		return nil, err
+	if keep {
+		if err := lk.Keep(); err != nil {
+			lk.Unlock(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
-	if err := e.publish(ctx, lk, value); err != nil {
-		lk.Unlock(context.WithoutCancel(ctx))
-		return nil, err
+	// A round that timed out (a master slow to answer a fresh
+	// connection's first script) is tried again while the lock lasts.
+	for attempt := 1; ; attempt++ {
+		err := e.publish(ctx, lk, value)
+		if err == nil {
+			break
+		}
+		if attempt == publishAttempts || ctx.Err() != nil || !lk.Valid() {
+			lk.Unlock(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	e.mu.Lock()
 	e.lead = lk
@@ -153,7 +173,7 @@ func (e *Election) Resign(ctx context.Context) error {
 func (e *Election) leading() *Lock {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.lead == nil || e.lead.Err() != nil {
+	if e.lead == nil || e.lead.over() {
 		return nil
 	}
 	return e.lead
@@ -174,6 +194,7 @@ func (e *Election) publish(ctx context.Context, lk *Lock, value string) (err err
 		c.kind, c.key, c.token, c.n, c.waiter = cmdLeaderWrite, e.t.key, lk.token, lk.fence, value
 		return true
 	})
+	l.tel.round(ctx, l, "proclaim", res)
 	if res.Reached && l.env.now().Before(lk.Deadline()) {
 		return nil
 	}
@@ -195,10 +216,17 @@ func (e *Election) publish(ctx context.Context, lk *Lock, value string) (err err
 // may have lost its lock since. With no such majority (no leader, a
 // leader that has not published yet, or masters that disagree or do not
 // answer) it returns an error wrapping ErrNoLeader.
-func (e *Election) Leader(ctx context.Context) (Leader, error) {
+func (e *Election) Leader(ctx context.Context) (lead Leader, err error) {
 	if ctx == nil {
 		return Leader{}, nilContext("Leader")
 	}
+	ctx, span := e.l.tel.start(ctx, "Leader", e.name)
+	defer func() { end(span, err) }()
+	return e.leader(ctx)
+}
+
+// leader is Leader without a span of its own (Observe's readings).
+func (e *Election) leader(ctx context.Context) (Leader, error) {
 	l := e.l
 	if !l.enter() {
 		return Leader{}, closedError("leader", e.name)
@@ -210,6 +238,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		c.kind, c.key, c.bits = cmdLeaderRead, e.t.key, texts
 		return true
 	})
+	l.tel.round(ctx, l, "leader", res)
 	reads := texts.take()
 	type vote struct {
 		term        uint64
@@ -307,7 +336,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 					return
 				}
 			}
-			now, err := e.Leader(ctx)
+			now, err := e.leader(ctx)
 			if err != nil || now.Term < last.Term || now.Term == last.Term && now.Value == last.Value {
 				continue
 			}
@@ -315,6 +344,8 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 			case out <- now:
 				last = now
 			case <-ctx.Done():
+				return
+			case <-e.l.quit.Done():
 				return
 			}
 		}

@@ -62,18 +62,15 @@ type MasterResult struct {
 	Err error
 }
 
-// Error is the error of an operation that did not succeed. It unwraps to
-// ErrNotAcquired (and ErrHeld when the refusals alone made a majority
-// impossible), ErrLost or ErrClosed, and to the caller's context error
-// when the context ended first. When a master refused a command for lack
-// of permission (its ACL), it also unwraps to ErrInvalid and its message
-// names what was refused (an Unlock so refused is ErrInvalid alone). Its
-// message counts the masters by outcome and names, for each kind of
-// failure, the first master's error, e.g. "0 of 5 ok, need 3 (5 failed:
-// dial tcp 127.0.0.1:7001: connect: connection refused)". Use errors.As
-// to see the per-master outcomes.
+// Error is the error of an operation that did not succeed. It unwraps to its
+// sentinel (ErrNotAcquired, with ErrHeld when the refusals alone made a
+// majority impossible; ErrLost; ErrClosed; ErrUnlocked; ErrNoLeader), to the
+// caller's context error when the context ended first, and to ErrInvalid
+// naming the command when a master's ACL refused it. Its message counts the
+// masters by outcome, e.g. "0 of 5 ok, need 3 (5 failed: dial tcp
+// 127.0.0.1:7001: connect: connection refused)".
 type Error struct {
-	// Op is "acquire", "fence", "extend" or "unlock".
+	// Op names the operation: "acquire", "extend", "unlock", ...
 	Op string
 	// Resource is the resource name.
 	Resource string

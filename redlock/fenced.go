@@ -20,38 +20,21 @@ var ErrStaleFence = errors.New("redlock: stale fence: a later holder has written
 // fencedWrite is immutable; one per process is enough.
 var fencedWrite = redis.NewScript(fencedWriteSrc)
 
-// WriteFenced stores value in the Redis hash key (fields "value", "fence"
-// and "owner") on c, the resource's own Redis (not one of the lock's
-// masters), if and only if fence is larger than the highest fence the key
-// has accepted, or equal to it with the same owner (the same holder writing
-// again). Pass the lock's Fence and Token. Anything else is a stale holder:
-// the write is rejected with ErrStaleFence and changes nothing. The check
-// and the write are one Lua script, so they are atomic.
-//
-// Fences are compared exactly over the whole uint64 range, 1 to
-// math.MaxUint64 (the script compares them as decimal strings: Lua's
-// numbers are doubles, exact only up to 2^53; the lock masters' write-back
-// does the same). A lock's fence is one more than the largest counter its
-// majority read, so once a majority's counters reach math.MaxUint64 there
-// is no larger fence to issue and fenced acquisitions of that resource
-// fail; they never wrap around to a smaller fence.
-//
-// The token itself is never stored: "owner" holds the hex SHA-256 of it,
-// which tells holders apart without handing their lock to whoever can read
-// the resource (the token is what extends and releases the lock's keys).
-//
-// The same rule in SQL, with the last fence and the owner's digest kept
-// beside the row ($3 is the hex SHA-256 of the lock's token, never the
-// token itself):
+// WriteFenced stores value in the Redis hash key (fields "value", "fence",
+// "owner") on c, the resource's own Redis (not a lock master), if and only
+// if fence is larger than the highest fence key has accepted, or equal to it
+// with the same owner. Pass the lock's Fence and Token. Anything else is a
+// stale holder: ErrStaleFence, and nothing changes. Check and write are one
+// Lua script. Fences compare exactly over the whole uint64 range; owner is
+// stored as the hex SHA-256 of the token, never the token. The same rule in
+// SQL ($3 the token's hex SHA-256):
 //
 //	UPDATE accounts SET balance = $1, fence = $2, owner = $3
 //	 WHERE id = $4 AND (fence < $2 OR (fence = $2 AND owner = $3))
 //
-// and treat "0 rows updated" as ErrStaleFence.
-//
 // A rejected write is counted (redlock.fenced_writes.stale) on the meter
-// provider of the Locker whose lock ctx carries (Do's context, a Lock's
-// Context), else on the global one.
+// provider of the Locker whose lock ctx carries (a Lock's Context), else on
+// the global one.
 func WriteFenced(ctx context.Context, c redis.Scripter, key string, fence uint64, owner, value string) error {
 	return writeFenced(ctx, c, key, fence, owner, value)
 }

@@ -74,6 +74,19 @@ func (lk *Lock) Keep() error {
 	return &Error{Op: "keep", Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was released before Keep", kind: ErrUnlocked}
 }
 
+// over reports whether the lock has ended, without making the keeping
+// that Done, Err and Context make (whose timer is the runtime's, not the
+// simulator's): a kept lock by its context, another by Valid.
+func (lk *Lock) over() bool {
+	lk.mu.Lock()
+	h := lk.held
+	lk.mu.Unlock()
+	if h != nil {
+		return h.ctx.Err() != nil
+	}
+	return !lk.Valid()
+}
+
 // Done is closed when the lock ends: when it is lost (no extension
 // succeeded before its deadline: a timer of its own fires 10ms before
 // Deadline(), or a tenth of the validity window if less, whatever an

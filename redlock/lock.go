@@ -221,29 +221,15 @@ func (lk *Lock) setDeadlineLocked(d time.Time) {
 	}
 }
 
-// Unlock deletes the lock's key on every master that may hold it, in
-// parallel, waiting at most MasterTimeout for each, whatever ctx says (a
-// cancelled caller must not leave keys behind). It never deletes another
-// owner's key. A master that does not answer in time gets the release
-// later, when it answers again.
-//
-// It returns an error wrapping ErrLost when there is evidence that the lock
-// was not ours to release: the deadline had passed (the keys are deleted
-// all the same), or so many masters hold another owner's token that we
-// cannot have held a majority. Masters that did not answer are not
-// evidence: an Unlock that confirmed fewer than a majority because some
-// masters were slow returns nil. Before the deadline an absent key counts
-// as released: it cannot have expired yet, so it was ours. After the
-// Locker's Close it sends nothing and returns an error wrapping ErrClosed:
-// the keys stay until their TTL. A master that refuses the release for
-// lack of permission (its ACL) makes it return an error wrapping
-// ErrInvalid that names the refused command: the key stays there until
-// its TTL. A second Unlock sends nothing and returns an error wrapping
-// ErrUnlocked (not ErrLost). Done closes before the first release is
-// sent; for a kept lock (Keep), Unlock first stops the keeper, waiting for
-// an extension in flight, and it returns an error wrapping ErrLost when
-// the lock had been lost before (its keys are deleted all the same where
-// they are still ours).
+// Unlock deletes the lock's keys on every master that may hold them, waiting
+// at most MasterTimeout for each whatever ctx says, and never deletes another
+// owner's key; a master that does not answer gets the release when it
+// answers again. Done closes before the first release is sent; a kept lock's
+// keeper stops first. It returns an error wrapping ErrLost on evidence that
+// the lock was not ours (its deadline had passed, it was declared lost, or
+// too many masters hold another token; slow masters are no evidence),
+// ErrUnlocked for a second Unlock, ErrClosed after Close (the keys stay until
+// their TTL), and ErrInvalid naming a command a master's ACL refused.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Unlock")

@@ -62,31 +62,19 @@ type Locker struct {
 	noQuorumRounds, noQuorumSince, noQuorumWarned atomic.Int64
 }
 
-// New returns a Locker over masters, which must be independent Redis
-// masters (not replicas of each other, not one server under two names):
-// the guarantee rests on a majority of them agreeing. The clients are the
-// caller's; Close does not close them. A nil opts means all defaults. New
-// reports the first rule the arguments break, as an error wrapping
-// ErrInvalid. It refuses one server under two names where the addresses
-// say so (one client twice, one address twice, an IP literal in two
-// forms, localhost, 127.0.0.1 and ::1 for one port). It does not contact
-// the masters, nor resolve names: each is identified by its run_id on
-// first contact, and two masters that turn out to be one server make every
-// operation fail with ErrInvalid naming both addresses. Fewer than 3 masters, or an
-// even number, are accepted with one warning (Options.Logger) saying how
-// many failed masters they tolerate.
+// New returns a Locker over masters, which must be independent Redis masters
+// (not replicas of each other, not one server under two names): the
+// guarantee rests on a majority of them agreeing. The clients stay the
+// caller's. A nil opts means all defaults. New reports the first rule the
+// arguments break as ErrInvalid, including one server under two addresses
+// it can recognise; it contacts nothing, and two masters that turn out to be
+// one server (same run_id) make every operation fail with ErrInvalid. Fewer
+// than 3 masters, or an even number, are accepted with a warning.
 //
-// Plain *redis.Client masters get the fast path: one dedicated, pipelined
-// connection per master, opened with the client's address, dialer, TLS
-// config, user, password and DB, but not through its pool or hooks.
-// *redis.ClusterClient masters get the fast path per shard: one such
-// connection to each shard master node (found with CLUSTER SLOTS on first
-// use), each with its own breaker, and every command goes to the shard
-// owning its key's slot (cluster.go). Other clients (Sentinel failover,
-// ring, or a client with a credentials provider or an OnConnect hook, or
-// a cluster client with its own NewClient), and every client when
-// Options.ViaClient is set, get the plain path: batches sent as go-redis
-// pipelines through the client itself.
+// A *redis.Client gets the fast path (one dedicated pipelined connection
+// with the client's options), a *redis.ClusterClient one per shard; other
+// clients, and all with Options.ViaClient, send pipelines through the
+// client itself (docs/design.md §10).
 func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
 	ms := make([]driver.Master, len(masters))
 	for i, m := range masters {

@@ -32,15 +32,7 @@ func (g *goRedisMaster) Addr() string                         { return goredis.A
 // recognises the client and never calls it; a wrapper of the Master
 // (a test's) does.
 func (g *goRedisMaster) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
-	rc, err := goredis.Pipeline(ctx, g.c, len(cmds), func(p redis.Pipeliner, i int) *redis.Cmd {
-		args := make([]any, len(cmds[i]))
-		for j, a := range cmds[i] {
-			args[j] = a
-		}
-		c := redis.NewCmd(ctx, args...)
-		p.Process(ctx, goredis.NoRetry{Cmd: c})
-		return c
-	})
+	rc, err := goredis.Run(ctx, g.c, cmds)
 	if err != nil {
 		return nil, err
 	}

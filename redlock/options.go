@@ -13,128 +13,64 @@ import (
 )
 
 // Options configures a Locker. A nil *Options, and every zero field, means
-// the documented default. There is deliberately no way to turn the drift
-// allowance off: a zero DriftFactor or DriftConstant means the default.
+// the default; the drift allowance cannot be turned off. docs/design.md
+// §2 gives the arithmetic, and README's Options table the defaults.
 type Options struct {
-	// TTL is how long each master keeps the lock key, a whole number of
-	// milliseconds (Redis's PX resolution), at most 24h. Default: 10s.
+	// TTL is how long each master keeps the lock key: whole milliseconds,
+	// at most 24h. Default: 10s.
 	TTL time.Duration
-
-	// DriftFactor is the relative clock-rate error allowed between this
-	// process and any master, in (0, 1). Default: 0.01 (redlock-rb).
+	// DriftFactor is the clock-rate error allowed between this process and
+	// any master, in (0, 1). Default: 0.01.
 	DriftFactor float64
-
-	// DriftConstant is added to the drift allowance. Default: 2ms
-	// (redlock-rb: the TTL's millisecond resolution on the master).
+	// DriftConstant is added to the drift allowance. Default: 2ms.
 	DriftConstant time.Duration
-
-	// SafetyMargin is kept in reserve on top of the drift: the deadline is
-	// start + TTL − drift − SafetyMargin. Set it to cover pauses you
-	// expect between checking the deadline and acting (GC, I/O).
-	// Default: 0.
+	// SafetyMargin is kept in reserve: the deadline is start + TTL − drift
+	// − SafetyMargin. Cover the pauses you expect. Default: 0.
 	SafetyMargin time.Duration
-
-	// MasterTimeout bounds each call to one master. The Locker stops waiting
-	// for a master at this deadline even if the client ignores contexts
-	// (go-redis v9 does by default), and marks it unavailable until it
-	// answers again. The keeper's extensions (Hold, Keep, Do) wait longer:
-	// a quarter of the lock's time left, and at least MasterTimeout. It must be shorter than TTL. Default: TTL/200 kept
-	// within [10ms, 50ms] (50ms for the 10s default, the top of the Redlock
-	// spec's 5–50ms range for a 10s TTL), and at most TTL/4. The floor is
-	// there because a cold client's first call also dials and handshakes
-	// (go-redis sends HELLO and CLIENT SETINFO), which can take several
-	// milliseconds on a loaded machine.
+	// MasterTimeout bounds each call to one master, even when the client
+	// ignores contexts; a master past it is skipped until it answers. It
+	// must be shorter than TTL. Default: TTL/200 within [10ms, 50ms], at
+	// most TTL/4.
 	MasterTimeout time.Duration
-
-	// KeyPrefix is prepended to every key; it must not contain '{' or '}'.
-	// Keys are "<KeyPrefix>{<resource>}" and "<KeyPrefix>{<resource>}:fence".
-	// Default: "redlock:". RedsyncKeys changes all three (see there).
+	// KeyPrefix is prepended to every key ("<KeyPrefix>{<resource>}"); it
+	// must not contain '{' or '}'. Default: "redlock:".
 	KeyPrefix string
-
-	// RedsyncKeys names keys as go-redsync/redsync names a Mutex, so that
-	// a fleet migrating from redsync can run both side by side on the same
-	// masters (docs/migrating-from-redsync.md): the lock key of resource R
-	// is "<KeyPrefix><R>", with no braces, and KeyPrefix defaults to "",
-	// so the key is R itself, the key of redsync's NewMutex(R). A redsync
-	// Mutex and a Locker then contend on one key and exclude each other
-	// (both SET NX PX a random token, and extend and delete only while the
-	// key holds their own token). In this mode KeyPrefix may contain
-	// braces and a resource may start with '}' (the key is taken as
-	// given, hash tags included, as redsync takes it), and a key must not
-	// end in ":fence": with Fencing the fence counter of R is
-	// "<KeyPrefix><R>:fence". Fences order this package's holders only
-	// (redsync has none). The two namings do not exclude each other:
-	// switch one way or the other only while nobody holds the lock.
-	// Default: false.
+	// RedsyncKeys names keys as go-redsync/redsync does ("<KeyPrefix><R>",
+	// KeyPrefix default ""), so that both libraries contend on one key
+	// during a migration (docs/migrating-from-redsync.md). Semaphores,
+	// read-write locks and elections refuse it. Default: false.
 	RedsyncKeys bool
-
-	// Fencing makes every acquisition also produce a fencing token
-	// (Lock.Fence), strictly larger than every earlier holder's, by a
-	// second round to the masters (docs/design.md §5). It costs one more round
-	// trip per acquisition. Fences are monotonic only while no master loses
-	// its counter: run the masters with appendfsync always, or never
-	// restart one empty. Default: false.
+	// Fencing makes every acquisition produce Lock.Fence, larger than
+	// every earlier holder's, for one more round trip (docs/design.md §5).
+	// Elections need it. Default: false.
 	Fencing bool
-
-	// ViaClient sends every command through the go-redis clients
-	// themselves (their pools and hooks, one pipeline per master at a
-	// time) instead of the fast path's one dedicated connection per
-	// master. Clients the fast path cannot serve use this path anyway (see
-	// New). Default: false.
+	// ViaClient sends every command through the go-redis clients' own
+	// pools and hooks instead of one dedicated connection per master.
+	// Default: false.
 	ViaClient bool
-
-	// Retry is how Lock retries. TryLock makes one round regardless.
+	// Retry is how Lock spaces its rounds.
 	Retry RetryPolicy
-
-	// Logger receives a record at each step of a lock's life (README,
-	// "Logs"), through the *Context methods so that records correlate
-	// with traces. Tokens are logged shortened; resources as a short keyed
-	// hash, stable within the process (see LogResourceNames). Default:
-	// nil, which discards.
-	Logger *slog.Logger
-
-	// LogResourceNames makes log records show resource names instead of
-	// their hash (with ResourceLabel set, records show the label and the
-	// hash). Default: false.
+	// Logger receives a record at each step of a lock's life; tokens are
+	// shortened, resources hashed unless LogResourceNames. Default: none.
+	Logger           *slog.Logger
 	LogResourceNames bool
-
-	// MeterProvider and TracerProvider receive the Locker's metrics and
-	// spans (README, "Observability"). Default: nil, the global providers
-	// (otel.GetMeterProvider, otel.GetTracerProvider), which do nothing
-	// until the application installs an SDK. Setting both to the
-	// OpenTelemetry no-op providers (metric/noop, trace/noop) turns the
-	// instrumentation off entirely.
+	// MeterProvider and TracerProvider receive the metrics and spans
+	// (docs/observability.md). Default: the global providers.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
-
-	// OwnerLabel, when set, makes every token "<OwnerLabel>/<random>"
-	// instead of "<random>" (the random part is unchanged: 128 bits,
-	// base64url), so that an operator reading the masters (cmd/redlock
-	// inspect) can tell which process holds a lock, e.g. "host-1:4242"
-	// for a host and a pid. It rides in the value the acquisition already
-	// writes: no extra round trip. The label is visible to anyone who can
-	// read the masters; put nothing secret in it. At most 64 bytes of
-	// valid UTF-8, with no '/', whitespace or control characters. Logs show
-	// the label whole and the random part shortened. Default: "", tokens
-	// are the random part alone.
+	// OwnerLabel makes every token "<OwnerLabel>/<random>", so that an
+	// operator reading the masters sees who holds a lock: at most 64
+	// bytes of UTF-8, no '/', space or control character, nothing secret.
 	OwnerLabel string
-
-	// ResourceLabel, when set, maps a resource name to a label that metrics
-	// and spans carry as redlock.resource.label (e.g. the resource's type,
-	// "invoice" for "invoice:42"); span errors and logs show it with the
-	// name's hash. It must return few distinct values: every value is a
-	// time series. Default: nil, no resource attribute at all (names can be
-	// unbounded, and personal data).
+	// ResourceLabel maps a resource to the label its metrics and spans
+	// carry; it must return few distinct values. Default: none.
 	ResourceLabel func(resource string) string
 }
 
 // RetryPolicy is how Lock spaces its rounds: after failed attempt n it
-// waits a random time in [d/2, d], where d = MinDelay·2^(n−1) capped at
-// MaxDelay (exponential backoff with jitter, so contending clients spread
-// out instead of colliding again).
+// waits a random time in [d/2, d], d = MinDelay·2^(n−1) capped at MaxDelay.
 type RetryPolicy struct {
-	// MaxAttempts is the most rounds Lock makes. Default: 0, no limit: Lock
-	// tries until it acquires or its context ends.
+	// MaxAttempts bounds the rounds. Default: 0, until ctx ends.
 	MaxAttempts int
 	// MinDelay is the first backoff. Default: 5ms.
 	MinDelay time.Duration
@@ -144,7 +80,7 @@ type RetryPolicy struct {
 
 // maxTTL is the longest TTL a lock may have (Options.TTL, WithTTL): the
 // time a crashed holder can block everyone. Work that runs longer keeps a
-// shorter lock extended (Hold, Do). docs/design.md §2 says why 24h.
+// shorter lock extended (Keep, Do). docs/design.md §2 says why 24h.
 const maxTTL = 24 * time.Hour
 
 func aboveMaxTTL(what string, ttl time.Duration) string {

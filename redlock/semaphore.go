@@ -28,27 +28,13 @@ const (
 	slotInfix  = ":s:"
 )
 
-// Semaphore lets at most permits callers hold it at once, over the
-// Locker's masters, while a majority of them is up and within the
-// assumptions of docs/design.md §3 (the proof is §18), for every number
-// of permits. Each permit is a slot, a Redlock key of its own; one round
-// asks every master for the first free slot in an order the caller picks
-// and sends to all of them, and the caller holds the slot a majority gave
-// it. Expiry is the masters' (PX): no client clock is compared with
-// another.
-//
-// The *Lock it returns holds one slot: Deadline, Extend, Unlock, Keep and
-// Acquisition work as on a mutex's lock; its Resource is the semaphore's
-// name. Its Fence is 0: holders of a semaphore are concurrent, and no
-// fence could order them.
-//
-// An acquisition records permits on each master, and an acquisition that
-// names another number while the record is there fails with ErrInvalid.
-// The record lives as long as a permit is held (taking and extending a
-// permit keep it alive as long as the permit) and expires at most a TTL
-// after the last one ends: to change a semaphore's permits, stop every
-// caller of the old number, and the new number is accepted once their
-// permits have ended or expired.
+// Semaphore lets at most permits callers hold it at once, while a majority
+// of masters is up and under the assumptions of docs/design.md §3 (the proof
+// is §18). Each permit is a slot, a Redlock key of its own. The *Lock it
+// returns holds one slot and works as a mutex's lock; its Resource is the
+// semaphore's name and its Fence 0 (holders are concurrent). Every caller
+// must name the same number of permits: a round that names another while the
+// semaphore is in use fails with ErrInvalid.
 type Semaphore struct {
 	l       *Locker
 	name    string

@@ -86,31 +86,16 @@ func (s *liveLocks) listLocked() []*Lock {
 	return out
 }
 
-// Shutdown releases every lock this Locker handed out and that is not yet
-// unlocked, then closes the Locker (Close). In order:
+// Shutdown releases every lock this Locker handed out and not yet unlocked,
+// then closes it: new acquisitions fail with ErrClosed from the start (one in
+// its round gives back what it took); the contexts of kept locks are
+// cancelled before any release is sent (Err: context.Canceled), so the work
+// they protect stops first; every lock is released as Unlock releases it, at
+// once; then Close. Keep of a lock it released fails with ErrClosed.
 //
-//  1. New acquisitions fail with ErrClosed from now on (TryLock, Lock,
-//     Hold, Do, Adopt, and those of a Semaphore or RWMutex); one already
-//     in its round releases what it took and fails with ErrClosed too.
-//     A lock it releases ends every context derived from it: Keep of it
-//     later returns a Held that is over, and a Hold or Do that acquired
-//     it fails with ErrClosed without running fn.
-//  2. The contexts of kept locks (Hold, Keep, Do) are cancelled, every one
-//     of them, before any release is sent: the work they protect stops
-//     first. Their Err is context.Canceled (ErrLost for one already
-//     lost); a Do's fn sees its context done, and Do returns fn's error
-//     (joined with an error wrapping ErrUnlocked or ErrClosed when
-//     Shutdown's release came before Do's own).
-//  3. Every such lock is released as Unlock releases it, all at once:
-//     each release waits at most MasterTimeout per master.
-//  4. Close.
-//
-// ctx carries values (traces) to the releases. If it ends before they are
-// all confirmed, Shutdown goes on to Close, which waits for them (each
-// bounded by MasterTimeout), and returns ctx's error. Otherwise it returns
-// the releases' errors (those wrapping ErrLost: the lock had lapsed, or
-// another owner held it), joined. Calling it again, or after Close, only
-// closes.
+// If ctx ends first, Shutdown goes on to Close, which waits for the releases
+// (each bounded by MasterTimeout), and returns ctx's error; otherwise the
+// releases' errors, joined. Calling it again, or after Close, only closes.
 func (l *Locker) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return nilContext("Shutdown")

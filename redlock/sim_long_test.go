@@ -235,7 +235,7 @@ func rowNames(rows []*simRow) string {
 // failing run outside them.
 func TestSimReplay(t *testing.T) {
 	for _, row := range simRows() {
-		if row.name != "mutex-faults" && row.name != "pause-past-margin" {
+		if row.name != "mutex-faults" && row.name != "pause-past-margin" && row.name != "election" {
 			continue
 		}
 		a, err := runSim(row, 7, time.Second, false)

@@ -19,6 +19,13 @@ func simMutex() simConfig {
 		hold: 5 * time.Millisecond, think: time.Millisecond}
 }
 
+// simElection is the election rows: a mutex's workload as campaigns.
+func simElection() simConfig {
+	c := simMutex()
+	c.opts.Fencing, c.election = true, true
+	return c
+}
+
 // simEdge is the rows that hold each lock to the last safe instant: a
 // short TTL, one resource, each holder acting until its deadline and then
 // stalling for the SafetyMargin (assumption 4's longest pause), and a
@@ -138,6 +145,8 @@ func simRows() []*simRow {
 			c.readers = 0.7
 			return c
 		}(), world: lossy, chaos: &simFaults, every: 2},
+		// Elections: campaigns, readings of the leader, resignations.
+		{name: "election", procs: 3, cfg: simElection(), world: lossy, chaos: &simFaultsKept, every: 2},
 		// The fault lab's rows (tests/chaos, on containers): its
 		// workload and time scale, handed and fenced, with its faults;
 		// and handed without faults, where callers that do not queue
@@ -160,5 +169,7 @@ func simRows() []*simRow {
 			c.opts.Fencing = true
 			return c
 		}()},
+		// An election whose masters restart empty: terms repeat.
+		{name: "election-restart-empty", procs: 3, outside: true, chaos: &simRestartsEmpty, cfg: simElection()},
 	}
 }

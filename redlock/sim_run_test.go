@@ -125,12 +125,13 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	var vs []world.Violation
 	vs = append(vs, world.Exclusion(h.Intervals, row.cfg.permits)...)
 	vs = append(vs, world.Fences(h.Intervals)...)
+	vs = append(vs, world.Readings(&h)...)
 	// Left by design: counters (fences, a read-write lock's count of
 	// write grants, ":wg"), and keys that expire a TTL after their last
 	// use (a semaphore's permits record, sem_acquire.lua; a writer's
 	// intent, ":wi", rw_write.lua).
 	vs = append(vs, world.Leftovers(w, func(k string) bool {
-		for _, suffix := range []string{fenceSuffix, metaSuffix, ":wg", ":wi"} {
+		for _, suffix := range []string{fenceSuffix, metaSuffix, ":wg", ":wi", leaderSuffix} {
 			if strings.HasSuffix(k, suffix) {
 				return true
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/quorumlab/redlock/driver"
@@ -64,6 +65,10 @@ type simConfig struct {
 	readers float64
 	// extend: a holder extends its lock halfway through its section.
 	extend bool
+	// election: each resource is an election (Options.Fencing); a call
+	// is a Campaign (unkept), a section reads the Leader and may Proclaim,
+	// and the holder Resigns.
+	election bool
 	// extendTTL (with toDeadline): a MasterTimeout before its deadline the
 	// holder extends its lock, with a TTL drawn from [extendTTL[0],
 	// extendTTL[1]] in whole milliseconds (WithTTL). An Extend that
@@ -95,6 +100,7 @@ type simProc struct {
 	calls   uint64
 	sems    map[string]*Semaphore
 	rws     map[string]*RWMutex
+	elects  map[*simCaller]map[string]*Election // each caller campaigns on its own
 
 	stopping bool
 	stopped  time.Duration // when Stop came
@@ -109,7 +115,7 @@ var (
 // newSimProc makes the process that will be the world's client id.
 func newSimProc(w *world.World, id int, cfg *simConfig) (*simProc, error) {
 	p := &simProc{w: w, rng: w.Rand(), id: id, cfg: cfg, timers: map[uint64]*simTimer{},
-		sems: map[string]*Semaphore{}, rws: map[string]*RWMutex{}}
+		sems: map[string]*Semaphore{}, rws: map[string]*RWMutex{}, elects: map[*simCaller]map[string]*Election{}}
 	n := w.Masters()
 	masters := make([]driver.Master, n)
 	p.paths = make([]*simPath, n)
@@ -317,6 +323,10 @@ func (p *simProc) section(c *simCaller) {
 		return
 	}
 	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
+	if cfg.election {
+		p.lead(ctx, c, call, res, lk)
+		return
+	}
 	switch {
 	case cfg.toDeadline:
 		if lo, hi := cfg.extendTTL[0], cfg.extendTTL[1]; hi > 0 {
@@ -346,11 +356,44 @@ func (p *simProc) section(c *simCaller) {
 	c.pause(p.draw(cfg.think))
 }
 
+// lead is an election's section: the leader reads who leads (it must be
+// itself while it counts on its lock), may publish a new value halfway,
+// and resigns.
+func (p *simProc) lead(ctx context.Context, c *simCaller, call uint64, res string, lk *Lock) {
+	e := p.elects[c][res]
+	h := p.draw(p.cfg.hold)
+	c.pause(h / 2)
+	if p.rng.IntN(2) == 0 {
+		_ = e.Proclaim(ctx, "again")
+	}
+	if l, err := e.Leader(ctx); err == nil {
+		p.record(world.Note{Kind: world.Read, Call: call, Fence: l.Term})
+	}
+	c.pause(h - h/2)
+	p.record(world.Note{Kind: world.Exit, Call: call})
+	_ = e.Resign(context.Background())
+	c.pause(p.draw(p.cfg.think))
+}
+
 // lock is one call of c for resource: Lock or TryLock of a mutex, an
-// RWMutex or a Semaphore, as the row says.
+// RWMutex or a Semaphore, or a Campaign, as the row says.
 func (p *simProc) lock(ctx context.Context, c *simCaller, res string) (*Lock, world.Mode, error) {
 	cfg := p.cfg
 	switch {
+	case cfg.election:
+		if p.elects[c] == nil {
+			p.elects[c] = map[string]*Election{}
+		}
+		e := p.elects[c][res]
+		if e == nil {
+			var err error
+			if e, err = p.l.Election(res); err != nil {
+				return nil, 0, err
+			}
+			p.elects[c][res] = e
+		}
+		lk, err := e.campaign(ctx, "p"+strconv.Itoa(p.id), false, nil)
+		return lk, world.Exclusive, err
 	case cfg.permits > 0:
 		sem := p.sems[res]
 		if sem == nil {

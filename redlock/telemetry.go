@@ -300,7 +300,8 @@ func (t *telemetry) prepare(l *Locker) {
 		}
 	}
 	t.spanNames = map[string]string{}
-	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do", "Adopt"} {
+	for _, op := range []string{"TryLock", "Lock", "TryLockAll", "LockAll", "Extend", "Unlock", "Do", "Adopt",
+		"TryAcquire", "Acquire", "TryRLock", "RLock", "Campaign", "Proclaim", "Leader"} {
 		t.spanNames[op] = "redlock." + op
 	}
 }
@@ -441,8 +442,9 @@ func (t *telemetry) round(ctx context.Context, l *Locker, op string, res quorum.
 		for i, r := range res.Replies {
 			t.callCount[i][min(int(r.Outcome), len(t.callCount[i])-1)].Add(1)
 			// Latencies of the rounds that take a lock or keep it (not of
-			// releases, which would double the cost for little more news).
-			if op != "release" && r.Outcome != quorum.Unavailable && r.Outcome != quorum.Pending {
+			// releases, which would double the cost for little more news,
+			// nor of an election's publications and readings).
+			if op != "release" && op != "proclaim" && op != "leader" && r.Outcome != quorum.Unavailable && r.Outcome != quorum.Pending {
 				t.callDur.Record(context.Background(), r.Latency.Seconds(), t.master[i]...)
 			}
 		}

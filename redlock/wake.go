@@ -904,6 +904,9 @@ func (w *waker) reconcile(s *subscriber) {
 		}
 	}
 	w.mu.Unlock()
+	// In one order, whatever the maps' (the simulator replays a seed).
+	slices.Sort(sub)
+	slices.Sort(unsub)
 	ctx := w.ctx // ended by close: a dial to a stalled master must not hold it up
 	failed := false
 	if len(sub) > 0 {

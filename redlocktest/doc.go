@@ -35,14 +35,25 @@
 // was sent meanwhile, in order. Refuse makes a master reset every
 // connection, as a server that is down does; Heal serves again. Both act
 // on the network path only: Servers gives the miniredis servers themselves,
-// and Tokens, Holding and Fences read each master's keys in-process, so
-// they work on a stalled or refused master too.
+// and Tokens, Holding, Fences and Leaders read each master's keys
+// in-process, so they work on a stalled or refused master too.
 //
 // A Locker's first round waits for every master (it identifies each on
 // first contact), so a master stalled before then makes that round last the
 // whole MasterTimeout and shows in it as timed out; from then on it is
 // skipped (unavailable) like any master that stopped answering. Take one
 // lock before stalling to see the usual pending outcome instead.
+//
+// # Elections
+//
+// Locker.Election runs here as on real masters (its Locker needs
+// Options.Fencing): Campaign, Proclaim, Resign, Leader and Observe, whose
+// changes are pushed over pub/sub. Leaders shows who leads on each master,
+// by the rule Election.Leader reads them with; Holding counts a
+// leadership's masters as it counts a lock's. FastForward past the TTL
+// takes a leader's keys away, as a leader frozen past its TTL loses them
+// (but this one still runs): its Done closes when its next extension
+// fails, and another campaigner can lead, with a larger term.
 //
 // # Time
 //
@@ -57,8 +68,10 @@
 // # What differs from real masters
 //
 // miniredis speaks the Redis protocol and runs Redlock's Lua scripts
-// (acquire, extend, release, the fenced acquisition and write-back, and
-// redlock.WriteFenced and ReadFenced), but it is not Redis: it has no
+// (acquire, extend, release, the fenced acquisition and write-back,
+// redlock.WriteFenced and ReadFenced, and an election's leader_write.lua
+// and leader_read.lua, which call redis.sha1hex and PUBLISH), but it is
+// not Redis: it has no
 // INFO server, so a Locker cannot tell two names of one server apart by
 // run_id (every master here is distinct anyway); latency is loopback plus
 // the front door's copy; and a restart or a persistence setting is not

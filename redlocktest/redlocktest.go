@@ -233,16 +233,16 @@ func (m *Masters) Tokens(l *redlock.Locker, resource string) []string {
 
 // Holding returns how many masters hold lock, acquired through l (which
 // gives the key naming, as in Tokens; nil means the default naming). The
-// lock may be a mutex's, a semaphore's permit or a read-write lock's (read
-// or write): each master counts when any of the keys such a lock of
-// Resource() can hold has its token (readers: a live entry in the
-// readers' set).
+// lock may be a mutex's, a semaphore's permit, a read-write lock's (read
+// or write) or an election's leadership (Election.Campaign): each master
+// counts when any of the keys such a lock of Resource() can hold has its
+// token (readers: a live entry in the readers' set).
 func (m *Masters) Holding(l *redlock.Locker, lock *redlock.Lock) int {
 	if lock == nil {
 		return 0
 	}
 	key, tok := lockKey(l, lock.Resource()), lock.Token()
-	names := []string{key, key + ":w"}
+	names := []string{key, key + ":w", key + electionInfix}
 	for j := 1; j <= keys.MaxPermits; j++ {
 		names = append(names, key+":s:"+strconv.Itoa(j))
 	}
@@ -277,6 +277,58 @@ func (m *Masters) Fences(l *redlock.Locker, resource string) []uint64 {
 		if v := s.HGet(key, "fence"); v != "" {
 			out[i], _ = strconv.ParseUint(v, 10, 64)
 		}
+	}
+	return out
+}
+
+// An election's keys (redlock.Locker.Election) hang off its name's lock
+// key: "<lock key>:e" is the election's own lock key, which holds the
+// leader's token; "<lock key>:e:leader" is its record, a hash of the term,
+// token and value the leader published, which stays after the leader goes.
+const (
+	electionInfix  = ":e"
+	electionRecord = ":e:leader"
+)
+
+// Leader is one master's record of who leads an election (Leaders).
+type Leader struct {
+	// Token is the token in the election's lock key there: the
+	// leadership's Lock.Token(); "" where the key is absent.
+	Token string
+	// Term and Value are what the leader published there (its
+	// Lock.Fence() and the value of Campaign or Proclaim), when the
+	// record names Token; zero otherwise: no leader there, one that has
+	// not published yet, or a record an earlier leader left.
+	Term  uint64
+	Value string
+}
+
+// Leaders returns, by master, who leads the election called name there,
+// by the rule redlock's Election.Leader reads each master with: the
+// election's lock key's token, and the record's term and value when the
+// record names that token. A majority of masters with one Token and Term
+// is what Leader reports. l gives the key naming, as in Tokens (elections
+// need a Locker without RedsyncKeys); nil means the default naming. Each
+// master is read in-process, so Leaders works on stalled and refused
+// masters too; its lock key and its record are read one after the other,
+// not at one instant.
+func (m *Masters) Leaders(l *redlock.Locker, name string) []Leader {
+	key := lockKey(l, name)
+	out := make([]Leader, len(m.servers))
+	for i, s := range m.servers {
+		tok, err := s.Get(key + electionInfix)
+		if err != nil {
+			continue
+		}
+		out[i].Token = tok
+		if s.HGet(key+electionRecord, "token") != tok {
+			continue
+		}
+		term, err := strconv.ParseUint(s.HGet(key+electionRecord, "term"), 10, 64)
+		if err != nil {
+			continue
+		}
+		out[i].Term, out[i].Value = term, s.HGet(key+electionRecord, "value")
 	}
 	return out
 }

@@ -51,6 +51,7 @@ type cellEnv struct {
 	lockers  int    // instances of the implementation (-lockers; 0 means 1)
 	progress *progress
 	tel      *benchTelemetry
+	etcd     *etcdServers // the etcd cluster, when -impls names etcd (etcd.go)
 }
 
 // runCell measures one implementation in one scenario with c.workers
@@ -62,7 +63,13 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	// connections, as that many processes would have.
 	ims := make([]impl, max(env.lockers, 1))
 	for i := range ims {
-		im, err := c.impl.open(env.ms.opts, env.ttl, env.tel)
+		var im impl
+		var err error
+		if c.impl.openIn != nil {
+			im, err = c.impl.openIn(c, env)
+		} else {
+			im, err = c.impl.open(env.ms.opts, env.ttl, env.tel)
+		}
 		if err != nil {
 			for _, o := range ims[:i] {
 				_ = o.close()
@@ -83,19 +90,38 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	// implementation is closed (so its last calls are in), before the keys
 	// are deleted; the PING round trip just outside that window, on both
 	// sides.
+	//
+	// An implementation on servers of its own (openIn: etcd) leaves the
+	// masters alone: its cell reads none of their stats, and its server
+	// CPU is its servers' (serverCPU).
 	var statNotes []string
-	rtt := make(pingSamples, len(env.ms.admin))
-	if err := rtt.measure(ctx, env.ms.admin); err != nil {
-		statNotes = append(statNotes, "PING round trip before the cell not measured: "+err.Error())
+	external := c.impl.openIn != nil
+	var (
+		rtt        pingSamples
+		loaded     *loadedPings
+		cpu        *cpuMeter
+		ext        *externalCPU
+		cmdsBefore []commandCounts
+		cmdsErr    error
+	)
+	if external {
+		statNotes = append(statNotes, "not on the Redis masters: no command counts or PING round trips; server CPU is the etcd members' (/proc)")
+		ext = startExternalCPU(env.etcd)
+	} else {
+		rtt = make(pingSamples, len(env.ms.admin))
+		if err := rtt.measure(ctx, env.ms.admin); err != nil {
+			statNotes = append(statNotes, "PING round trip before the cell not measured: "+err.Error())
+		}
+		var err error
+		loaded, err = openLoadedPings(ctx, env.ms.admin)
+		if err != nil {
+			statNotes = append(statNotes, "PING round trip during the cell not measured: "+err.Error())
+		}
+		// The CPU readings are outside the commands' window (their INFO
+		// calls are not counted) and around it.
+		cpu = startCPU(ctx, env.ms.admin)
+		cmdsBefore, cmdsErr = readCommandstats(ctx, env.ms.admin)
 	}
-	loaded, err := openLoadedPings(ctx, env.ms.admin)
-	if err != nil {
-		statNotes = append(statNotes, "PING round trip during the cell not measured: "+err.Error())
-	}
-	// The CPU readings are outside the commands' window (their INFO
-	// calls are not counted) and around it.
-	cpu := startCPU(ctx, env.ms.admin)
-	cmdsBefore, cmdsErr := readCommandstats(ctx, env.ms.admin)
 
 	start := time.Now()
 	end := start.Add(env.duration)
@@ -151,6 +177,10 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	if drainErr != nil {
 		return Result{}, drainErr // the stuck goroutines end when the process does
 	}
+	var implNotes []string
+	if n, ok := ims[0].(noter); ok {
+		implNotes = n.notes() // before closing: it may ask the servers
+	}
 	var closeErrs []error
 	for _, im := range ims {
 		closeErrs = append(closeErrs, im.close())
@@ -160,6 +190,9 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 		return Result{}, fmt.Errorf("%s: fault: %w", c.label(), faultErr)
 	}
 	var cmds *commandWindow
+	if external {
+		cmdsErr = errNoCommandstats
+	}
 	if cmdsErr == nil {
 		var after []commandCounts
 		if after, cmdsErr = readCommandstats(ctx, env.ms.admin); cmdsErr == nil {
@@ -175,12 +208,20 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	if cmdsErr != nil && !errors.Is(cmdsErr, errNoCommandstats) {
 		statNotes = append(statNotes, "commands not counted: "+cmdsErr.Error())
 	}
-	cpuUsed, cpuErr := cpu.stop(ctx, env.ms.admin)
+	var cpuUsed cpuWindow
+	var cpuErr error
+	if external {
+		cpuUsed, cpuErr = ext.stop()
+	} else {
+		cpuUsed, cpuErr = cpu.stop(ctx, env.ms.admin)
+	}
 	if cpuErr != nil && !errors.Is(cpuErr, errNoCPUInfo) {
 		statNotes = append(statNotes, "CPU not measured: "+cpuErr.Error())
 	}
-	if err := rtt.measure(ctx, env.ms.admin); err != nil {
-		statNotes = append(statNotes, "PING round trip after the cell not measured: "+err.Error())
+	if !external {
+		if err := rtt.measure(ctx, env.ms.admin); err != nil {
+			statNotes = append(statNotes, "PING round trip after the cell not measured: "+err.Error())
+		}
 	}
 	cleanCtx, cleanCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cleanCancel()
@@ -193,14 +234,20 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 			res.Fairness = fairness(recs, c.workers)
 		}
 	}
-	res.setMasterStats(rtt.medians(), cmds)
+	if !external {
+		res.setMasterStats(rtt.medians(), cmds)
+	}
 	if cpuErr == nil {
 		res.setCPU(cpuUsed)
+		if external {
+			res.ServerCommandUsPerAcquisition = nil // Redis's commandstats only
+		}
 	}
 	if loaded != nil {
 		res.PingRTTLoadedMs = loaded.median()
 		loaded.close()
 	}
+	res.Notes = append(res.Notes, implNotes...)
 	res.Notes = append(res.Notes, statNotes...)
 	for _, e := range []error{closeErr, delErr} {
 		if e != nil {
@@ -212,6 +259,10 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	}
 	return res, nil
 }
+
+// noter is an implementation with something to say in its cell's notes
+// (etcd: the lease TTL it ran with).
+type noter interface{ notes() []string }
 
 // warmUpBound caps the warm-up; a master that does not answer makes it
 // end early rather than hang.
@@ -384,6 +435,9 @@ func summarise(c cell, env cellEnv, phases []phase, recs []*recorder) Result {
 		}
 	}
 	res.OpsPerSec = perSecond(res.Ops, env.duration)
+	if c.impl.source == sourceNone {
+		all.validity = nil // the implementation says nothing of it
+	}
 	res.Validity, res.validitySorted = validityOf(c.impl.source, env.ttl, all.validity)
 	return res
 }

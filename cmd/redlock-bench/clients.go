@@ -21,7 +21,7 @@ var clientImpls = append([]implSpec{
 	{
 		optIn: true,
 		name:  "redlock-url", source: "acquisition",
-		desc: "this module from the masters' URLs (redlock.FromOptions, no client of the caller's): the fast path",
+		desc: "this module from the masters' URLs (driver.GoRedis, no client of the caller's): the fast path",
 		open: func(ms []*redis.Options, ttl time.Duration, _ *benchTelemetry) (impl, error) {
 			return openOursOn(ms, ttl, func(o *redis.Options, _ int) (driver.Master, func(), error) {
 				c := *o

@@ -13,11 +13,14 @@ import "fmt"
 //	        and its Prometheus exporter
 //	peers   the -impls on other clients and the other locks (peerNames):
 //	        rueidis, valkey-go, redigo, rueidislock, bsm/redislock
+//	etcd    -impls etcd: etcd's concurrency.Mutex and Election on a
+//	        3-member etcd cluster the bench starts (etcd on PATH: Debian's
+//	        etcd-server): go.etcd.io/etcd/client/v3, gRPC
 //
 // Each has a file with the tag (chart.go, docker.go, telemetry.go,
-// peers.go) and one without it (*_off.go) that sets <tag>Built to false;
-// parseFlags then refuses the flag with extraHint. -tags
-// charts,docker,otel,peers builds them all, as make test does.
+// peers.go, etcd.go) and one without it (*_off.go) that sets <tag>Built
+// to false; parseFlags then refuses the flag with extraHint. -tags
+// charts,docker,otel,peers,etcd builds them all, as make test does.
 
 // extraHint says how to get the optional part tag.
 func extraHint(tag string) string {

@@ -51,6 +51,10 @@ type config struct {
 	metricsAddr string
 	cpuProfile  string // -cpuprofile: this process's CPU profile over the cells
 	leases      int    // -leases: how many the leases scenario keeps
+	// The election scenarios (election.go).
+	electionTTL time.Duration // -election-ttl: ours' lock TTL and etcd's lease TTL
+	campaigners int           // -campaigners
+	failovers   int           // -failovers: rounds per implementation
 }
 
 // Defaults sized for "go run ./cmd/redlock-bench" to finish in well under
@@ -92,7 +96,9 @@ are not counted.
 Build tags add what the default build leaves out (their flags say so when
 it is missing): charts (-chart), docker (-docker, the partition scenario),
 otel (the telemetry scenario, -metrics-addr), peers (the -impls on other
-clients, and the other locks): go run -tags charts,peers ./cmd/redlock-bench
+clients, and the other locks), etcd (-impls etcd: etcd's mutex and election
+on a 3-member etcd cluster the bench starts; needs etcd on PATH, Debian's
+etcd-server): go run -tags charts,peers ./cmd/redlock-bench
 
 Usage: redlock-bench [flags]
 
@@ -136,7 +142,12 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.duration, "duration", defaultDuration, "measured time per cell (implementation × scenario × worker count)")
 	fs.IntVar(&cfg.repeat, "repeat", 1, "run each scenario × worker count's cells `N` times, interleaved (in order, then reversed, ...), and report\n"+
 		"for each implementation its run of median throughput, with every run's ops/s (for ratios robust to a noisy machine)")
-	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lock TTL for every implementation (whole milliseconds)")
+	fs.DurationVar(&cfg.ttl, "ttl", defaultTTL, "lock TTL for every implementation (whole milliseconds; etcd's session lease TTL is it rounded up to whole seconds)")
+	fs.DurationVar(&cfg.electionTTL, "election-ttl", defaultElectionTTL, "the election scenarios' TTL, whole seconds: ours' lock TTL and etcd's session lease TTL alike\n"+
+		"(a failover waits for the dead leader's lock or lease to expire)")
+	fs.IntVar(&cfg.campaigners, "campaigners", defaultCampaigners, "campaigners per election (election scenarios), each with clients of its own; in election-failover one of them\n"+
+		"is the leader, a child process. From 2 to "+strconv.Itoa(maxCampaigners))
+	fs.IntVar(&cfg.failovers, "failovers", defaultFailovers, "election-failover rounds per implementation, interleaved (each waits out a TTL). From 1 to "+strconv.Itoa(maxFailovers))
 	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, or \"all\". Default: every available one")
 	fs.StringVar(&impls, "impls", strings.Join(implNames(), ","), "comma-separated implementations to run, or \"all\"")
 	fs.StringVar(&cfg.jsonPath, "json", "", "also write the results as JSON (schema: -schema) to `FILE`")
@@ -231,6 +242,12 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		return nil, usagef("-leases must be positive, got %d", cfg.leases)
 	case cfg.ttl <= 0 || cfg.ttl%time.Millisecond != 0:
 		return nil, usagef("-ttl must be a positive whole number of milliseconds, got %v", cfg.ttl)
+	case cfg.electionTTL <= 0 || cfg.electionTTL%time.Second != 0:
+		return nil, usagef("-election-ttl must be a positive whole number of seconds (etcd's lease TTLs are), got %v", cfg.electionTTL)
+	case cfg.campaigners < 2 || cfg.campaigners > maxCampaigners:
+		return nil, usagef("-campaigners must be from 2 to %d, got %d", maxCampaigners, cfg.campaigners)
+	case cfg.failovers < 1 || cfg.failovers > maxFailovers:
+		return nil, usagef("-failovers must be from 1 to %d, got %d", maxFailovers, cfg.failovers)
 	}
 
 	var err error
@@ -262,6 +279,13 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 			}
 		}
 	}
+	if !etcdBuilt {
+		for n := range strings.SplitSeq(impls, ",") {
+			if strings.TrimSpace(n) == etcdImplName {
+				return nil, usagef("-impls %s: %s", etcdImplName, extraHint("etcd"))
+			}
+		}
+	}
 	known := implNames()
 	if s := strings.TrimSpace(impls); s != "" && s != "all" {
 		known = append(known, optInImplNames()...) // named ones only
@@ -269,7 +293,22 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 	if cfg.impls, err = pickNames("-impls", impls, known); err != nil {
 		return nil, err
 	}
+	if slices.ContainsFunc(cfg.scenarios, isElectionScenario) && len(cfg.electionImpls()) == 0 {
+		return nil, usagef("-scenarios %s, %s run %s; -impls names none of them", handoverScenario, failoverScenario, strings.Join(electionNames, " and "))
+	}
 	return &cfg, nil
+}
+
+// electionImpls are the selected implementations that have an election,
+// in -impls order.
+func (c *config) electionImpls() []string {
+	var out []string
+	for _, n := range c.impls {
+		if slices.Contains(electionNames, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // pickNames parses a comma-separated selection from known; "" means def,

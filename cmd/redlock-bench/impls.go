@@ -46,7 +46,12 @@ type implSpec struct {
 	source string // Validity.Source
 	// open gets each master's client options (address; from -addrs URLs
 	// also TLS, user and password), which it must not modify.
-	open   func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error)
+	open func(ms []*redis.Options, ttl time.Duration, tel *benchTelemetry) (impl, error)
+	// openIn, when set, opens the implementation instead of open, given
+	// the cell and the run's environment: for implementations on servers
+	// of their own (etcd, etcd.go), whose cells read no Redis master
+	// stats (commands, PING, the masters' CPU) but their servers' CPU.
+	openIn func(c cell, env cellEnv) (impl, error)
 	hidden bool // only run when a scenario names it
 	// optIn: runs only when -impls names it (the other Go clients and
 	// locks, clients.go), so the default run and "all" stay as they were.
@@ -113,7 +118,7 @@ var impls = append([]implSpec{
 			return openOurs(ms, redlock.Options{TTL: ttl, KeyPrefix: keyPrefix, Fencing: true})
 		},
 	},
-}, slices.Concat(clientImpls, primitiveImpls)...) // clients.go, primitives.go
+}, slices.Concat(clientImpls, primitiveImpls, etcdImpls)...) // clients.go, primitives.go, etcd.go
 
 // implNames are the implementations -impls selects by default and with
 // "all".
@@ -352,11 +357,12 @@ func failureKind(err error) string {
 	switch {
 	case errors.Is(err, redlock.ErrNotAcquired):
 		return "not_acquired"
-	case errors.Is(err, redlock.ErrLost), errors.Is(err, errSingleLost), errors.Is(err, errNoQuorumUnlock), errors.Is(err, errBsmLost):
+	case errors.Is(err, redlock.ErrLost), errors.Is(err, errSingleLost), errors.Is(err, errNoQuorumUnlock), errors.Is(err, errBsmLost),
+		errors.Is(err, errEtcdSessionLost):
 		return "lost"
 	case errors.Is(err, redlock.ErrClosed):
 		return "closed"
-	case errors.As(err, &taken):
+	case errors.As(err, &taken), errors.Is(err, errEtcdLocked):
 		return "taken"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return "ctx"

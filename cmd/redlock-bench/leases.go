@@ -15,7 +15,7 @@ import (
 )
 
 // The leases scenario (only when named): one Locker keeps -leases leases
-// with Hold for -duration, and the bench reports what keeping them costs
+// with Lock and Keep for -duration, and the bench reports what keeping them costs
 // the client. It is not a throughput cell, so it has its own table.
 
 // leasesResult is what the leases scenario measured.
@@ -147,7 +147,7 @@ func cpuTime() time.Duration {
 
 // renderLeases prints the leases scenario's result.
 func renderLeases(w io.Writer, r leasesResult, masters string) error {
-	_, err := fmt.Fprintf(w, `leases: one Locker keeping %d leases with Hold (TTL %v) on %s
+	_, err := fmt.Fprintf(w, `leases: one Locker keeping %d leases with Lock and Keep (TTL %v) on %s
   taken in          %v
   heap per lease    %.0f B (live heap after GC, minus before any lease)
   goroutines        %d kept (%d before any lease; whole process)

@@ -25,6 +25,9 @@ import (
 )
 
 func main() {
+	if code, ok := childCampaigner(); ok { // a failover round's leader (election.go)
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -69,6 +72,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer tel.shutdown()
+	// etcd first: without it on PATH the run fails before anything starts.
+	var etcd *etcdServers
+	if slices.Contains(cfg.impls, etcdImplName) {
+		if etcd, err = startEtcd(ctx, stderr); err != nil {
+			return err
+		}
+		defer etcd.close()
+	}
 	ms, err := openMasters(ctx, cfg, stderr)
 	if err != nil {
 		return err
@@ -89,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	rep := newReport(cfg, ms, began)
+	rep.Etcd = etcd.info()
 	cells := plan(cfg)
 	if cfg.cpuProfile != "" {
 		f, err := os.Create(cfg.cpuProfile)
@@ -106,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var runErr error
 	for i, c := range cells {
 		res, err := runCell(ctx, c, cellEnv{ms: ms, duration: cfg.duration, ttl: cfg.ttl,
-			lockers: cfg.lockers, run: runID, index: i, progress: prog, tel: tel})
+			lockers: cfg.lockers, run: runID, index: i, progress: prog, tel: tel, etcd: etcd})
 		if err != nil {
 			runErr = err
 			if ctx.Err() != nil {
@@ -119,6 +131,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.repeat > 1 {
 		rep.Results = medianRuns(rep.Results)
+	}
+	if runErr == nil && slices.ContainsFunc(cfg.scenarios, isElectionScenario) {
+		er := electionRun{scenarios: cfg.scenarios, impls: cfg.electionImpls(), campaigners: cfg.campaigners,
+			failovers: cfg.failovers, repeat: cfg.repeat, duration: cfg.duration, runID: runID, ms: ms, stderr: stderr,
+			env: electionEnv{masters: ms.opts, ttl: cfg.electionTTL}}
+		if etcd != nil {
+			er.env.etcd = etcd.endpoints
+		}
+		rep.Elections, runErr = runElections(ctx, er)
+		if runErr != nil && ctx.Err() != nil {
+			runErr = fmt.Errorf("interrupted in the election scenarios: %w", runErr)
+		}
 	}
 	rep.Ratios = computeRatios(rep.Results)
 	rep.WallSeconds = time.Since(began).Seconds()
@@ -182,6 +206,13 @@ func newReport(cfg *config, ms *masters, began time.Time) *Report {
 	}
 	if cfg.lockers > 1 {
 		rep.Config.Lockers = cfg.lockers
+	}
+	if slices.ContainsFunc(cfg.scenarios, isElectionScenario) {
+		rep.Config.ElectionTTLMs = cfg.electionTTL.Milliseconds()
+		rep.Config.Campaigners = cfg.campaigners
+		if slices.Contains(cfg.scenarios, failoverScenario) {
+			rep.Config.Failovers = cfg.failovers
+		}
 	}
 	for _, s := range scenarios {
 		info := ScenarioInfo{Name: s.name, Description: s.desc, Available: true, Phases: []PhaseInfo{}}

@@ -17,7 +17,9 @@ import (
 // older version-2 files still validate): per result, commands,
 // commands_by_name, commands_per_acquisition, ping_rtt_ms,
 // ping_rtt_per_master_ms and ping_rtt_loaded_ms; client_cpu_us_per_acquisition,
-// server_cpu_us_per_acquisition and server_command_us_per_acquisition.
+// server_cpu_us_per_acquisition and server_command_us_per_acquisition;
+// validity.source "none"; etcd, elections, config.election_ttl_ms,
+// campaigners and failovers.
 const schemaVersion = 2
 
 // schemaJSON is the JSON Schema (draft 2020-12) of Report, printed by
@@ -40,6 +42,12 @@ type Report struct {
 	Scenarios     []ScenarioInfo `json:"scenarios"`
 	Results       []Result       `json:"results"`
 	Ratios        []Ratio        `json:"ratios"`
+	// Etcd is the etcd cluster the run started (-impls etcd); omitted
+	// otherwise.
+	Etcd *EtcdInfo `json:"etcd,omitempty"`
+	// Elections are the election scenarios' results (election.go);
+	// omitted when none ran.
+	Elections []ElectionResult `json:"elections,omitempty"`
 }
 
 // Env is where the bench ran.
@@ -81,6 +89,12 @@ type Config struct {
 	// Lockers is -lockers when above 1 (omitted otherwise): each cell
 	// opened its implementation that many times, each with the workers.
 	Lockers int `json:"lockers,omitempty"`
+	// The election scenarios' settings, when one ran (omitted
+	// otherwise): -election-ttl, -campaigners and, for
+	// election-failover, -failovers.
+	ElectionTTLMs int64 `json:"election_ttl_ms,omitempty"`
+	Campaigners   int   `json:"campaigners,omitempty"`
+	Failovers     int   `json:"failovers,omitempty"`
 }
 
 // ScenarioInfo describes one scenario, run or not.
@@ -196,7 +210,8 @@ type Dist struct {
 type Validity struct {
 	// Source is how validity was obtained: "acquisition" (ours:
 	// Lock.Acquisition().Validity), "until" (redsync: Mutex.Until() − now
-	// right after Lock returned) or "computed" (single: TTL − elapsed).
+	// right after Lock returned), "computed" (single: TTL − elapsed) or
+	// "none" (etcd: not applicable, count 0).
 	Source         string  `json:"source"`
 	Count          int     `json:"count"`
 	Min            float64 `json:"min"`

@@ -128,7 +128,19 @@ var scenarios = []scenario{
 	},
 	{
 		name:  "leases",
-		desc:  "one Locker keeping -leases leases with Hold (TTL -ttl) for -duration: heap per lease, goroutines, client CPU, extensions/s and script calls/s on master 0, leases lost (only when named; its own table)",
+		desc:  "one Locker keeping -leases leases with Lock and Keep (TTL -ttl) for -duration: heap per lease, goroutines, client CPU, extensions/s and script calls/s on master 0, leases lost (only when named; its own table)",
+		impls: []string{},
+		optIn: true,
+	},
+	{
+		name:  handoverScenario,
+		desc:  "-campaigners campaigners (each its own clients) of ours and etcd's elections: the leader resigns; time from Resign to the next leading, for -duration (TTL -election-ttl; only when named; its own table)",
+		impls: []string{},
+		optIn: true,
+	},
+	{
+		name:  failoverScenario,
+		desc:  "the leader, a child process, is SIGKILLed: time to the next campaigner leading, -failovers rounds (ours bounded by the TTL, etcd's by its lease TTL: both -election-ttl; only when named; its own table)",
 		impls: []string{},
 		optIn: true,
 	},
@@ -165,7 +177,7 @@ func scenarioByName(name string) scenario {
 func describeScenarios() string {
 	var b strings.Builder
 	for _, s := range scenarios {
-		fmt.Fprintf(&b, "  %-12s %s\n", s.name, s.desc)
+		fmt.Fprintf(&b, "  %-17s %s\n", s.name, s.desc)
 	}
 	return b.String()
 }
@@ -187,6 +199,9 @@ func (c cell) label() string { return fmt.Sprintf("%s/%s/%dw", c.sc.name, c.impl
 func plan(cfg *config) []cell {
 	var out []cell
 	for _, name := range cfg.scenarios {
+		if isElectionScenario(name) {
+			continue // not cells: runElections (election.go)
+		}
 		sc := scenarioByName(name)
 		names := cfg.impls
 		if sc.impls != nil {

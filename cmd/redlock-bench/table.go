@@ -233,6 +233,9 @@ func renderTable(w io.Writer, rep *Report) error {
 	if m.PartitionMethod != "" {
 		fmt.Fprintf(w, "partition: %s\n", m.PartitionMethod)
 	}
+	if e := rep.Etcd; e != nil {
+		fmt.Fprintf(w, "etcd:    %s\n", e.Note)
+	}
 	if n := rep.Config.Lockers; n > 1 {
 		fmt.Fprintf(w, "lockers: %d per cell, each with its own clients and the workers count (a cell has %d × workers goroutines)\n", n, n)
 	}
@@ -246,33 +249,36 @@ func renderTable(w io.Writer, rep *Report) error {
 	}
 	fmt.Fprintln(w)
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tcmd/acq\tredlock ÷\tfailures\tclient µs/acq\tserver µs/acq\tfloor µs/acq\t")
-	for _, r := range rep.Results {
-		ratio := ""
-		if r.Impl != oursName {
-			if x, ok := findRatio(rep.Ratios, r.Scenario, r.Workers, oursName, "all", r.Impl, "all"); ok {
-				ratio = fmtRatio(x)
+	var tw *tabwriter.Writer
+	if len(rep.Results) > 0 { // none when only the election scenarios ran
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tcmd/acq\tredlock ÷\tfailures\tclient µs/acq\tserver µs/acq\tfloor µs/acq\t")
+		for _, r := range rep.Results {
+			ratio := ""
+			if r.Impl != oursName {
+				if x, ok := findRatio(rep.Ratios, r.Scenario, r.Workers, oursName, "all", r.Impl, "all"); ok {
+					ratio = fmtRatio(x)
+				}
 			}
+			v := r.Validity
+			valid := []string{"-", "-", "-", "-", "-", "-"}
+			if v.Count > 0 {
+				valid = []string{fmt.Sprintf("%.4f", v.Min), fmt.Sprintf("%.4f", v.P1), fmt.Sprintf("%.4f", v.P50),
+					fmtMs(v.ElapsedMsP50), fmtMs(v.DriftMs), fmtMs(v.SafetyMarginMs)}
+			}
+			a := r.AcquireMs
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
+				fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), fmtOpt(r.CommandsPerAcquisition), ratio, fmtFailures(r.Failures),
+				fmtOpt(r.ClientCPUUsPerAcquisition), fmtOpt(r.ServerCPUUsPerAcquisition), fmtOpt(r.ServerCommandUsPerAcquisition))
 		}
-		v := r.Validity
-		valid := []string{"-", "-", "-", "-", "-", "-"}
-		if v.Count > 0 {
-			valid = []string{fmt.Sprintf("%.4f", v.Min), fmt.Sprintf("%.4f", v.P1), fmt.Sprintf("%.4f", v.P50),
-				fmtMs(v.ElapsedMsP50), fmtMs(v.DriftMs), fmtMs(v.SafetyMarginMs)}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
-		a := r.AcquireMs
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
-			fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), fmtOpt(r.CommandsPerAcquisition), ratio, fmtFailures(r.Failures),
-			fmtOpt(r.ClientCPUUsPerAcquisition), fmtOpt(r.ServerCPUUsPerAcquisition), fmtOpt(r.ServerCommandUsPerAcquisition))
+		fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL;")
+		fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported;")
+		fmt.Fprintln(w, " client/server µs/acq: CPU time of this process (getrusage) / of the masters (INFO cpu, summed) over the same window ÷ successful Lock calls;")
+		fmt.Fprintln(w, " floor µs/acq: the masters' command handlers' time (INFO commandstats usec, summed) ÷ successful Lock calls: their cost without network I/O)")
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL;")
-	fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported;")
-	fmt.Fprintln(w, " client/server µs/acq: CPU time of this process (getrusage) / of the masters (INFO cpu, summed) over the same window ÷ successful Lock calls;")
-	fmt.Fprintln(w, " floor µs/acq: the masters' command handlers' time (INFO commandstats usec, summed) ÷ successful Lock calls: their cost without network I/O)")
 	if n := rep.Config.Repeat; n > 1 {
 		fmt.Fprintf(w, "-repeat %d: every row is the run of median ops/s of %d interleaved runs; ops/s of each run, in run order:\n", n, n)
 		for _, r := range rep.Results {
@@ -381,6 +387,9 @@ func renderTable(w io.Writer, rep *Report) error {
 		for _, n := range r.Notes {
 			fmt.Fprintf(w, "note: %s/%s/%dw: %s\n", r.Scenario, r.Impl, r.Workers, n)
 		}
+	}
+	if err := renderElections(w, rep.Elections); err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "\nwall time %.1fs\n", rep.WallSeconds)
 	return nil

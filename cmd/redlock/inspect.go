@@ -76,11 +76,14 @@ type inspectResult struct {
 	// Primitives: the semaphore and read-write lock of that name, when a
 	// master has any of their keys.
 	Primitives *primView `json:"primitives,omitempty"`
+	// Election: the election of that name, when a master has its lock
+	// key or its record.
+	Election *electionView `json:"election,omitempty"`
 }
 
 // readState asks every master for the lock key, its PTTL and the fence
 // counter, atomically per master (MULTI/EXEC).
-func (s *session) readState(ctx context.Context, what, key, fenceKey string) []masterState {
+func (s *conns) readState(ctx context.Context, what, key, fenceKey string) []masterState {
 	states := make([]masterState, len(s.clients))
 	errs := s.each(ctx, what, func(ctx context.Context, i int, c *redis.Client) error {
 		ctx, cancel := s.req(ctx)
@@ -191,7 +194,7 @@ func view(states []masterState) quorumView {
 	return v
 }
 
-func cmdInspect(ctx context.Context, s *session, resource string, asJSON bool, stdout io.Writer) int {
+func cmdInspect(ctx context.Context, s *conns, resource string, asJSON bool, stdout io.Writer) int {
 	key, fenceKey, err := keyFor(s.r.keyOpts, resource)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "redlock: resource %q: %v\n", printable(resource), err)
@@ -201,6 +204,9 @@ func cmdInspect(ctx context.Context, s *session, resource string, asJSON bool, s
 	states := s.readState(ctx, "inspect", key, fenceKey)
 	res := inspectResult{Resource: resource, Key: key, FenceKey: fenceKey, Time: now.UTC(), Nodes: states, Quorum: view(states)}
 	res.Primitives = newPrimView(s.readPrim(ctx, "inspect: semaphore and read-write keys", key))
+	if !s.r.keyOpts.RedsyncKeys {
+		res.Election = newElectionView(key, s.readElection(ctx, "inspect: election keys", key))
+	}
 	if asJSON {
 		writeJSON(stdout, res)
 	} else {
@@ -211,14 +217,24 @@ func cmdInspect(ctx context.Context, s *session, resource string, asJSON bool, s
 			res.Quorum.Answered, res.Quorum.Masters, printable(resource), exitQuorum)
 		return exitQuorum
 	}
+	if e := res.Election; e != nil && !e.Decided {
+		fmt.Fprintf(s.stderr, "redlock: only %d of %d masters answered: cannot tell who leads the election %q (exit %d)\n",
+			e.Answered, e.Masters, printable(resource), exitQuorum)
+		return exitQuorum
+	}
 	return exitOK
 }
 
 func printInspect(w io.Writer, res inspectResult) {
 	fmt.Fprintf(w, "resource %s   key %s   fence counter %s\n\n", printable(res.Resource), printable(res.Key), printable(res.FenceKey))
-	if q := res.Quorum; res.Primitives != nil && len(q.Holders) == 0 {
+	if q := res.Quorum; (res.Primitives != nil || res.Election != nil) && len(q.Holders) == 0 {
 		fmt.Fprintf(w, "mutex: the key is on none of the %d masters that answered (of %d)\n", q.Answered, q.Masters)
-		printPrim(w, res.Primitives)
+		if res.Primitives != nil {
+			printPrim(w, res.Primitives)
+		}
+		if res.Election != nil {
+			printElection(w, res.Election)
+		}
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -269,6 +285,9 @@ func printInspect(w io.Writer, res inspectResult) {
 	}
 	if res.Primitives != nil {
 		printPrim(w, res.Primitives)
+	}
+	if res.Election != nil {
+		printElection(w, res.Election)
 	}
 }
 

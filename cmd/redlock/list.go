@@ -51,8 +51,9 @@ type listResult struct {
 	Masters  []listMaster `json:"masters"`
 	Majority int          `json:"majority"`
 	Locks    []listLock   `json:"locks"`
-	// Primitives: semaphores and read-write locks (their keys hang off
-	// the name's lock key; see primitives.go), by name.
+	// Primitives: semaphores, read-write locks and elections (their keys
+	// hang off the name's lock key; see primitives.go and election.go),
+	// by name.
 	Primitives []listPrimitive `json:"primitives"`
 	Truncated  bool            `json:"truncated"`
 }
@@ -74,7 +75,7 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSON bool, stdout io.Writer) int {
+func cmdList(ctx context.Context, s *conns, resPrefix string, limit int, asJSON bool, stdout io.Writer) int {
 	opts := s.r.keyOpts
 	match := globEscape(opts.KeyPrefix) + "*"
 	n := len(s.clients)
@@ -83,7 +84,7 @@ func cmdList(ctx context.Context, s *session, resPrefix string, limit int, asJSO
 	// Round 1: each master's lock keys, by SCAN. SCAN's order differs from
 	// master to master, so a bounded scan finds different keys on each.
 	scanned := make([][]string, n)
-	prims := make([][]string, n) // semaphore and read-write lock keys
+	prims := make([][]string, n) // semaphore, read-write lock and election keys
 	truncated := make([]bool, n)
 	errs := s.each(ctx, "list: scanning "+match, func(ctx context.Context, i int, c *redis.Client) error {
 		var cursor uint64

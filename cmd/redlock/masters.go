@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// session is one command's connections to the masters.
-type session struct {
+// conns is one command's connections to the masters.
+type conns struct {
 	r       *resolved
 	clients []*redis.Client
 	stderr  io.Writer
@@ -23,22 +23,22 @@ type session struct {
 	mu      sync.Mutex // serializes writes to stderr
 }
 
-func newSession(r *resolved, stderr io.Writer, quiet bool) *session {
-	s := &session{r: r, stderr: stderr, quiet: quiet}
+func newConns(r *resolved, stderr io.Writer, quiet bool) *conns {
+	s := &conns{r: r, stderr: stderr, quiet: quiet}
 	for _, m := range r.masters {
 		s.clients = append(s.clients, redis.NewClient(m.opts))
 	}
 	return s
 }
 
-func (s *session) close() {
+func (s *conns) close() {
 	for _, c := range s.clients {
 		c.Close()
 	}
 }
 
 // progressf writes a progress line to stderr unless -q.
-func (s *session) progressf(format string, a ...any) {
+func (s *conns) progressf(format string, a ...any) {
 	if s.quiet {
 		return
 	}
@@ -51,7 +51,7 @@ func (s *session) progressf(format string, a ...any) {
 // have returned, with each master's error; it reports progress as masters
 // answer. A master's error is its report, not the group's: one master
 // down must not stop the others' answers. An interrupt (ctx) stops all.
-func (s *session) each(ctx context.Context, what string, f func(ctx context.Context, i int, c *redis.Client) error) []error {
+func (s *conns) each(ctx context.Context, what string, f func(ctx context.Context, i int, c *redis.Client) error) []error {
 	n := len(s.clients)
 	s.progressf("%s: asking %d masters (timeout %v each)…", what, n, s.r.timeout)
 	errs := make([]error, n)
@@ -73,7 +73,7 @@ func (s *session) each(ctx context.Context, what string, f func(ctx context.Cont
 }
 
 // req bounds one request to a master.
-func (s *session) req(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *conns) req(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.r.timeout)
 }
 

@@ -28,12 +28,16 @@ const (
 )
 
 // primitiveOf returns the resource and kind whose key key is, and false
-// when key is none of a semaphore's or read-write lock's keys under opts.
-// A Locker with RedsyncKeys makes neither (redlock.Locker.Semaphore and
-// RWMutex refuse it), so under that naming every key is a mutex's.
+// when key is none of a semaphore's, read-write lock's or election's keys
+// (its lock key or record, election.go) under opts. A Locker with
+// RedsyncKeys makes none of them (redlock.Locker.Semaphore, RWMutex and
+// Election refuse it), so under that naming every key is a mutex's.
 func primitiveOf(opts *redlock.Options, key string) (resource, kind string, ok bool) {
 	if opts.RedsyncKeys {
 		return "", "", false
+	}
+	if r, ok := electionOf(opts, key); ok {
+		return r, kindElection, true
 	}
 	var stem, suffix string
 	for _, suf := range []string{":meta", ":wi", ":w", ":r", ":s:"} {
@@ -303,7 +307,7 @@ func newPrimView(nodes []primMaster) *primView {
 }
 
 // readPrim asks every master for stem's semaphore and read-write keys.
-func (s *session) readPrim(ctx context.Context, what, stem string) []primMaster {
+func (s *conns) readPrim(ctx context.Context, what, stem string) []primMaster {
 	nodes := make([]primMaster, len(s.clients))
 	errs := s.each(ctx, what, func(ctx context.Context, i int, c *redis.Client) error {
 		rctx, cancel := s.req(ctx)
@@ -401,41 +405,60 @@ func rwSummary(rw *rwView, n int) string {
 	return fmt.Sprintf("readers per master [%s]; writer %s; intent %s", fmtReaders(rw.Readers), fmtTokenCount(rw.Writer, n), fmtTokenCount(rw.Intent, n))
 }
 
-// listPrimitive is one semaphore or read-write lock in list's output.
+// listPrimitive is one semaphore, read-write lock or election in list's
+// output.
 type listPrimitive struct {
-	Resource  string   `json:"resource"`
-	Stem      string   `json:"stem"`
-	Kinds     []string `json:"kinds"`
-	Semaphore *semView `json:"semaphore,omitempty"`
-	RWLock    *rwView  `json:"rwlock,omitempty"`
+	Resource  string        `json:"resource"`
+	Stem      string        `json:"stem"`
+	Kinds     []string      `json:"kinds"`
+	Semaphore *semView      `json:"semaphore,omitempty"`
+	RWLock    *rwView       `json:"rwlock,omitempty"`
+	Election  *electionView `json:"election,omitempty"`
 }
 
 // listPrims reads each named primitive on every master, one round per
-// master (the names' reads in turn), and sums them.
-func (s *session) listPrims(ctx context.Context, names []string, stems map[string]string, kinds map[string]map[string]bool) ([]listPrimitive, []error) {
+// master (the names' reads in turn), and sums them. A name whose keys the
+// scan found only an election's is not read as a semaphore or read-write
+// lock, nor the other way round.
+func (s *conns) listPrims(ctx context.Context, names []string, stems map[string]string, kinds map[string]map[string]bool) ([]listPrimitive, []error) {
 	n := len(s.clients)
 	nodes := make([][]primMaster, len(names)) // [name][master]
+	elections := make([][]electionMaster, len(names))
 	for k := range nodes {
 		nodes[k] = make([]primMaster, n)
+		elections[k] = make([]electionMaster, n)
 	}
-	errs := s.each(ctx, fmt.Sprintf("list: reading %d semaphores and read-write locks", len(names)), func(ctx context.Context, i int, c *redis.Client) error {
+	errs := s.each(ctx, fmt.Sprintf("list: reading %d semaphores, read-write locks and elections", len(names)), func(ctx context.Context, i int, c *redis.Client) error {
 		for k, r := range names {
-			rctx, cancel := s.req(ctx)
-			pm, err := readPrimOn(rctx, c, stems[r])
-			cancel()
-			if err != nil {
-				return err
+			if kinds[r][kindSemaphore] || kinds[r][kindRWLock] {
+				rctx, cancel := s.req(ctx)
+				pm, err := readPrimOn(rctx, c, stems[r])
+				cancel()
+				if err != nil {
+					return err
+				}
+				nodes[k][i] = pm
 			}
-			nodes[k][i] = pm
+			if kinds[r][kindElection] {
+				lockKey, recordKey, fenceKey := electionKeys(stems[r])
+				rctx, cancel := s.req(ctx)
+				em, err := readElectionOn(rctx, c, lockKey, recordKey, fenceKey)
+				cancel()
+				if err != nil {
+					return err
+				}
+				elections[k][i] = em
+			}
 		}
 		return nil
 	})
 	out := []listPrimitive{}
 	for k, r := range names {
 		for i := range n {
-			nodes[k][i].Addr = s.r.masters[i].name
+			nodes[k][i].Addr, elections[k][i].Addr = s.r.masters[i].name, s.r.masters[i].name
 			if errs[i] != nil {
 				nodes[k][i] = primMaster{Addr: s.r.masters[i].name, Error: describe(errs[i], s.r.timeout)}
+				elections[k][i] = electionMaster{Addr: s.r.masters[i].name, Error: describe(errs[i], s.r.timeout)}
 			}
 		}
 		lp := listPrimitive{Resource: r, Stem: stems[r]}
@@ -443,10 +466,18 @@ func (s *session) listPrims(ctx context.Context, names []string, stems map[strin
 			lp.Kinds = append(lp.Kinds, kind)
 		}
 		sort.Strings(lp.Kinds)
-		if v := newPrimView(nodes[k]); v != nil {
-			lp.Semaphore, lp.RWLock = v.Semaphore, v.RWLock
+		if kinds[r][kindSemaphore] || kinds[r][kindRWLock] {
+			if v := newPrimView(nodes[k]); v != nil {
+				lp.Semaphore, lp.RWLock = v.Semaphore, v.RWLock
+			}
 		}
-		if lp.Semaphore == nil && lp.RWLock == nil {
+		if kinds[r][kindElection] {
+			if v := newElectionView(stems[r], elections[k]); v != nil {
+				v.Nodes = nil // inspect shows them
+				lp.Election = v
+			}
+		}
+		if lp.Semaphore == nil && lp.RWLock == nil && lp.Election == nil {
 			continue // gone meanwhile
 		}
 		out = append(out, lp)
@@ -467,6 +498,9 @@ func printListPrims(w io.Writer, ps []listPrimitive, n int) {
 		}
 		if p.RWLock != nil {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t\n", printable(p.Resource), kindRWLock, rwSummary(p.RWLock, n))
+		}
+		if p.Election != nil {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\n", printable(p.Resource), kindElection, leaderSummary(p.Election))
 		}
 	}
 	tw.Flush()

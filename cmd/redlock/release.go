@@ -96,7 +96,7 @@ func checkRelease(cmd string, f releaseFlags) error {
 	return nil
 }
 
-func cmdRelease(ctx context.Context, s *session, resource string, f releaseFlags, asJSON bool, stdout io.Writer) int {
+func cmdRelease(ctx context.Context, s *conns, resource string, f releaseFlags, asJSON bool, stdout io.Writer) int {
 	key, fenceKey, err := keyFor(s.r.keyOpts, resource)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "redlock: resource %q: %v\n", printable(resource), err)
@@ -173,7 +173,7 @@ type forced struct {
 // stderr and to the audit stream, and reports; it fails (exitRefused)
 // when so many masters did not answer that the target may still be on a
 // majority.
-func (s *session) forceDelete(ctx context.Context, d forced, f releaseFlags, asJSON bool, stdout io.Writer) int {
+func (s *conns) forceDelete(ctx context.Context, d forced, f releaseFlags, asJSON bool, stdout io.Writer) int {
 	n := len(s.clients)
 	rec := auditRecord{
 		Event: d.event, Who: whoAmI(f.who), Reason: f.reason,
@@ -295,7 +295,7 @@ type place struct {
 // library's release, which also announces it to waiters), or for a
 // reader its removal from the readers' set. found is false when f.token
 // names none of them.
-func (s *session) releasePrimitive(ctx context.Context, resource, stem string, majority int, f releaseFlags, asJSON bool, stdout io.Writer,
+func (s *conns) releasePrimitive(ctx context.Context, resource, stem string, majority int, f releaseFlags, asJSON bool, stdout io.Writer,
 	refuse func(code int, format string, a ...any) int) (code int, found bool) {
 	nodes := s.readPrim(ctx, "release: semaphore and read-write keys", stem)
 	seen := map[string]map[place]int{} // token → where → on how many masters

@@ -30,7 +30,7 @@ func primitiveKeys(stem string) []string {
 // holder still running loses its permit, read or write lock at its next
 // extension). It needs a majority of masters to answer the read, and
 // refuses a name with no such keys.
-func cmdReset(ctx context.Context, s *session, resource string, f releaseFlags, asJSON bool, stdout io.Writer) int {
+func cmdReset(ctx context.Context, s *conns, resource string, f releaseFlags, asJSON bool, stdout io.Writer) int {
 	stem, _, err := keyFor(s.r.keyOpts, resource)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "redlock: resource %q: %v\n", printable(resource), err)

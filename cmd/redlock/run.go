@@ -29,10 +29,15 @@ usage:
       per master: is the key there, its holder (owner label whole, random part
       shortened), remaining PTTL, fence counter; then the quorum view: held or
       not, by which holder on how many masters, and the latest time the lock
-      can still be valid (an upper bound of the holder's own deadline).
+      can still be valid (an upper bound of the holder's own deadline). Also
+      the semaphore, read-write lock and election of that name, when there are
+      keys of theirs: for an election, per master the lock key's holder, PTTL
+      and the published term and value, then the leader a majority reports
+      (value, term, deadline) or "no leader".
   redlock [flags] list [PREFIX] [-limit N]
       lock keys (SCAN, never KEYS) of resources starting with PREFIX, merged
-      across masters: on how many each is held, the holder, the largest PTTL.
+      across masters: on how many each is held, the holder, the largest PTTL;
+      then semaphores, read-write locks and elections, one line each.
       At most -limit resources (default 1000), read on every master.
   redlock [flags] release RESOURCE -force -reason TEXT [-token T] [-who NAME]
       compare-and-delete, on every master, of the token that is on a majority
@@ -164,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	s := newSession(r, stderr, c.quiet || !isTerminal(stderr))
+	s := newConns(r, stderr, c.quiet || !isTerminal(stderr))
 	defer s.close()
 	switch cmd {
 	case "inspect":

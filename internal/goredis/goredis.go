@@ -32,6 +32,20 @@ func Pipeline(ctx context.Context, c redis.UniversalClient, n int, add func(p re
 	return cmds, nil
 }
 
+// Run sends the command lines cmds as one pipeline through c (Pipeline,
+// each command NoRetry), and returns what holds each reply.
+func Run(ctx context.Context, c redis.UniversalClient, cmds [][]string) ([]*redis.Cmd, error) {
+	return Pipeline(ctx, c, len(cmds), func(p redis.Pipeliner, i int) *redis.Cmd {
+		args := make([]any, len(cmds[i]))
+		for j, a := range cmds[i] {
+			args[j] = a
+		}
+		rc := redis.NewCmd(ctx, args...)
+		p.Process(ctx, NoRetry{Cmd: rc})
+		return rc
+	})
+}
+
 // IsServerError reports whether err is an error reply from the server.
 func IsServerError(err error) bool {
 	var re redis.Error

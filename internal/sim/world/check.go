@@ -13,7 +13,7 @@ import (
 // Violation is one thing a checker found wrong with a history.
 type Violation struct {
 	// Check names the checker: "exclusion", "fence", "done", "liveness",
-	// "leftover".
+	// "leftover", "reading".
 	Check string
 	// At is when it happened, on the global clock (for a trace around
 	// it).
@@ -273,4 +273,20 @@ func Report(seed uint64, vs []Violation, trace []TraceEvent) string {
 		}
 	}
 	return b.String()
+}
+
+// Readings checks that a holder that read who holds its lock while it
+// still counted on it (before its End) read itself: the term read is its
+// own fence. A majority holds its token then, so no other holder can be
+// reported by a majority (docs/design.md §21).
+func Readings(h *History) []Violation {
+	var out []Violation
+	for _, r := range h.Readings {
+		iv := h.Intervals[r.Interval]
+		if r.At < iv.End() && r.Fence != iv.Fence && len(out) < maxViolations {
+			out = append(out, Violation{Check: "reading", At: r.At,
+				What: fmt.Sprintf("%q: the holder read term %d, its own is %d: %v", iv.Resource, r.Fence, iv.Fence, iv)})
+		}
+	}
+	return out
 }

@@ -106,7 +106,8 @@ type NoteKind uint8
 // The kinds of note. A Lock call is Begin, then Acquired or Failed; an
 // acquired lock is then Extended any number of times, Done when its Done
 // channel closes (if it does), and Exit when the holder leaves its
-// critical section (calls Unlock).
+// critical section (calls Unlock). Read: while holding, the holder read
+// who holds the lock (an election's leader), and Fence is the term read.
 const (
 	_ NoteKind = iota
 	Begin
@@ -115,9 +116,10 @@ const (
 	Extended
 	Done
 	Exit
+	Read
 )
 
-var noteNames = [...]string{"", "Begin", "Acquired", "Failed", "Extended", "Done", "Exit"}
+var noteNames = [...]string{"", "Begin", "Acquired", "Failed", "Extended", "Done", "Exit", "Read"}
 
 // String returns the kind's name, e.g. "Acquired".
 func (k NoteKind) String() string {

@@ -134,13 +134,15 @@ func (w *World) note(c int, n *Note) {
 			w.hist.Intervals = append(w.hist.Intervals, Interval{Client: c, Call: n.Call, Resource: res, Mode: n.Mode,
 				Fence: n.Fence, Enter: w.now, Exit: Never, Deadline: deadline(clk, n.Deadline), Done: Never})
 		}
-	case Extended, Done, Exit:
+	case Extended, Done, Exit, Read:
 		i, ok := w.open[k]
 		if !ok {
 			return
 		}
 		iv := &w.hist.Intervals[i]
 		switch n.Kind {
+		case Read:
+			w.hist.Readings = append(w.hist.Readings, Reading{Interval: i, At: w.now, Fence: n.Fence})
 		case Extended:
 			iv.Deadline = deadline(clk, n.Deadline)
 		case Done:

@@ -87,12 +87,21 @@ type Outage struct {
 	From, To       time.Duration
 }
 
+// Reading is a holder's reading of who holds its lock (an election's
+// Leader), returned at At: Fence is the term it read.
+type Reading struct {
+	Interval int // index in History.Intervals
+	At       time.Duration
+	Fence    uint64
+}
+
 // History is what a run recorded, on the global clock.
 type History struct {
 	Masters   int
 	Intervals []Interval
 	Calls     []Call
 	Outages   []Outage
+	Readings  []Reading
 	// End is the last event's time.
 	End time.Duration
 }
