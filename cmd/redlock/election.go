@@ -55,16 +55,10 @@ func electionOf(opts *redlock.Options, key string) (string, bool) {
 // electionMaster is what one master says about an election: its lock key
 // and its record, read at one instant (MULTI/EXEC).
 type electionMaster struct {
-	Addr     string `json:"addr"`
-	Answered bool   `json:"answered"`
-	Error    string `json:"error,omitempty"`
-	// Present: the election's lock key is there; Holder and Label are its
-	// token, shortened as a mutex's holder is.
-	Present bool   `json:"present"`
-	Holder  string `json:"holder,omitempty"`
-	Label   string `json:"label,omitempty"`
-	// PTTLMs is the lock key's remaining time to live in ms; -1: no expiry.
-	PTTLMs *int64 `json:"pttl_ms,omitempty"`
+	// masterState is the lock key's reading, as for a mutex: Holder and
+	// Label its token shortened, PTTLMs its time to live, Fence the
+	// election's fence counter (the latest term granted here).
+	masterState
 	// Record: the leader record is there, with Term and Value, published
 	// by the token RecordHolder names (shortened).
 	Record       bool   `json:"record"`
@@ -74,12 +68,8 @@ type electionMaster struct {
 	// Current: the record is the lock key's holder's, so this master
 	// reports a leader (the rule of redlock/scripts/leader_read.lua).
 	Current bool `json:"current"`
-	// Fence is the election's fence counter: the latest term granted here.
-	Fence *uint64 `json:"fence,omitempty"`
 
-	token  string    // the lock key's, whole; never printed
-	termOK bool      // the record's term is a decimal number
-	at     time.Time // when the reply arrived
+	termOK bool // the record's term is a decimal number
 }
 
 // leaderReport is one leader (term, value and holder) and the masters
@@ -217,7 +207,7 @@ func (s *conns) readElection(ctx context.Context, what, stem string) []electionM
 	for i := range nodes {
 		nodes[i].Addr = s.r.masters[i].name
 		if errs[i] != nil {
-			nodes[i] = electionMaster{Addr: s.r.masters[i].name, Error: describe(errs[i], s.r.timeout)}
+			nodes[i] = electionMaster{masterState: masterState{Addr: s.r.masters[i].name, Error: describe(errs[i], s.r.timeout)}}
 		}
 	}
 	return nodes

@@ -458,7 +458,7 @@ func (s *conns) listPrims(ctx context.Context, names []string, stems map[string]
 			nodes[k][i].Addr, elections[k][i].Addr = s.r.masters[i].name, s.r.masters[i].name
 			if errs[i] != nil {
 				nodes[k][i] = primMaster{Addr: s.r.masters[i].name, Error: describe(errs[i], s.r.timeout)}
-				elections[k][i] = electionMaster{Addr: s.r.masters[i].name, Error: describe(errs[i], s.r.timeout)}
+				elections[k][i] = electionMaster{masterState: masterState{Addr: s.r.masters[i].name, Error: describe(errs[i], s.r.timeout)}}
 			}
 		}
 		lp := listPrimitive{Resource: r, Stem: stems[r]}

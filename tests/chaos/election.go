@@ -458,16 +458,7 @@ func RunElection(tb testing.TB, w ElectionWorkload, seed uint64, backend string)
 			applied.Add(1)
 		}
 	})
-	for {
-		el := time.Since(started)
-		if el >= w.MaxDuration || (el >= w.Duration && h.Terms() >= w.MinTerms) {
-			break
-		}
-		sleepCtx(tb.Context(), 100*time.Millisecond)
-		if tb.Context().Err() != nil {
-			break
-		}
-	}
+	runFor(tb.Context(), started, w.Duration, w.MaxDuration, func() bool { return h.Terms() >= w.MinTerms })
 	heapEnd, gorEnd := footprint()
 	cancel()
 	reach.close()

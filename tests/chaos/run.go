@@ -175,16 +175,7 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 			applied.Add(1)
 		}
 	})
-	for {
-		el := time.Since(started)
-		if el >= w.MaxDuration || (el >= w.Duration && h.Len() >= w.MinSections) {
-			break
-		}
-		sleepCtx(tb.Context(), 100*time.Millisecond)
-		if tb.Context().Err() != nil {
-			break
-		}
-	}
+	runFor(tb.Context(), started, w.Duration, w.MaxDuration, func() bool { return h.Len() >= w.MinSections })
 	heapEnd, gorEnd := footprint()
 	cancel()
 	reach.close()
@@ -525,4 +516,20 @@ func RunHelper(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	}
 	runClient(ctx, l, db, cfg, newJSONSink(stdout))
 	return nil
+}
+
+// runFor returns once atLeast has passed since started and enough
+// reports true, or atMost has passed, or ctx ended: how long a workload
+// runs.
+func runFor(ctx context.Context, started time.Time, atLeast, atMost time.Duration, enough func() bool) {
+	for {
+		el := time.Since(started)
+		if el >= atMost || (el >= atLeast && enough()) {
+			return
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }

@@ -30,16 +30,11 @@ func skipDir(name string) bool {
 // the repository root.
 func docFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{"README.md"}
-	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".md") {
-			return err
+	var files []string
+	for _, f := range markdownFiles(t) {
+		if f == "README.md" || strings.HasPrefix(f, "docs/") {
+			files = append(files, f)
 		}
-		files = append(files, mustRel(t, root, p))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return files
 }
