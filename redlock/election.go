@@ -115,6 +115,9 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 			return nil, err
 		}
 	}
+	if e.l.afterKeep != nil {
+		e.l.afterKeep()
+	}
 	// A round that timed out (a master slow to answer a fresh
 	// connection's first script) is tried again while the lock lasts.
 	for attempt := 1; ; attempt++ {
@@ -124,6 +127,11 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 		}
 		if attempt == publishAttempts || ctx.Err() != nil || !lk.Valid() {
 			lk.Unlock(context.WithoutCancel(ctx))
+			if e.l.live.isClosed() || e.l.isClosing() {
+				// Our own Shutdown (or Close) released the leadership
+				// under the publish: say so, not another owner.
+				return nil, closedError("campaign", e.name)
+			}
 			return nil, err
 		}
 	}
@@ -165,6 +173,12 @@ func (e *Election) Resign(ctx context.Context) error {
 	e.mu.Unlock()
 	if lk == nil {
 		return &Error{Op: "resign", Resource: e.name, Need: e.l.need, Reason: "this Election does not lead", kind: ErrUnlocked}
+	}
+	if lk.over() {
+		// Lost (or released) already: it leads no more. What may be left
+		// of its keys is released all the same.
+		_ = lk.Unlock(ctx)
+		return &Error{Op: "resign", Resource: e.name, Need: e.l.need, Reason: "this Election does not lead: its leadership had ended", kind: ErrUnlocked}
 	}
 	return lk.Unlock(ctx)
 }

@@ -38,6 +38,10 @@ type env interface {
 	// yielded. Production is not detached and never calls later.
 	detached() bool
 	later(f func())
+	// spawn runs f as a goroutine of the Locker's own (the keeper's
+	// loop and workers): production starts one; the simulator runs f as
+	// one of the process's coroutines, which may wait as callers do.
+	spawn(f func())
 }
 
 // wakeup is what ended a sleep.
@@ -94,3 +98,5 @@ func (sysEnv) intN(n int64) int64 { return rand.Int64N(n) }
 func (sysEnv) detached() bool { return false }
 
 func (sysEnv) later(f func()) { go f() }
+
+func (sysEnv) spawn(f func()) { go f() }

@@ -103,3 +103,40 @@ func Hold(l *Locker, ctx context.Context, resource string, opts ...LockOption) (
 	}
 	return lk, nil
 }
+
+// keepingOf is lk's keeping (nil before Keep, Done, Err or Context).
+func keepingOf(lk *Lock) *keeping {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.held
+}
+
+// KeeperExtendOnce is one extension of lk by its Locker's keeper, the
+// path a lock extended alone takes (extendOnce): lk must be kept (Keep).
+func KeeperExtendOnce(lk *Lock) { keepingOf(lk).extendOnce() }
+
+// KeeperExtendBatch is one batched extension of the kept locks lks by
+// their Locker's keeper (extendBatch).
+func KeeperExtendBatch(lks ...*Lock) {
+	hs := make([]*keeping, len(lks))
+	for i, lk := range lks {
+		hs[i] = keepingOf(lk)
+	}
+	extendBatch(hs)
+}
+
+// KeeperBusy reports whether the keeper is extending lk right now.
+func KeeperBusy(lk *Lock) bool {
+	h := keepingOf(lk)
+	if h == nil || h.busy.TryLock() {
+		if h != nil {
+			h.busy.Unlock()
+		}
+		return false
+	}
+	return true
+}
+
+// SetAfterKeep makes Campaign run f between the Keep of its leadership
+// and the publishing of its value (the window a Shutdown can fall into).
+func SetAfterKeep(l *Locker, f func()) { l.afterKeep = f }

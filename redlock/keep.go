@@ -23,22 +23,24 @@ type keeping struct {
 	cancellable bool
 	stopOnce    sync.Once // stop
 
-	// lost declares the lock lost a lead before its deadline. It is
-	// re-armed, under the Lock's mutex, by every successful Extend (the
-	// keeper's or the caller's: WithTTL may move the deadline earlier),
-	// and never once it has fired.
-	lost   *time.Timer
-	firing atomic.Bool               // lost's function has started
+	// lost declares the lock lost a lead before its deadline (a timer of
+	// the Locker's env). It is re-armed, under the Lock's mutex, by every
+	// successful Extend (the keeper's or the caller's: WithTTL may move
+	// the deadline earlier), and never once it has fired. nil when the
+	// keeping was born over (released, or past its deadline).
+	lost   stopper
+	firing atomic.Bool               // the loss is declared (declareLost ran past its checks)
 	lostAt atomic.Pointer[time.Time] // when it declared the lock lost (tests)
-	fireMu sync.Mutex                // held by lost's function while it runs
+	fireMu sync.Mutex                // held by declareLost while it runs
 
 	// The Locker's keeper (keeper.go): busy is held while it extends
 	// this lock; failed counts its extensions failed in a row (under
-	// busy); gen and left are under the keeper's mutex.
+	// busy); gen, left and extStop are under the keeper's mutex.
 	busy    sync.Mutex
 	failed  int
 	gen     uint64
-	left    bool        // not in the keeper: before Keep, and once it left
+	left    bool               // not in the keeper: before Keep, and once it left
+	extStop context.CancelFunc // ends the keeper's extension in flight (leave calls it)
 	joined  bool        // Keep or Do handed it to the keeper (under the Lock's mu)
 	unwatch func() bool // stops the context.AfterFunc that leaves the keeper (Do only)
 	// unlocked: an Unlock has begun (endForUnlock); from then on the
@@ -62,16 +64,24 @@ type keeping struct {
 // Locker's Shutdown did (Done is then closed, and Err is
 // context.Canceled).
 func (lk *Lock) Keep() error {
-	h := lk.keep(context.Background(), false, true)
+	return lk.keep(context.Background(), false, true).endedError("keep")
+}
+
+// endedError is nil while h's lock lasts; once it has ended, the error
+// that says how, for op (Keep, Do): ErrLost when it was lost (its
+// deadline passed), ErrClosed when the Locker's Shutdown or Close ended
+// it, ErrUnlocked when Unlock did.
+func (h *keeping) endedError(op string) error {
+	lk := h.lk
 	switch {
 	case h.ctx.Err() == nil:
 		return nil
 	case errors.Is(context.Cause(h.ctx), ErrLost):
-		return &Error{Op: "keep", Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was lost before Keep", kind: ErrLost}
-	case lk.locker.live.isClosed():
-		return closedError("keep", lk.resource)
+		return &Error{Op: op, Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was lost (its deadline passed) before " + op, kind: ErrLost}
+	case lk.locker.live.isClosed() || lk.locker.isClosing():
+		return closedError(op, lk.resource)
 	}
-	return &Error{Op: "keep", Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was released before Keep", kind: ErrUnlocked}
+	return &Error{Op: op, Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was released before " + op, kind: ErrUnlocked}
 }
 
 // over reports whether the lock has ended, without making the keeping
@@ -124,7 +134,8 @@ func (lk *Lock) keep(life context.Context, cancellable, join bool) *keeping {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	if h := lk.held; h != nil {
-		if join && !h.joined && h.lost != nil {
+		h.lapseLocked()
+		if join && !h.joined && h.lost != nil && h.ctx.Err() == nil {
 			lk.joinLocked(h)
 		}
 		return h
@@ -142,7 +153,14 @@ func (lk *Lock) keep(life context.Context, cancellable, join bool) *keeping {
 		h.cancel(nil)
 		return h
 	}
-	h.lost = time.AfterFunc(lk.deadline.Sub(lk.locker.env.now())-lk.leadLocked(), h.declareLost)
+	d := lk.deadline.Sub(lk.locker.env.now()) - lk.leadLocked()
+	if d <= 0 {
+		// Past the instant its timer would have declared it lost: it
+		// is born lost, before anything can be made from it.
+		h.declareLost()
+		return h
+	}
+	h.lost = lk.locker.env.afterFunc(d, h.declareLost)
 	if join {
 		lk.joinLocked(h)
 	}
@@ -158,10 +176,16 @@ func (lk *Lock) joinLocked(h *keeping) {
 	lk.keepLocked(h)
 }
 
-// bornEnded reports whether keep found h's lock released already, or
-// Shutdown under way: Keep and Do then fail instead of letting work start
-// that the lock no longer protects.
-func (h *keeping) bornEnded() bool { return h.lost == nil }
+// lapseLocked declares h's lock lost now if its timer should have
+// fired already (a timer may run late on a loaded machine): whoever asks
+// after that instant finds the lock over. lk.mu is held.
+func (h *keeping) lapseLocked() {
+	if h.lost == nil || h.ctx.Err() != nil || h.lk.deadline.Sub(h.lk.locker.env.now()) > h.lk.leadLocked() {
+		return
+	}
+	h.lost.Stop()
+	h.declareLost()
+}
 
 // heldValues is the parent of a keeping's context, in place of a
 // context.WithValue on life (one allocation fewer per kept lease): it
@@ -204,13 +228,16 @@ func (v *heldValues) Value(key any) any {
 
 func (v *heldValues) String() string { return "redlock.keeping" }
 
-// declareLost is the lost timer's function.
+// declareLost is the lost timer's function; keep and lapseLocked call it
+// too, for a lock found past that instant. It acts once.
 func (h *keeping) declareLost() {
 	h.fireMu.Lock()
 	defer h.fireMu.Unlock()
-	h.firing.Store(true)
 	if h.unlocked.Load() {
 		return // unlocked first: not a loss
+	}
+	if h.firing.Swap(true) {
+		return // declared already
 	}
 	now := h.lk.locker.env.now()
 	h.lostAt.Store(&now)
@@ -225,19 +252,25 @@ func (h *keeping) declareLost() {
 // successful extension, unless it has fired, and tells the keeper. lk.mu
 // is held.
 func (h *keeping) rearmLocked() {
-	if h.lost == nil {
-		return // born ended (keep): nothing to extend
+	if h.lost == nil || h.unlocked.Load() {
+		return // born ended (keep), or unlocked: nothing to extend
 	}
 	if h.lost.Stop() {
-		h.lost.Reset(h.lk.deadline.Sub(h.lk.locker.env.now()) - h.lk.leadLocked())
+		if d := h.lk.deadline.Sub(h.lk.locker.env.now()) - h.lk.leadLocked(); d > 0 {
+			h.lost = h.lk.locker.env.afterFunc(d, h.declareLost)
+		} else {
+			h.declareLost() // an extension with less validity left than the lead
+			return
+		}
 	}
 	h.lk.locker.keeper.schedule(h, h.lk.extendInLocked())
 }
 
 // unlock is Unlock of a lock with a keeping: it closes Done (Err:
 // context.Canceled, unless the lock was lost first), stops the keeper
-// (waiting for an extension in flight), then releases the keys; lost
-// reports that the lock had been declared lost before it.
+// (ending an extension in flight, without waiting for its round: what it
+// decides no longer counts once the lock is released), then releases the
+// keys; lost reports that the lock had been declared lost before it.
 func (h *keeping) unlock(ctx context.Context) (lost bool, err error) {
 	h.endForUnlock()
 	h.stop()
@@ -274,9 +307,9 @@ func (h *keeping) endForUnlock() {
 //
 // If fn panics (or calls runtime.Goexit), Do stops the keeper, releases
 // the lock, and lets the panic continue. When Do returns or panics, no
-// extension of its lock runs any more; the Locker's keeper goroutine
-// ends by itself soon after its last keeping leaves it. FromContext(ctx) inside fn gives the
-// Lock, e.g. for its Fence.
+// extension of its lock starts or settles any more. A lock whose deadline
+// passed before fn could start fails Do with ErrLost; fn never runs on it.
+// FromContext(ctx) inside fn gives the Lock, e.g. for its Fence.
 func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Context) error, opts ...LockOption) (err error) {
 	if fn == nil {
 		return invalid("Do: fn is nil")
@@ -294,11 +327,12 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 		l.afterLock()
 	}
 	h := lk.keep(ctx, true, true)
-	if h.bornEnded() {
-		// Shutdown released the lock between Lock and keep: fn must not
-		// run, its keys may be someone else's already.
+	if err := h.endedError("do"); err != nil {
+		// Shutdown released the lock between Lock and keep, or its
+		// deadline passed meanwhile: fn must not run, its keys may be
+		// someone else's already.
 		h.unlock(context.WithoutCancel(ctx))
-		return closedError("do", resource)
+		return err
 	}
 	returned := false
 	defer func() {
@@ -309,6 +343,9 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	ferr := fn(h.ctx)
 	returned = true
 	lost, uerr := h.unlock(context.WithoutCancel(ctx))
+	if errors.Is(uerr, ErrUnlocked) && !lost {
+		uerr = nil // fn unlocked its own lock
+	}
 	switch {
 	case lost:
 		return errors.Join(fmt.Errorf("redlock: %q: %w while fn ran", resource, ErrLost), ferr)
@@ -358,14 +395,19 @@ func (lk *Lock) keepLocked(h *keeping) {
 	// context.AfterFunc needed to leave (a goroutine only once it runs;
 	// about 500 bytes a keeping, its registration and Done channel, which
 	// Hold and Keep do without).
-	if h.cancellable {
+	// A detached Locker (the simulator) starts no goroutine of the
+	// context package's: the keeper finds the context ended when the
+	// extension falls due, and leaves then.
+	if h.cancellable && !lk.locker.env.detached() {
 		h.unwatch = context.AfterFunc(h.ctx, func() { k.leave(h) })
 	}
 }
 
-// stop takes h out of the keeper: it waits for an extension of it in
-// flight, and for the lost timer's function if it had started. Calls
-// after the first wait for the first to end.
+// stop takes h out of the keeper, ending an extension of it in flight
+// (leave), and waits for the lost timer's function if it had started. It
+// does not wait for the keeper's round: an extension that ends after it
+// changes nothing (the lock is released, or unlocked, first: extend and
+// settleBatch check). Calls after the first wait for the first to end.
 func (h *keeping) stop() {
 	h.stopOnce.Do(func() {
 		k := &h.lk.locker.keeper
@@ -373,9 +415,10 @@ func (h *keeping) stop() {
 			h.unwatch()
 		}
 		k.leave(h)
-		h.busy.Lock() // an extension in flight has ended
-		h.busy.Unlock()
-		if h.lost != nil && !h.lost.Stop() {
+		h.lk.mu.Lock()
+		lost := h.lost
+		h.lk.mu.Unlock()
+		if lost != nil && !lost.Stop() {
 			// The timer fired: its function has returned, or has yet
 			// to take fireMu (it then finds h unlocked and does
 			// nothing).

@@ -111,7 +111,7 @@ func (k *keeper) schedule(h *keeping, in time.Duration) {
 		if k.wakeup == nil {
 			k.wakeup = make(chan struct{}, 1)
 		}
-		go k.run()
+		k.env.spawn(k.run)
 		return
 	}
 	if k.due[0].h == h && k.due[0].gen == h.gen {
@@ -119,11 +119,16 @@ func (k *keeper) schedule(h *keeping, in time.Duration) {
 	}
 }
 
-// leave stops keeping h: no extension of it starts from now on (one in
-// flight may still end; Held.stop waits for it).
+// leave stops keeping h: no extension of it starts from now on, and one
+// in flight alone (extendOnce) is ended; a batched one runs on for the
+// others, and settles nothing for h once its lock is released.
 func (k *keeper) leave(h *keeping) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if h.extStop != nil {
+		h.extStop()
+		h.extStop = nil
+	}
 	if h.left {
 		return
 	}
@@ -146,8 +151,12 @@ func (k *keeper) signal() {
 // as needed, and sleeps until the next falls due. It returns when no Held
 // is kept.
 func (k *keeper) run() {
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
+	var t *time.Timer // env.sleep's, kept for reuse
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
 		k.mu.Lock()
 		if k.live == 0 {
@@ -179,11 +188,7 @@ func (k *keeper) run() {
 			wait = k.due[0].at - now
 		}
 		k.mu.Unlock()
-		t.Reset(wait)
-		select {
-		case <-t.C:
-		case <-k.wakeup:
-		}
+		k.env.sleep(context.Background(), context.Background(), wait, k.wakeup, &t)
 	}
 }
 
@@ -193,7 +198,7 @@ func (k *keeper) run() {
 func (k *keeper) startWorkersLocked() {
 	for k.workers < keepWorkers && k.workers < len(k.ready)-k.head+(len(k.batch)-k.bhead+keepBatch-1)/keepBatch {
 		k.workers++
-		go k.work()
+		k.env.spawn(k.work)
 	}
 }
 
@@ -253,23 +258,30 @@ func (h *keeping) extendOnce() {
 	lk := h.lk
 	l := lk.locker
 	k := &l.keeper
-	k.mu.Lock()
-	left := h.left
-	k.mu.Unlock()
-	if left {
-		return
-	}
 	ctx := h.ctx
 	if ctx.Err() != nil {
 		k.leave(h)
 		return
 	}
 	// Bounded by the deadline: an extension that ends after it is
-	// worthless. It must not inherit a cancellation meant for fn.
-	ectx, ecancel := context.WithDeadline(context.WithoutCancel(ctx), lk.Deadline())
+	// worthless. It must not inherit a cancellation meant for fn, but
+	// ends when h leaves the keeper (an Unlock must not wait for it).
+	ectx, ecancel := l.until(context.WithoutCancel(ctx), lk.Deadline())
+	defer ecancel()
+	k.mu.Lock()
+	left := h.left
+	if !left {
+		h.extStop = ecancel
+	}
+	k.mu.Unlock()
+	if left {
+		return
+	}
 	began := l.env.now()
 	err := lk.extend(ectx, true, nil) // on success it re-arms h.lost and plans the next
-	ecancel()
+	k.mu.Lock()
+	h.extStop = nil
+	k.mu.Unlock()
 	l.pace.record(l.env.now().Sub(began))
 	if err == nil {
 		if h.failed > 0 {
@@ -298,6 +310,14 @@ func (h *keeping) retryLocked(err error, deadline time.Time) {
 	l.log.WarnContext(h.ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))
 	// Retry soon, but not in a tight loop against a stalled quorum.
 	l.keeper.schedule(h, max(l.opts.MasterTimeout, deadline.Sub(l.env.now())/4))
+}
+
+// until is ctx, ended with context.DeadlineExceeded at deadline on the
+// Locker's clock (env), or by the CancelFunc, which the caller calls.
+func (l *Locker) until(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := l.env.afterFunc(deadline.Sub(l.env.now()), func() { cancel(context.DeadlineExceeded) })
+	return ctx, func() { t.Stop(); cancel(context.Canceled) }
 }
 
 // keepWait is how long one of the keeper's extensions waits for the
@@ -337,8 +357,9 @@ func (lk *Lock) batchable() bool {
 // extendBatch is the keeper's extension of several Helds at once
 // (docs/design.md §8, "Batched extensions"): one extend_batch.lua call
 // per master carries every lock, and each lock is decided on its own
-// exactly as Extend decides it. Each lock's mutex is held from before the
-// batch's start to its decision, as Extend holds it; validity counts from
+// exactly as Extend decides it. Each lock's extension mutex (extMu) is
+// held from before the batch's start to its decision, as Extend holds
+// it, and its mutex only to read it and to settle it; validity counts from
 // the batch's start, taken before anything is sent; a lock succeeds only
 // when a majority extended its key, validity is left and its current
 // deadline has not passed. A lock the batch does not extend (or cannot
@@ -368,7 +389,7 @@ func extendBatch(hs []*keeping) {
 		return
 	}
 	// An answer after the last deadline is worthless to every lock.
-	ctx, cancel := context.WithDeadline(context.Background(), last)
+	ctx, cancel := l.until(context.Background(), last)
 	defer cancel()
 	ctx, stop := l.keepContext(ctx, start)
 	defer stop()
@@ -380,9 +401,9 @@ func extendBatch(hs []*keeping) {
 }
 
 // claimBatch takes each of hs for a batched extension: its busy mutex and
-// its Lock's mutex held (in), or, when another worker or an Unlock has it,
-// for the single path (single); one that left the keeper, or whose
-// context ended, is dropped.
+// its Lock's extension mutex held (in), or, when another worker or an
+// Extend has it, for the single path (single); one that left the keeper,
+// or whose context ended, is dropped.
 func claimBatch(hs []*keeping) (in, single []*keeping) {
 	for _, h := range hs {
 		k := &h.lk.locker.keeper
@@ -404,7 +425,11 @@ func claimBatch(hs []*keeping) (in, single []*keeping) {
 			h.busy.Unlock()
 			continue
 		}
-		h.lk.mu.Lock()
+		if !h.lk.extMu.TryLock() {
+			h.busy.Unlock()
+			single = append(single, h) // an Extend of the caller's is under way
+			continue
+		}
 		in = append(in, h)
 	}
 	return in, single
@@ -412,7 +437,7 @@ func claimBatch(hs []*keeping) (in, single []*keeping) {
 
 // unlockBatched releases what claimBatch took of h.
 func (h *keeping) unlockBatched() {
-	h.lk.mu.Unlock()
+	h.lk.extMu.Unlock()
 	h.busy.Unlock()
 }
 
@@ -424,7 +449,10 @@ func batchOf(in []*keeping, start time.Time) (kept []*keeping, b *extBatch, firs
 	n := 0
 	for _, h := range in {
 		lk := h.lk
-		if lk.released || !start.Before(lk.deadline) {
+		lk.mu.Lock()
+		released, deadline, ttl := lk.released, lk.deadline, lk.ttl
+		lk.mu.Unlock()
+		if released || !start.Before(deadline) {
 			h.unlockBatched()
 			late = append(late, h)
 			continue
@@ -433,10 +461,10 @@ func batchOf(in []*keeping, start time.Time) (kept []*keeping, b *extBatch, firs
 		n++
 		b.keys = append(b.keys, lk.key)
 		b.tokens = append(b.tokens, lk.token)
-		b.ttls = append(b.ttls, uint64(lk.ttl.Milliseconds()))
-		last = later(last, lk.deadline)
-		if first.IsZero() || lk.deadline.Before(first) {
-			first = lk.deadline
+		b.ttls = append(b.ttls, uint64(ttl.Milliseconds()))
+		last = later(last, deadline)
+		if first.IsZero() || deadline.Before(first) {
+			first = deadline
 		}
 	}
 	return in[:n], b, first, last, late
@@ -451,6 +479,14 @@ func settleBatch(in []*keeping, b *extBatch, res quorum.Result, start time.Time,
 	refused := refusal(l.nodeResults(res))
 	for i, h := range in {
 		lk := h.lk
+		lk.mu.Lock()
+		if lk.released {
+			// Unlocked during the round: nothing of it counts.
+			lk.mu.Unlock()
+			l.keeper.leave(h)
+			h.unlockBatched()
+			continue
+		}
 		if int(b.ok[i]) >= l.need && lk.budget.Validity(elapsed) > 0 && now.Before(lk.deadline) {
 			lk.setDeadlineLocked(lk.budget.Deadline(start)) // re-arms h.lost and plans the next
 			l.tel.extension(h.ctx, outExtended, lk.resource)
@@ -458,6 +494,7 @@ func settleBatch(in []*keeping, b *extBatch, res quorum.Result, start time.Time,
 				l.log.InfoContext(h.ctx, "redlock: extended after a failure", l.logResource(lk.resource), "token", shortToken(lk.token), "failed", h.failed)
 			}
 			h.failed = 0
+			lk.mu.Unlock()
 			h.unlockBatched()
 			continue
 		}
@@ -468,6 +505,7 @@ func settleBatch(in []*keeping, b *extBatch, res quorum.Result, start time.Time,
 		// just when the masters are slow), or leave past the deadline,
 		// where the timer ends the lock.
 		if refused != nil {
+			lk.mu.Unlock()
 			h.unlockBatched()
 			single = append(single, h)
 			continue
@@ -487,6 +525,7 @@ func settleBatch(in []*keeping, b *extBatch, res quorum.Result, start time.Time,
 		if err != nil {
 			h.retryLocked(err, deadline)
 		}
+		lk.mu.Unlock()
 		h.unlockBatched()
 	}
 	return single

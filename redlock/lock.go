@@ -42,7 +42,13 @@ type Lock struct {
 	mayHold []bool    // masters where the acquisition's SET may have landed
 	acq     acqRecord // for Acquisition
 
-	mu       sync.Mutex // serialises Extend and Unlock; guards the fields below
+	// extMu serialises extensions (Extend, the keeper's): held for a
+	// whole extension, round included, and taken before mu. mu guards
+	// the fields below and is never held across a round, so that Unlock,
+	// Deadline, Valid and the keeping's Done, Err and Context never wait
+	// for one.
+	extMu    sync.Mutex
+	mu       sync.Mutex
 	ttl      time.Duration
 	budget   validity.Budget // for ttl
 	deadline time.Time
@@ -139,21 +145,27 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		l.tel.extension(ctx, outcome, lk.resource)
 		end(span, err)
 	}()
+	if lk.isReleased() { // before waiting for an extension in flight
+		return unlockedError(lk)
+	}
+	lk.extMu.Lock()
+	defer lk.extMu.Unlock()
 	lk.mu.Lock()
-	defer lk.mu.Unlock()
-	if lk.released {
-		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "already unlocked", kind: ErrLost}
+	released, cur, deadline := lk.released, lk.ttl, lk.deadline
+	lk.mu.Unlock()
+	if released {
+		return unlockedError(lk)
 	}
 	if !l.enter() {
 		return closedError("extend", lk.resource)
 	}
 	defer l.ops.Done()
-	ttl, budget, err := l.ttlBudget(lk.ttl, opts)
+	ttl, budget, err := l.ttlBudget(cur, opts)
 	if err != nil {
 		return err
 	}
 	start := lk.locker.env.now()
-	if !start.Before(lk.deadline) {
+	if !start.Before(deadline) {
 		outcome = outLapsed
 		return &Error{Op: "extend", Resource: lk.resource, Need: l.need, Reason: "deadline passed", kind: ErrLost}
 	}
@@ -170,7 +182,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 	wait := l.opts.MasterTimeout
 	if kept {
 		var stop context.CancelFunc
-		wait = l.keepWait(lk.deadline)
+		wait = l.keepWait(deadline)
 		ctx, stop = l.keepContext(ctx, start)
 		defer stop()
 	}
@@ -181,6 +193,13 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 	})
 	elapsed := lk.locker.env.now().Sub(start)
 	l.tel.round(ctx, l, "extend", res)
+	// The deadline moves only under extMu, which this extension holds:
+	// it is still deadline. Unlock may have run meanwhile.
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.released {
+		return unlockedError(lk)
+	}
 	if granted(res, budget, elapsed) && lk.locker.env.now().Before(lk.deadline) {
 		outcome = outExtended
 		lk.ttl, lk.budget = ttl, budget
@@ -210,6 +229,11 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 	}
 	outcome = outLapsed
 	return fail(lateReason(elapsed, budget), nil)
+}
+
+// unlockedError is Extend's error for a lock unlocked before or during it.
+func unlockedError(lk *Lock) error {
+	return &Error{Op: "extend", Resource: lk.resource, Need: lk.locker.need, Reason: "already unlocked", kind: ErrLost}
 }
 
 // setDeadlineLocked moves the deadline, and a Held's loss timer with it.
@@ -250,23 +274,30 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 	l := lk.locker
 	ctx, span := l.tel.start(ctx, "Unlock", lk.resource)
 	defer func() { end(span, err) }()
+	// The lock is over from here on, whether or not a release can be
+	// sent (after Close its keys stay until their TTL): Valid is false,
+	// and what is made from it is born ended. mu is not held across the
+	// release round: Deadline and Valid do not wait for it, and an
+	// extension in flight finds the lock released when it settles.
 	lk.mu.Lock()
-	defer lk.mu.Unlock()
 	if lk.released {
+		lk.mu.Unlock()
 		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, kind: ErrUnlocked}
 	}
+	lk.released = true
+	h, deadline := lk.held, lk.deadline
+	if h != nil {
+		h.endForUnlock() // before any release is sent
+	}
+	lk.mu.Unlock()
+	l.live.remove(lk)
 	if !l.enter() {
 		return closedError("unlock", lk.resource)
 	}
 	defer l.ops.Done()
-	lk.released = true
-	l.live.remove(lk)
-	if lk.held != nil {
-		lk.held.endForUnlock() // before any release is sent
-	}
 	l.tel.unlocked(ctx, lk.resource)
 	defer func() { l.tel.unlockedHold(ctx, lk, err) }()
-	expired := !lk.locker.env.now().Before(lk.deadline)
+	expired := !lk.locker.env.now().Before(deadline)
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold, lk.waited, lk.queueID)
 	if ref := l.refusalIn(res); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say
@@ -295,7 +326,7 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 		return nil
 	}
 	err = &Error{Op: "unlock", Resource: lk.resource, Need: l.need, Masters: l.nodeResults(res), Reason: reason, kind: ErrLost}
-	if lk.held == nil || !lk.held.firing.Load() { // a kept lock's loss was logged when it happened
+	if h == nil || !h.firing.Load() { // a kept lock's loss was logged when it happened
 		l.log.ErrorContext(ctx, "redlock: lost", l.logResource(lk.resource), "token", shortToken(lk.token), "reason", reason, l.logErr(err, lk.resource))
 	}
 	return err

@@ -54,8 +54,9 @@ type Locker struct {
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition; afterLock, between the Lock of
-	// a Hold or Do and the keeping of its lock.
-	betweenRounds, afterLock func()
+	// a Hold or Do and the keeping of its lock; afterKeep, between a
+	// Campaign's Keep and the publishing of its value.
+	betweenRounds, afterLock, afterKeep func()
 
 	// Rounds in a row without a majority answering, since when, and when
 	// that was last logged (unix ns; logs.go).
