@@ -41,8 +41,8 @@ type keeping struct {
 	gen     uint64
 	left    bool               // not in the keeper: before Keep, and once it left
 	extStop context.CancelFunc // ends the keeper's extension in flight (leave calls it)
-	joined  bool        // Keep or Do handed it to the keeper (under the Lock's mu)
-	unwatch func() bool // stops the context.AfterFunc that leaves the keeper (Do only)
+	joined  bool               // Keep or Do handed it to the keeper (under the Lock's mu)
+	unwatch func() bool        // stops the context.AfterFunc that leaves the keeper (Do only)
 	// unlocked: an Unlock has begun (endForUnlock); from then on the
 	// timer declares no loss.
 	unlocked atomic.Bool

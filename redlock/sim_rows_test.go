@@ -80,6 +80,14 @@ var simRestartsAtOnce = world.Chaos{
 	For:   world.Dist{Min: time.Millisecond, Mean: 2 * time.Millisecond, Max: 5 * time.Millisecond},
 }
 
+// simKept is the rows that keep every lock (Do's fn or Keep) for up to
+// three TTLs, so that the keeper's extensions, batched and alone, carry
+// each section, and its loss timer ends those it cannot carry.
+func simKept(c simConfig) simConfig {
+	c.keep, c.keepHold = 1, 3*c.opts.TTL
+	return c
+}
+
 func simRows() []*simRow {
 	lossy := func(o *world.Options) { o.PubSubLoss, o.PubSubDup = 0.02, 0.02 }
 	// Clocks whose rates differ by up to 0.8 %, inside the default
@@ -93,6 +101,9 @@ func simRows() []*simRow {
 	return []*simRow{
 		{name: "mutex", procs: 3, cfg: simMutex(), world: lossy},
 		{name: "mutex-faults", procs: 3, cfg: simMutex(), world: lossy, chaos: &simFaults},
+		{name: "kept", procs: 3, cfg: simKept(simMutex()), world: lossy},
+		{name: "kept-faults", procs: 3, cfg: simKept(simMutex()), world: lossy, chaos: &simFaults},
+		{name: "kept-slow", procs: 3, cfg: simKept(simMutex()), world: func(o *world.Options) { lossy(o); o.Delay = slowly }, chaos: &simFaults},
 		{name: "mutex-slow", procs: 3, cfg: simMutex(), world: func(o *world.Options) { lossy(o); o.Delay = slowly }},
 		// An even number of masters: a majority of 4 is 3.
 		{name: "mutex-4", procs: 3, cfg: simMutex(), world: func(o *world.Options) { lossy(o); o.Masters = 4 }, chaos: &simFaults, every: 2},

@@ -64,6 +64,9 @@ type simRun struct {
 func livenessBound(row *simRow) (window, bound time.Duration) {
 	o := row.cfg.opts.withDefaults()
 	section := row.cfg.hold + row.cfg.think + row.cfg.stall
+	if row.cfg.keep > 0 {
+		section += row.cfg.keepHold
+	}
 	if row.cfg.toDeadline {
 		section += o.TTL
 	}
@@ -96,11 +99,13 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	if err != nil {
 		return simRun{}, nil, err
 	}
+	procs := make([]*simProc, row.procs)
 	for i := range row.procs {
 		p, err := newSimProc(w, i, &row.cfg)
 		if err != nil {
 			return simRun{}, nil, err
 		}
+		procs[i] = p
 		w.Add(p)
 	}
 	if row.chaos != nil {
@@ -126,6 +131,12 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	vs = append(vs, world.Exclusion(h.Intervals, row.cfg.permits)...)
 	vs = append(vs, world.Fences(h.Intervals)...)
 	vs = append(vs, world.Readings(&h)...)
+	if row.cfg.keep == 1 { // every section kept: each one's Done is a promise
+		vs = append(vs, world.DoneByDeadline(h.Intervals)...)
+	}
+	for _, p := range procs {
+		vs = append(vs, p.broken...)
+	}
 	// Left by design: counters (fences, a read-write lock's count of
 	// write grants, ":wg"), and keys that expire a TTL after their last
 	// use (a semaphore's permits record, sem_acquire.lua; a writer's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -77,6 +78,11 @@ type simConfig struct {
 	// deadline, and stalls for stall before it acts; then it goes on to
 	// the deadline, new or old, as without an extension.
 	extendTTL [2]time.Duration
+	// keep: the chance that a section keeps its lock (Do's fn for a
+	// mutex half the time, Lock and Keep otherwise) and holds it for up
+	// to keepHold, several TTLs, while the Locker's keeper extends it.
+	keep     float64
+	keepHold time.Duration
 }
 
 // simProc is one process: a Locker and its callers. It is the world's
@@ -93,6 +99,7 @@ type simProc struct {
 	paths   []*simPath
 	subs    []*simSub
 	callers []*simCaller
+	spawned []*simCaller // the Locker's own goroutines (env.spawn), while they run
 	cur     *simCaller
 	timers  map[uint64]*simTimer
 	timerID uint64
@@ -105,6 +112,8 @@ type simProc struct {
 	stopping bool
 	stopped  time.Duration // when Stop came
 	closed   bool
+
+	broken []world.Violation // promises the process saw broken (checkLife)
 }
 
 var (
@@ -192,6 +201,14 @@ func (p *simProc) detached() bool { return true }
 
 func (p *simProc) later(f func()) { p.pending = append(p.pending, f) }
 
+// spawn runs f as a coroutine of the process's, after its callers in the
+// order spawned (the keeper's loop and workers).
+func (p *simProc) spawn(f func()) {
+	c := &simCaller{p: p, wait: waitStart, body: f}
+	c.next, c.stop = iter.Pull(c.run)
+	p.spawned = append(p.spawned, c)
+}
+
 // simTimer is one afterFunc.
 type simTimer struct {
 	f              func()
@@ -224,7 +241,8 @@ type simCaller struct {
 	stop  func()
 	yield func(struct{}) bool
 	done  bool
-	try   bool // a poller
+	try   bool   // a poller
+	body  func() // a spawned goroutine's (env.spawn): run once, instead of sections
 
 	wait  waitKind
 	round *quorum.Round
@@ -294,6 +312,10 @@ func ended(ctx context.Context) bool {
 // run is the caller's life: sections until the process stops.
 func (c *simCaller) run(yield func(struct{}) bool) {
 	c.yield = yield
+	if c.body != nil {
+		c.body()
+		return
+	}
 	for !c.p.stopping {
 		c.p.section(c)
 	}
@@ -316,6 +338,10 @@ func (p *simProc) section(c *simCaller) {
 		limit = time.Nanosecond // a TryLock waits for nothing: no liveness to judge
 	}
 	p.record(world.Note{Kind: world.Begin, Call: call, Resource: res, Limit: limit})
+	if cfg.keep > 0 && !cfg.election && p.rng.Float64() < cfg.keep {
+		p.keptSection(ctx, c, call, res)
+		return
+	}
 	lk, mode, err := p.lock(ctx, c, res)
 	if err != nil {
 		p.record(world.Note{Kind: world.Failed, Call: call})
@@ -352,8 +378,113 @@ func (p *simProc) section(c *simCaller) {
 		c.pause(p.draw(cfg.hold))
 	}
 	p.record(world.Note{Kind: world.Exit, Call: call})
+	p.checkPast(lk, lk.Deadline(), "at its exit")
 	_ = lk.Unlock(context.Background())
+	p.checkReleased(lk)
 	c.pause(p.draw(cfg.think))
+}
+
+// keptSection is a section that keeps its lock: Do's fn (a mutex, half
+// the time) or Lock and Keep. The holder works for up to keepHold, waking
+// when the lock's context ends, and stops there (Done); at each wake it
+// records the deadline the keeper has moved the lock to.
+func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, res string) {
+	cfg := p.cfg
+	hold := p.draw(cfg.keepHold)
+	if cfg.permits == 0 && cfg.readers == 0 && p.rng.IntN(2) == 0 {
+		var held *Lock
+		err := p.l.Do(ctx, res, func(fctx context.Context) error {
+			held, _ = FromContext(fctx)
+			p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: held.Fence(), Deadline: p.until(held)})
+			p.keptHold(c, call, held, fctx, hold)
+			p.record(world.Note{Kind: world.Exit, Call: call})
+			return nil
+		})
+		if held == nil {
+			p.record(world.Note{Kind: world.Failed, Call: call})
+		} else {
+			p.checkDo(held, err)
+			p.checkReleased(held)
+		}
+		c.pause(p.draw(cfg.think))
+		return
+	}
+	lk, mode, err := p.lock(ctx, c, res)
+	if err != nil {
+		p.record(world.Note{Kind: world.Failed, Call: call})
+		c.pause(p.draw(cfg.think))
+		return
+	}
+	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
+	deadline := lk.Deadline()
+	if err := lk.Keep(); err != nil {
+		p.checkPast(lk, deadline, "when Keep failed")
+		p.record(world.Note{Kind: world.Done, Call: call})
+	} else {
+		p.keptHold(c, call, lk, lk.Context(), hold)
+	}
+	p.record(world.Note{Kind: world.Exit, Call: call})
+	_ = lk.Unlock(context.Background())
+	p.checkReleased(lk)
+	c.pause(p.draw(cfg.think))
+}
+
+// keptHold is a kept lock's section: up to hold, or until ctx (the
+// lock's) ends, which it records as Done the instant it wakes.
+func (p *simProc) keptHold(c *simCaller, call uint64, lk *Lock, ctx context.Context, hold time.Duration) {
+	end := p.now().Add(hold)
+	for !ended(ctx) && p.now().Before(end) {
+		p.sleep(ctx, context.Background(), end.Sub(p.now()), nil, nil)
+		p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
+	}
+	if ended(ctx) {
+		p.record(world.Note{Kind: world.Done, Call: call})
+		return
+	}
+	p.checkPast(lk, lk.Deadline(), "at its exit")
+}
+
+// The lifecycle's promises (docs/design.md §8), checked where the process
+// stands: a lock past its deadline, or released, is over, and whatever is
+// made from it afterwards is born over.
+
+// checkPast: past deadline (the lock's, read before), a Context made now
+// is done on return, and Keep fails.
+func (p *simProc) checkPast(lk *Lock, deadline time.Time, when string) {
+	if p.now().Before(deadline) {
+		return
+	}
+	if !ended(lk.Context()) {
+		p.breaks(fmt.Sprintf("a context made %v past the deadline, %s, is live (token %s)", p.now().Sub(deadline), when, lk.token))
+	}
+	if lk.Keep() == nil {
+		p.breaks(fmt.Sprintf("Keep %v past the deadline, %s, returned nil (token %s)", p.now().Sub(deadline), when, lk.token))
+	}
+}
+
+// checkReleased: after Unlock (or Do's end), a Context made now is done
+// on return, Keep fails and Valid is false.
+func (p *simProc) checkReleased(lk *Lock) {
+	if !ended(lk.Context()) || lk.Keep() == nil || lk.Valid() {
+		p.breaks("a released lock's Context, Keep or Valid says it is held (token " + lk.token + ")")
+	}
+}
+
+// checkDo: Do returns ErrLost when its lock was lost while fn ran, and
+// nothing wrapping ErrUnlocked.
+func (p *simProc) checkDo(lk *Lock, err error) {
+	if errors.Is(err, ErrUnlocked) {
+		p.breaks(fmt.Sprintf("Do returned %v", err))
+	}
+	if lost := errors.Is(context.Cause(lk.Context()), ErrLost); lost != errors.Is(err, ErrLost) {
+		p.breaks(fmt.Sprintf("Do returned %v for a lock lost=%v", err, lost))
+	}
+}
+
+func (p *simProc) breaks(what string) {
+	if len(p.broken) < 10 {
+		p.broken = append(p.broken, world.Violation{Check: "lifecycle", At: p.w.Now(), What: fmt.Sprintf("process %d: %s", p.id, what)})
+	}
 }
 
 // lead is an election's section: the leader reads who leads (it must be
@@ -490,6 +621,15 @@ func (p *simProc) settle() {
 			}
 		}
 		if next == nil {
+			p.spawned = slices.DeleteFunc(p.spawned, func(c *simCaller) bool { return c.done })
+			for _, c := range p.spawned {
+				if c.ready() {
+					next = c
+					break
+				}
+			}
+		}
+		if next == nil {
 			break
 		}
 		p.resume(next)
@@ -518,6 +658,11 @@ func (p *simProc) maybeClose() {
 	for _, c := range p.callers {
 		if !c.done {
 			return
+		}
+	}
+	for _, c := range p.spawned {
+		if !c.done {
+			return // the keeper: Close would wait for its rounds
 		}
 	}
 	if p.clock-p.stopped < time.Minute {
