@@ -3,6 +3,7 @@ package redlock
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"regexp"
 	"runtime"
 	"runtime/debug"
@@ -46,6 +47,9 @@ func simFailure(row *simRow, r simRun, span time.Duration) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "row %s: replay with -run 'TestSim$' -sim.rows '^%s$' -sim.seed %d (span %v); history hash %x\n", row.name, row.name, r.seed, span, r.hash)
+	if len(tr.tags) > 0 {
+		fmt.Fprintf(&b, "the seed's world: %s\n", strings.Join(tr.tags, ", "))
+	}
 	b.WriteString(world.Report(r.seed, tr.violations, tr.trace))
 	return b.String()
 }
@@ -126,7 +130,7 @@ func TestSim(t *testing.T) {
 	// Inside the assumptions: seeds in turn until the target.
 	c0 := cpuTime()
 	sections, events, seed, i := 0, uint64(0), *simSeed, 0
-	live, judged := map[string]int{}, map[string]int{}
+	live, judged, tags := map[string]int{}, map[string]int{}, map[string]int{}
 	var failed []string
 	stopped := false
 	run(func() (job, bool) {
@@ -153,6 +157,9 @@ func TestSim(t *testing.T) {
 		events += res.r.events
 		live[res.row.name] += res.r.liveness
 		judged[res.row.name] += res.r.judged
+		for _, tg := range res.r.tags {
+			tags[tg]++
+		}
 		if len(res.r.violations) > 0 && len(failed) < 5 {
 			failed = append(failed, simFailure(res.row, res.r, rowSpan(res.row)))
 		}
@@ -167,6 +174,9 @@ func TestSim(t *testing.T) {
 	for _, f := range failed {
 		t.Error(f)
 	}
+	if len(tags) > 0 {
+		t.Logf("swarm: how many drawn worlds exercised each parameter: %s", tagCounts(tags))
+	}
 	for _, row := range inside {
 		if row.cfg.pollers > 0 {
 			// A TryLock poller takes the key whenever it finds it free,
@@ -174,6 +184,10 @@ func TestSim(t *testing.T) {
 			// ahead once, does not hold for the Lock callers it cuts in
 			// front of.
 			t.Logf("liveness, %s: not judged (its pollers cut in line): %d of %d calls over the bound", row.name, live[row.name], judged[row.name])
+			continue
+		}
+		if row.swarm {
+			t.Logf("liveness, swarm (reported, not asserted; each world its own bound): %d of %d calls judged did not acquire within their bound", live[row.name], judged[row.name])
 			continue
 		}
 		_, bound := livenessBound(row)
@@ -220,6 +234,15 @@ func rowSpan(row *simRow) time.Duration {
 		return row.span
 	}
 	return *simSpan
+}
+
+// tagCounts is tags sorted by name, each with its count.
+func tagCounts(tags map[string]int) string {
+	keys := slices.Sorted(maps.Keys(tags))
+	for i, k := range keys {
+		keys[i] = fmt.Sprintf("%s %d", k, tags[k])
+	}
+	return strings.Join(keys, ", ")
 }
 
 func rowNames(rows []*simRow) string {

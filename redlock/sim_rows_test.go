@@ -101,6 +101,7 @@ func simRows() []*simRow {
 	return []*simRow{
 		{name: "mutex", procs: 3, cfg: simMutex(), world: lossy},
 		{name: "mutex-faults", procs: 3, cfg: simMutex(), world: lossy, chaos: &simFaults},
+		swarmRow(),
 		{name: "kept", procs: 3, cfg: simKept(simMutex()), world: lossy},
 		{name: "kept-faults", procs: 3, cfg: simKept(simMutex()), world: lossy, chaos: &simFaults},
 		{name: "kept-slow", procs: 3, cfg: simKept(simMutex()), world: func(o *world.Options) { lossy(o); o.Delay = slowly }, chaos: &simFaults},

@@ -13,14 +13,21 @@ import (
 // Mean − Min, cut at Max. Most messages come quickly; a few take long.
 type Dist struct {
 	Min, Mean, Max time.Duration
+	// Tail is the chance that a draw is uniform on [Mean, Max] instead: a
+	// heavy tail (a GC pause, a congested link) that reaches Max as often
+	// as it reaches Mean. Zero: none, and no draw for it.
+	Tail float64
 }
 
 func (d Dist) draw(r *rand.Rand) time.Duration {
+	if d.Tail > 0 && r.Float64() < d.Tail {
+		return d.Mean + time.Duration(r.Int64N(int64(d.Max-d.Mean)+1))
+	}
 	x := d.Min + time.Duration(r.ExpFloat64()*float64(d.Mean-d.Min))
 	return min(x, d.Max)
 }
 
-func (d Dist) valid() bool { return 0 <= d.Min && d.Min <= d.Mean && d.Mean <= d.Max }
+func (d Dist) valid() bool { return 0 <= d.Min && d.Min <= d.Mean && d.Mean <= d.Max && 0 <= d.Tail && d.Tail <= 1 }
 
 // Options configure a World. Zero fields take the documented defaults.
 type Options struct {

@@ -1,0 +1,177 @@
+package redlock
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/quorumlab/redlock/internal/sim/world"
+)
+
+// Swarm testing (docs/design.md §20): the swarm row draws a world of its
+// own from each seed, inside the assumptions: how many masters, the TTL
+// and the timeouts, drift, message delays with heavy tails, which faults
+// are on and how often, and the workload (primitive, callers, hold times
+// up to the deadline, pollers, extenders, keepers). A row shaped by hand
+// catches the bugs it was shaped for; a drawn one is not shaped at all.
+// Each drawn world's tags say what it exercised, and TestSim reports how
+// often each tag was drawn.
+
+// swarmRow is the row whose world each seed draws (drawSwarm).
+func swarmRow() *simRow { return &simRow{name: "swarm", swarm: true} }
+
+// pick is one of xs, uniformly.
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
+
+// drawSwarm is seed's world for the swarm row, from a source of its own
+// (the world's is drawn from the same seed, apart).
+func drawSwarm(seed uint64) *simRow {
+	r := rand.New(rand.NewPCG(seed, 0x5a4a4d))
+	row := &simRow{name: "swarm", swarm: true, procs: 2 + r.IntN(3)}
+	var tags []string
+	tag := func(format string, a ...any) { tags = append(tags, fmt.Sprintf(format, a...)) }
+
+	ttl := pick(r, 100*time.Millisecond, 250*time.Millisecond, 500*time.Millisecond, time.Second, 2*time.Second)
+	o := Options{TTL: ttl, MasterTimeout: ttl / time.Duration(pick(r, 5, 10, 20, 50))}
+	o.SafetyMargin = ttl * time.Duration(pick(r, 0, 5, 10, 20, 30)) / 100
+	o.DriftFactor = pick(r, 0.002, 0.01, 0.05)
+	o.Retry = RetryPolicy{MinDelay: ttl / 100, MaxDelay: ttl / time.Duration(pick(r, 5, 20))}
+	tag("ttl=%v", ttl)
+	tag("master-timeout=ttl/%d", ttl/o.MasterTimeout)
+	tag("safety-margin=%d%%", o.SafetyMargin*100/ttl)
+	tag("drift-factor=%v", o.DriftFactor)
+
+	masters := 3 + r.IntN(5)
+	tag("masters=%d", masters)
+	// Clock rates within the DriftFactor: (1 + d) / (1 − d) ≤ 1 + DriftFactor.
+	drift := o.DriftFactor / (2 + o.DriftFactor) * r.Float64()
+	delay := world.Dist{Min: time.Duration(20+r.IntN(80)) * time.Microsecond}
+	delay.Mean = delay.Min + time.Duration(r.Int64N(int64(min(2*time.Millisecond, o.MasterTimeout/4))))
+	delay.Max = delay.Mean + time.Duration(r.Int64N(int64(o.MasterTimeout)))
+	judged := true
+	if r.IntN(3) == 0 {
+		// A heavy tail near and past MasterTimeout: rounds fail on slow
+		// answers, which are no outage, so liveness is not judged.
+		delay.Tail = pick(r, 0.001, 0.01, 0.05)
+		delay.Max = o.MasterTimeout * time.Duration(1+r.IntN(3))
+		judged = false
+		tag("delay=heavy-tail")
+	} else {
+		tag("delay=light")
+	}
+	loss, dup := pick(r, 0, 0.01, 0.05), pick(r, 0, 0.01, 0.05)
+	if loss > 0 || dup > 0 {
+		tag("pubsub-loss-or-dup")
+	}
+	row.world = func(w *world.Options) {
+		w.Masters, w.Drift, w.Delay, w.PubSubLoss, w.PubSubDup = masters, drift, delay, loss, dup
+	}
+
+	cfg := simConfig{resources: []string{"a", "b", "c"}[:1+r.IntN(3)], callers: 1 + r.IntN(3),
+		hold: ttl / time.Duration(pick(r, 100, 20, 4)), think: time.Duration(1+r.IntN(10)) * time.Millisecond}
+	tag("resources=%d", len(cfg.resources))
+	switch prim := pick(r, "mutex", "mutex", "fenced", "semaphore", "rwmutex", "election"); prim {
+	case "fenced":
+		o.Fencing = true
+	case "semaphore":
+		cfg.permits = 1 + r.IntN(3)
+	case "rwmutex":
+		cfg.readers = pick(r, 0.3, 0.7, 0.9)
+	case "election":
+		o.Fencing, cfg.election = true, true
+	}
+	tag("primitive=%s", primName(o, cfg))
+	if !cfg.election {
+		switch r.IntN(5) {
+		case 0:
+			cfg.keep, cfg.keepHold = 1, ttl*time.Duration(1+r.IntN(3))
+			tag("workload=kept")
+		case 1:
+			cfg.keep, cfg.keepHold = 0.3, ttl*time.Duration(1+r.IntN(3))
+			tag("workload=some-kept")
+		case 2:
+			if o.SafetyMargin > 0 {
+				cfg.toDeadline, cfg.stall = true, time.Duration(r.Int64N(int64(o.SafetyMargin)+1))
+				tag("workload=to-deadline")
+			}
+		case 3:
+			cfg.extend = true
+			tag("workload=extend")
+		}
+		if r.IntN(3) == 0 {
+			cfg.pollers = 1
+			tag("pollers")
+		}
+	}
+	if cfg.pollers > 0 || o.Fencing {
+		// Pollers cut in line. A fenced lock's waiters (and so an
+		// election's campaigns) acquire by rounds, not through the
+		// queue's hand-off, which the bound counts on: drawn worlds found
+		// them past it (§20), so they are not judged.
+		judged = false
+	}
+	if cfg.toDeadline && cfg.keep == 0 {
+		cfg.hold = 0
+	}
+	cfg.opts = o
+	row.cfg = cfg
+	row.noLiveness = !judged
+
+	if r.IntN(4) > 0 {
+		kinds := []world.FaultKind{world.StallConn, world.CutConn, world.CutPubSub, world.StallMaster, world.RestartMaster, world.PauseClient}
+		ch := world.Chaos{Every: ttl / time.Duration(pick(r, 1, 5, 20)), Keep: r.Float64(),
+			For:       world.Dist{Min: time.Millisecond, Mean: ttl / time.Duration(pick(r, 3, 10, 30)), Max: ttl},
+			EmptyDown: ttl + time.Duration(float64(ttl)*o.DriftFactor) + time.Millisecond}
+		ch.For.Mean = max(ch.For.Mean, ch.For.Min)
+		if o.Fencing {
+			ch.Keep = 1 // fencing assumes no counter is lost (§5, assumption 5)
+		}
+		for _, k := range kinds {
+			if k == world.PauseClient && o.SafetyMargin < 2*time.Millisecond {
+				continue // a pause past the margin is outside
+			}
+			if r.IntN(2) == 0 {
+				ch.Kinds = append(ch.Kinds, k)
+				tag("fault=%v", k)
+			}
+		}
+		if len(ch.Kinds) > 0 {
+			if o.SafetyMargin >= 2*time.Millisecond && hasKind(ch.Kinds, world.PauseClient) {
+				// Every fault's length is drawn from one distribution:
+				// a pause must fit in the margin, so all do.
+				ch.For.Max = min(ch.For.Max, o.SafetyMargin)
+				ch.For.Mean = min(ch.For.Mean, ch.For.Max)
+			}
+			row.chaos = &ch
+			tag("faults=on")
+		}
+	}
+	if row.chaos == nil {
+		tag("faults=off")
+	}
+	row.tags = tags
+	return row
+}
+
+func primName(o Options, cfg simConfig) string {
+	switch {
+	case cfg.election:
+		return "election"
+	case cfg.permits > 0:
+		return "semaphore"
+	case cfg.readers > 0:
+		return "rwmutex"
+	case o.Fencing:
+		return "fenced"
+	}
+	return "mutex"
+}
+
+func hasKind(ks []world.FaultKind, k world.FaultKind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
