@@ -27,7 +27,9 @@ func (d Dist) draw(r *rand.Rand) time.Duration {
 	return min(x, d.Max)
 }
 
-func (d Dist) valid() bool { return 0 <= d.Min && d.Min <= d.Mean && d.Mean <= d.Max && 0 <= d.Tail && d.Tail <= 1 }
+func (d Dist) valid() bool {
+	return 0 <= d.Min && d.Min <= d.Mean && d.Mean <= d.Max && 0 <= d.Tail && d.Tail <= 1
+}
 
 // Options configure a World. Zero fields take the documented defaults.
 type Options struct {
