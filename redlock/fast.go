@@ -67,9 +67,9 @@ func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
 	br := bufio.NewReaderSize(conn, 32<<10)
 	// Close cuts the handshake short too (the stream's context).
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	runID, err := k.handshake(br, o, time.Now().Add(timeout))
+	runID, err := k.handshake(br, o, s.cfg.env.now().Add(timeout))
 	if err == nil {
-		err = k.kill(br, s.staleLink(), time.Now().Add(timeout))
+		err = k.kill(br, s.staleLink(), s.cfg.env.now().Add(timeout))
 	}
 	if !stop() && err == nil {
 		err = ctx.Err()
@@ -184,7 +184,7 @@ func (k *respLink) write(batch []*cmd) error {
 	}
 	// Re-arming the deadline costs a timer update; once a second is
 	// enough for a bound of seconds.
-	if now := time.Now(); now.After(k.rearm) {
+	if now := k.s.cfg.env.now(); now.After(k.rearm) {
 		k.conn.SetWriteDeadline(now.Add(max(k.nt, time.Second) + time.Second))
 		k.rearm = now.Add(time.Second)
 	}

@@ -77,6 +77,7 @@ var opOutcomes = [...]string{outAcquired, outHeld, outNoQuorum, outExpired, outC
 type telemetry struct {
 	tracer trace.Tracer
 	label  func(string) string
+	env    env // the Locker's clock, for hold times
 	// globalMP and globalTP are OpenTelemetry's built-in global providers
 	// when the Locker uses them and no SDK was installed yet (nil
 	// otherwise), found once by New: while the global provider is still
@@ -164,7 +165,7 @@ func newTelemetry(l *Locker) (*telemetry, error) {
 		tp = otel.GetTracerProvider()
 	}
 	m := mp.Meter(instrumentation)
-	t := &telemetry{tracer: tp.Tracer(instrumentation), label: l.opts.ResourceLabel, noMeter: mnoop, noTrace: tnoop}
+	t := &telemetry{tracer: tp.Tracer(instrumentation), label: l.opts.ResourceLabel, env: l.env, noMeter: mnoop, noTrace: tnoop}
 	if l.opts.MeterProvider == nil && builtinGlobal(mp) {
 		t.globalMP = mp
 	}
@@ -606,7 +607,7 @@ func (t *telemetry) hold(lk *Lock) {
 	lk.hold = e
 	s := &t.holding[t.nextShard.Add(1)%holdShards]
 	s.mu.Lock()
-	e.shard, e.at = s, time.Now()
+	e.shard, e.at = s, t.env.now()
 	e.prev, e.next = s.head.prev, &s.head
 	e.prev.next, s.head.prev = e, e
 	s.mu.Unlock()
@@ -639,7 +640,7 @@ func (t *telemetry) oldestAge() time.Duration {
 	if oldest.IsZero() {
 		return 0
 	}
-	return time.Since(oldest)
+	return t.env.now().Sub(oldest)
 }
 
 // unlockedHold ends lk's hold at Unlock (err is Unlock's): it takes lk
@@ -669,7 +670,7 @@ func (t *telemetry) holdEnded(ctx context.Context, lk *Lock, err error) {
 		attrs := append(t.resourceAttrs(lk.resource), attrOutcome.String(holdOutcomes[o]), attrKept.Bool(kept))
 		opts = newOptSet(attrs...).rec
 	}
-	t.holdDur.Record(ctx, time.Since(e.at).Seconds(), opts...)
+	t.holdDur.Record(ctx, t.env.now().Sub(e.at).Seconds(), opts...)
 }
 
 // holdOutcomes are the outcomes of redlock.hold.duration, by index.

@@ -944,15 +944,12 @@ func (s *subscriber) poke() {
 
 // sweep forgets keys that nobody has waited for in lingerFor.
 func (w *waker) sweep() {
-	t := time.NewTicker(lingerFor / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.quit:
-			return
-		case <-t.C:
-			w.sweepOnce()
-		}
+	var t *time.Timer // env.sleep's, kept for reuse
+	for w.l.env.sleep(w.ctx, context.Background(), lingerFor/2, nil, &t) == wakeTimer {
+		w.sweepOnce()
+	}
+	if t != nil {
+		t.Stop()
 	}
 }
 

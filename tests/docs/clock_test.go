@@ -1,0 +1,77 @@
+package docs
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// clockCalls are the time package's readings of the clock and its
+// timers: what the simulator cannot see unless it goes through env.
+var clockCalls = map[string]bool{
+	"Now": true, "Since": true, "Until": true, "AfterFunc": true, "NewTimer": true,
+	"NewTicker": true, "Sleep": true, "After": true, "Tick": true,
+}
+
+// TestOneClock holds docs/design.md §20's rule: every reading of the clock
+// and every timer of the library's protocol (packages redlock,
+// internal/wait and validity) goes through env, so that the simulator
+// runs all of it on its own clock. Only sysEnv's methods, production's
+// env (redlock/env.go), call the time package's clock. (Package quorum's
+// Round.Wait is the blocking driver sysEnv.await calls; the simulator
+// drives rounds with Finish instead.)
+func TestOneClock(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, dir := range []string{"redlock", "internal/wait", "validity"} {
+		root := filepath.Join("..", "..", dir)
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, p, nil, 0)
+			if err != nil {
+				return err
+			}
+			for _, decl := range f.Decls {
+				if fd, ok := decl.(*ast.FuncDecl); ok && isSysEnvMethod(fd) {
+					continue
+				}
+				ast.Inspect(decl, func(n ast.Node) bool {
+					call, ok := n.(*ast.CallExpr)
+					if !ok {
+						return true
+					}
+					sel, ok := call.Fun.(*ast.SelectorExpr)
+					if !ok {
+						return true
+					}
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "time" && clockCalls[sel.Sel.Name] {
+						t.Errorf("%s: time.%s outside sysEnv: read the clock and set timers through the Locker's env", fset.Position(call.Pos()), sel.Sel.Name)
+					}
+					return true
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// isSysEnvMethod reports whether fd is a method of sysEnv.
+func isSysEnvMethod(fd *ast.FuncDecl) bool {
+	if fd.Recv == nil || len(fd.Recv.List) != 1 {
+		return false
+	}
+	typ := fd.Recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	id, ok := typ.(*ast.Ident)
+	return ok && id.Name == "sysEnv"
+}
