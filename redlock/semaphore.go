@@ -233,6 +233,13 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 	}
 	if len(others) > 0 && slices.Contains(rest, true) {
 		l.releaseRound(ctx, target{resource: s.name, key: others[0], keys: others}, token, rest, false, "")
+		if ok && !l.env.now().Before(budget.Deadline(start)) {
+			// That release outlasted the validity left (slow masters
+			// answer within MasterTimeout): the permit is not handed out
+			// past its deadline (§2); it is given back.
+			l.releaseRound(ctx, target{resource: s.name, key: order[win-1]}, token, won, false, "")
+			ok, elapsed = false, l.env.now().Sub(start)
+		}
 	}
 	if !ok {
 		e := &Error{Op: "acquire", Resource: s.name, Need: l.need, Masters: info.Masters, kind: ErrNotAcquired, cause: refusal(info.Masters)}

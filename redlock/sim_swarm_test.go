@@ -32,8 +32,10 @@ func drawSwarm(seed uint64) *simRow {
 	tag := func(format string, a ...any) { tags = append(tags, fmt.Sprintf(format, a...)) }
 
 	ttl := pick(r, 100*time.Millisecond, 250*time.Millisecond, 500*time.Millisecond, time.Second, 2*time.Second)
-	o := Options{TTL: ttl, MasterTimeout: ttl / time.Duration(pick(r, 5, 10, 20, 50))}
-	o.SafetyMargin = ttl * time.Duration(pick(r, 0, 5, 10, 20, 30)) / 100
+	o := Options{TTL: ttl, MasterTimeout: ttl / time.Duration(pick(r, 2, 5, 10, 20, 50))}
+	// Up to 80 %: a window shorter than MasterTimeout, so that a round
+	// can outlast it.
+	o.SafetyMargin = ttl * time.Duration(pick(r, 0, 5, 10, 20, 30, 50, 80)) / 100
 	o.DriftFactor = pick(r, 0.002, 0.01, 0.05)
 	o.Retry = RetryPolicy{MinDelay: ttl / 100, MaxDelay: ttl / time.Duration(pick(r, 5, 20))}
 	tag("ttl=%v", ttl)

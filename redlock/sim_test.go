@@ -349,6 +349,7 @@ func (p *simProc) section(c *simCaller) {
 		return
 	}
 	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
+	p.checkAcquired(lk)
 	if cfg.election {
 		p.lead(ctx, c, call, res, lk)
 		return
@@ -396,6 +397,7 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 		err := p.l.Do(ctx, res, func(fctx context.Context) error {
 			held, _ = FromContext(fctx)
 			p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: held.Fence(), Deadline: p.until(held)})
+			p.checkAcquired(held)
 			p.keptHold(c, call, held, fctx, hold)
 			p.record(world.Note{Kind: world.Exit, Call: call})
 			return nil
@@ -416,6 +418,7 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 		return
 	}
 	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
+	p.checkAcquired(lk)
 	deadline := lk.Deadline()
 	if err := lk.Keep(); err != nil {
 		p.checkPast(lk, deadline, "when Keep failed")
@@ -447,6 +450,17 @@ func (p *simProc) keptHold(c *simCaller, call uint64, lk *Lock, ctx context.Cont
 // The lifecycle's promises (docs/design.md §8), checked where the process
 // stands: a lock past its deadline, or released, is over, and whatever is
 // made from it afterwards is born over.
+
+// checkAcquired: a lock is never handed out with its validity run out
+// (§2): at the decision (its Acquisition's Start + Elapsed), the deadline
+// is still ahead. (Lock may return later than the decision: a pause of
+// the process, which the SafetyMargin covers.)
+func (p *simProc) checkAcquired(lk *Lock) {
+	a := lk.Acquisition()
+	if decided := a.Start.Add(a.Elapsed); !decided.Before(lk.Deadline()) {
+		p.breaks(fmt.Sprintf("a lock was decided %v past its deadline (elapsed %v; token %s)", decided.Sub(lk.Deadline()), a.Elapsed, lk.token))
+	}
+}
 
 // checkPast: past deadline (the lock's, read before), a Context made now
 // is done on return, and Keep fails.

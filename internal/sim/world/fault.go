@@ -89,8 +89,8 @@ func (w *World) Inject(f Fault) error {
 		switch {
 		case f.Kind == RestartMaster && !f.Keep && f.For < down && !w.opts.Outside.RestartEmptyAtOnce:
 			return fmt.Errorf("world: %v: a master restarted empty must stay down %v (TTL × (1 + DriftFactor)); Outside.RestartEmptyAtOnce for a run that means not to", f, down)
-		case f.Kind == PauseClient && f.For > a.SafetyMargin && !w.opts.Outside.PausePastMargin:
-			return fmt.Errorf("world: %v: longer than the SafetyMargin %v; Outside.PausePastMargin for a run that means to", f, a.SafetyMargin)
+		case f.Kind == PauseClient && !w.opts.Outside.PausePastMargin && w.pauseWith(f) > a.SafetyMargin:
+			return fmt.Errorf("world: %v: longer than the SafetyMargin %v, alone or with the client's pauses it overlaps; Outside.PausePastMargin for a run that means to", f, a.SafetyMargin)
 		}
 	}
 	f.At = max(f.At, w.now)
@@ -98,6 +98,25 @@ func (w *World) Inject(f Fault) error {
 	w.active = append(w.active, false)
 	w.schedule(event{at: f.At, kind: evFault, x: int32(len(w.faults) - 1)})
 	return nil
+}
+
+// pauseWith is how long f's client stays paused, f with the pauses of
+// that client it overlaps (and those they overlap): one pause, to the
+// process.
+func (w *World) pauseWith(f Fault) time.Duration {
+	from, to := f.At, f.At+f.For
+	for grew := true; grew; {
+		grew = false
+		for _, g := range w.faults {
+			if g.Kind != PauseClient || g.Client != f.Client || g.At > to || g.At+g.For < from {
+				continue
+			}
+			if g.At < from || g.At+g.For > to {
+				from, to, grew = min(from, g.At), max(to, g.At+g.For), true
+			}
+		}
+	}
+	return to - from
 }
 
 func (w *World) begin(i int) {
@@ -249,6 +268,9 @@ func (w *World) Chaos(from, until time.Duration, ch Chaos) error {
 			if !f.Keep {
 				f.For = max(f.For, ch.EmptyDown)
 			}
+		}
+		if a := w.opts.Assume; f.Kind == PauseClient && a.TTL > 0 && !w.opts.Outside.PausePastMargin && w.pauseWith(f) > a.SafetyMargin {
+			continue // with the client's pauses it overlaps, one past the margin
 		}
 		if err := w.Inject(f); err != nil {
 			return err
