@@ -261,9 +261,18 @@ func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKi
 	start := l.env.now()
 	member := l.wake.member(w, kind == cmdJoin, start)
 	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n = kind, t.key, member, w.score
+		c.kind, c.key, c.token, c.n, c.pass = kind, t.key, member, w.score, w.life
 		return true
 	})
+}
+
+// memberLife is how long a master keeps a waiter's member in the queue
+// past its last join (join.lua; docs/design.md §14.1 item 7): the lock's
+// TTL, or, when longer, twice the longest a live waiter goes between
+// joins while the key is held (every fourth poll, each at most MaxDelay
+// after the last, and its reads at most MasterTimeout).
+func (l *Locker) memberLife(ttl time.Duration) time.Duration {
+	return max(ttl, 8*(l.opts.Retry.MaxDelay+l.opts.MasterTimeout))
 }
 
 // heldElsewhere reports whether a failed round found the lock held by

@@ -54,9 +54,9 @@ var (
 func allKeys() []string {
 	var out []string
 	for _, k := range lockKeys {
-		out = append(out, k, k+":waiters", k+":fence")
+		out = append(out, k, k+":waiters", k+":waiters:exp", k+":fence")
 	}
-	out = append(out, rwStem+"w", rwStem+"w:fence", rwStem+"wi", rwStem+"r", rwStem+"wg", rwStem+"w:waiters")
+	out = append(out, rwStem+"w", rwStem+"w:fence", rwStem+"wi", rwStem+"r", rwStem+"wg", rwStem+"w:waiters", rwStem+"w:waiters:exp")
 	out = append(out, semMeta)
 	out = append(out, semSlots...)
 	return append(out, resource)
@@ -126,6 +126,20 @@ func (g *gen) rwTTL() string {
 	return g.pick("0", "-5", "abc", "")
 }
 
+// life is a queue member's life for join.lua, which reads it with
+// tonumber too; as rwTTL, without small positive values.
+func (g *gen) life() string {
+	if g.chance(0.9) {
+		return g.pick("30000", "60000", "90000")
+	}
+	return g.pick("0", "-5", "abc", "", "30000.5")
+}
+
+// join is a waiter's join.lua.
+func (g *gen) join(q, x, member string) []string {
+	return g.evalsha("join.lua", []string{q, x}, []string{g.score(), member, g.life()})
+}
+
 func (g *gen) fence() string {
 	return g.pick("0", "1", "5", "10", "5", "10", "007", "18446744073709551615", "18446744073709551616", "abc", "")
 }
@@ -167,9 +181,10 @@ func (g *gen) evalsha(name string, keys, argv []string) []string {
 func (g *gen) script() []string {
 	lk := g.lock()
 	q := g.key(lk + ":waiters")
+	x := g.key(lk + ":waiters:exp")
 	f := g.key(lk + ":fence")
-	w, wf, wi, rr, wg, wq := g.key(rwStem+"w"), g.key(rwStem+"w:fence"), g.key(rwStem+"wi"), g.key(rwStem+"r"),
-		g.key(rwStem+"wg"), g.key(rwStem+"w:waiters")
+	w, wf, wi, rr, wg, wq, wx := g.key(rwStem+"w"), g.key(rwStem+"w:fence"), g.key(rwStem+"wi"), g.key(rwStem+"r"),
+		g.key(rwStem+"wg"), g.key(rwStem+"w:waiters"), g.key(rwStem+"w:waiters:exp")
 	multi := func() []string {
 		if g.chance(0.5) {
 			return []string{g.lock()}
@@ -189,7 +204,13 @@ func (g *gen) script() []string {
 		}
 		return strconv.Itoa(n)
 	}
-	switch g.r.IntN(18) {
+	// A release that passes the queue passes its expiries too, but for
+	// members joined by an earlier version.
+	queue := []string{lk, q, x}
+	if g.chance(0.2) {
+		queue = queue[:2]
+	}
+	switch g.r.IntN(20) {
 	case 0:
 		return g.evalsha("extend.lua", []string{lk}, []string{g.token(), g.ttl()})
 	case 1, 2:
@@ -197,15 +218,19 @@ func (g *gen) script() []string {
 		case 0:
 			return g.evalsha("release.lua", []string{lk}, []string{g.token()})
 		case 1:
-			return g.evalsha("release.lua", []string{lk, q}, []string{g.token()})
+			return g.evalsha("release.lua", queue, []string{g.token()})
 		case 2:
-			return g.evalsha("release.lua", []string{lk, q}, []string{g.token(), g.member()})
+			return g.evalsha("release.lua", queue, []string{g.token(), g.member()})
 		}
 		own := ""
 		if g.chance(0.5) {
 			own = g.member()
 		}
-		return g.evalsha("release.lua", []string{lk, q}, []string{g.token(), own, g.pick("h", "h", "h", "x")})
+		return g.evalsha("release.lua", queue, []string{g.token(), own, g.pick("h", "h", "h", "x")})
+	case 17:
+		return g.join(q, x, g.member())
+	case 18:
+		return g.evalsha("leave.lua", []string{q, x}, []string{g.member()})
 	case 3:
 		return g.evalsha("probe_mine.lua", []string{lk}, []string{g.token()})
 	case 4:
@@ -260,7 +285,7 @@ func (g *gen) script() []string {
 		keys := []string{w, wf, wi, rr, wg}
 		argv := []string{g.token(), g.rwTTL(), g.pick("0", "1")}
 		if g.chance(0.5) {
-			keys = append(keys, wq)
+			keys = append(keys, wq, wx)
 			argv = append(argv, g.waiterID(), g.pick("0", "1"))
 		}
 		return g.evalsha("rw_write.lua", keys, argv)
@@ -294,11 +319,19 @@ func (g *gen) command() []string {
 		// A holder takes the key, a waiter (or two) asks to be handed
 		// it, and the holder releases it, handing it on.
 		tok, next := g.token(), g.token()
-		g.next = append(g.next,
-			[]string{"ZADD", q, "NX", g.score(), g.waiterID() + " 30000 " + next},
-			g.evalsha("release.lua", []string{lk, q}, []string{tok, g.pick("", g.member()), "h"}))
+		x := g.key(lk + ":waiters:exp")
+		first := []string{"ZADD", q, "NX", g.score(), g.waiterID() + " 30000 " + next}
+		if g.chance(0.7) {
+			first = g.join(q, x, g.waiterID()+" 30000 "+next)
+		}
+		g.next = append(g.next, first,
+			g.evalsha("release.lua", []string{lk, q, x}, []string{tok, g.pick("", g.member()), "h"}))
 		if g.chance(0.3) {
-			g.next = slices.Insert(g.next, 1, []string{"ZADD", q, "NX", g.score(), g.member()})
+			second := []string{"ZADD", q, "NX", g.score(), g.member()}
+			if g.chance(0.7) {
+				second = g.join(q, x, g.member())
+			}
+			g.next = slices.Insert(g.next, 1, second)
 		}
 		return []string{"SET", lk, tok, "NX", "PX", g.ttl()}
 	}

@@ -56,6 +56,10 @@ func modelFor(name string) model {
 		return leaderWriteModel
 	case "leader_read.lua":
 		return leaderReadModel
+	case "join.lua":
+		return joinModel
+	case "leave.lua":
+		return leaveModel
 	}
 	return nil
 }
