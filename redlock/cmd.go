@@ -31,8 +31,8 @@ const (
 	// the waiter's queue member (its id, or for a waiter a release may
 	// hand the key to, "<id> <TTL ms> <grant token>", §14.3), n its score,
 	// pass its life in ms (§14.1 item 7).
-	cmdJoin  // join.lua: ZADD queue NX score member, and its expiry beside it
-	cmdLeave // leave.lua: ZREM queue member, and its expiry
+	cmdJoin  // join.lua: ZADD queue NX score member, then PEXPIRE queue life
+	cmdLeave // ZREM queue member
 	cmdProbe // PTTL key: a waiter's poll, which takes nothing, and when the holder's key expires
 	cmdRank  // ZRANK queue member: the waiter's place, when its poll found the key free
 	cmdAdopt // adopt.lua: does the key hold token, its PTTL, and the fence if fenced (adopt.go)
@@ -87,8 +87,6 @@ func (c *cmd) lua() *script {
 		return probeMineScript
 	case cmdJoin:
 		return joinScript
-	case cmdLeave:
-		return leaveScript
 	}
 	return c.lua2()
 }
@@ -106,9 +104,6 @@ func str(s string) arg     { return arg{s: s} }
 func num(n uint64) arg     { return arg{n: n, num: true} }
 func fence(key string) arg { return arg{s: key, suffix: fenceSuffix} }
 func queue(key string) arg { return arg{s: key, suffix: queueSuffix} }
-
-// expiries is the key's queue's members' expiries (join.lua).
-func expiries(key string) arg { return arg{s: key, suffix: expiriesSuffix} }
 
 // String is the argument as it goes on the wire.
 func (a arg) String() string {
@@ -133,14 +128,15 @@ func (c *cmd) args(dst []arg) []arg {
 		nk := c.releaseKeys()
 		dst = append(c.evalsha(dst, nk), str(c.key))
 		if nk >= 2 {
-			dst = append(dst, queue(c.key), expiries(c.key))
+			dst = append(dst, queue(c.key))
 		}
 		dst = append(dst, str(c.token))
 		switch {
 		case c.n >= 2:
 			// The releasing waiter's own queue member ("" for none)
-			// goes first; then the key may be handed itself (§14.3).
-			dst = append(dst, str(c.waiter), str("h"))
+			// goes first; then the key may be handed itself (§14.3),
+			// and a head put back keeps the queue's life (pass).
+			dst = append(dst, str(c.waiter), str("h"), num(c.pass))
 		case c.waiter != "" && nk >= 2:
 			dst = append(dst, str(c.waiter))
 		}
@@ -148,9 +144,9 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdProbeMine:
 		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
 	case cmdJoin:
-		return append(c.evalsha(dst, 2), queue(c.key), expiries(c.key), num(c.n), str(c.token), num(c.pass))
+		return append(c.evalsha(dst, 1), queue(c.key), num(c.n), str(c.token), num(c.pass))
 	case cmdLeave:
-		return append(c.evalsha(dst, 2), queue(c.key), expiries(c.key), str(c.token))
+		return append(dst, str("ZREM"), queue(c.key), str(c.token))
 	case cmdProbe:
 		return append(dst, str("PTTL"), str(c.key))
 	case cmdRank:
@@ -223,18 +219,14 @@ func queueKey(lock string) string { return lock + queueSuffix }
 
 const queueSuffix = ":waiters"
 
-// expiriesSuffix names, beside a queue, its members' expiries: member ->
-// the master's ms after which a release drops it (docs/design.md §14.1).
-const expiriesSuffix = queueSuffix + ":exp"
-
 // probeMine is a cmdProbeMine reply's Value where the key holds the
 // waiter's own grant token.
 const probeMine = 1
 
 // releaseKeys is how many keys a cmdRelease passes: the lock key, and its
-// queue and the queue's expiries when the release hands the key on (n ≥ 1;
-// with n == 2 it may hand the key itself, §14.3).
-func (c *cmd) releaseKeys() int { return 1 + 2*int(min(c.n, 1)) }
+// queue when the release hands the key on (n ≥ 1; with n == 2 it may hand
+// the key itself, §14.3).
+func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 1)) }
 
 // isRelease reports whether c is a release (of a lock, a permit or a read
 // lock).
@@ -248,7 +240,7 @@ func (c *cmd) isRelease() bool {
 // longer matters to the caller but must reach the master whenever it
 // answers again: a key left behind blocks others for its TTL, a queue
 // member left behind is named by the next release in place of a live
-// waiter until its life is over (docs/design.md §14.1).
+// waiter, until the queue expires (docs/design.md §14.1).
 func (c *cmd) parks() bool { return c.isRelease() || c.kind == cmdLeave }
 
 // cmd is one command to one master, and where its reply goes.
@@ -264,7 +256,7 @@ type cmd struct {
 	keys   []string // every lock key, for the Multi kinds
 	token  string
 	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey), 2 to also hand the key itself (§14.3)
-	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits; cmdJoin: the member's life in ms
+	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits; cmdJoin, and cmdRelease with n == 2: the queue's life in ms
 	script *script // for cmdLoad
 	round  *quorum.Round
 	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes

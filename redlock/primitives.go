@@ -84,12 +84,12 @@ func (c *cmd) args2(dst []arg) []arg {
 		queued := c.waiter != ""
 		nk := 5
 		if queued {
-			nk = 7
+			nk = 6
 		}
 		dst = append(c.evalsha(dst, nk), str(c.key), fence(c.key), arg{s: c.key, suffix: "i"}, arg{s: stem, suffix: "r"},
 			arg{s: c.key, suffix: "g"})
 		if queued {
-			dst = append(dst, queue(c.key), expiries(c.key))
+			dst = append(dst, queue(c.key))
 		}
 		dst = append(dst, str(c.token), num(c.n), str(flag))
 		if !queued {

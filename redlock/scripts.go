@@ -60,8 +60,6 @@ var (
 	leaderReadSrc string
 	//go:embed scripts/join.lua
 	joinSrc string
-	//go:embed scripts/leave.lua
-	leaveSrc string
 
 	// The scripts that compare fences share decimal.lua's exact
 	// comparison of decimal strings.
@@ -113,9 +111,8 @@ var (
 	leaderWriteScript    = newScript("leader_write.lua", leaderWriteSrc)
 	leaderReadScript     = newScript("leader_read.lua", leaderReadSrc)
 	joinScript           = newScript("join.lua", joinSrc)
-	leaveScript          = newScript("leave.lua", leaveSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
 		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, probeMineScript,
-		semExtendScript, leaderWriteScript, leaderReadScript, joinScript, leaveScript}
+		semExtendScript, leaderWriteScript, leaderReadScript, joinScript}
 )

@@ -54,9 +54,9 @@ var (
 func allKeys() []string {
 	var out []string
 	for _, k := range lockKeys {
-		out = append(out, k, k+":waiters", k+":waiters:exp", k+":fence")
+		out = append(out, k, k+":waiters", k+":fence")
 	}
-	out = append(out, rwStem+"w", rwStem+"w:fence", rwStem+"wi", rwStem+"r", rwStem+"wg", rwStem+"w:waiters", rwStem+"w:waiters:exp")
+	out = append(out, rwStem+"w", rwStem+"w:fence", rwStem+"wi", rwStem+"r", rwStem+"wg", rwStem+"w:waiters")
 	out = append(out, semMeta)
 	out = append(out, semSlots...)
 	return append(out, resource)
@@ -126,8 +126,8 @@ func (g *gen) rwTTL() string {
 	return g.pick("0", "-5", "abc", "")
 }
 
-// life is a queue member's life for join.lua, which reads it with
-// tonumber too; as rwTTL, without small positive values.
+// life is a queue's life for join.lua and release.lua, as PEXPIRE reads
+// it; as rwTTL, without small positive values.
 func (g *gen) life() string {
 	if g.chance(0.9) {
 		return g.pick("30000", "60000", "90000")
@@ -136,8 +136,8 @@ func (g *gen) life() string {
 }
 
 // join is a waiter's join.lua.
-func (g *gen) join(q, x, member string) []string {
-	return g.evalsha("join.lua", []string{q, x}, []string{g.score(), member, g.life()})
+func (g *gen) join(q, member string) []string {
+	return g.evalsha("join.lua", []string{q}, []string{g.score(), member, g.life()})
 }
 
 func (g *gen) fence() string {
@@ -181,10 +181,9 @@ func (g *gen) evalsha(name string, keys, argv []string) []string {
 func (g *gen) script() []string {
 	lk := g.lock()
 	q := g.key(lk + ":waiters")
-	x := g.key(lk + ":waiters:exp")
 	f := g.key(lk + ":fence")
-	w, wf, wi, rr, wg, wq, wx := g.key(rwStem+"w"), g.key(rwStem+"w:fence"), g.key(rwStem+"wi"), g.key(rwStem+"r"),
-		g.key(rwStem+"wg"), g.key(rwStem+"w:waiters"), g.key(rwStem+"w:waiters:exp")
+	w, wf, wi, rr, wg, wq := g.key(rwStem+"w"), g.key(rwStem+"w:fence"), g.key(rwStem+"wi"), g.key(rwStem+"r"),
+		g.key(rwStem+"wg"), g.key(rwStem+"w:waiters")
 	multi := func() []string {
 		if g.chance(0.5) {
 			return []string{g.lock()}
@@ -204,12 +203,7 @@ func (g *gen) script() []string {
 		}
 		return strconv.Itoa(n)
 	}
-	// A release that passes the queue passes its expiries too, but for
-	// members joined by an earlier version.
-	queue := []string{lk, q, x}
-	if g.chance(0.2) {
-		queue = queue[:2]
-	}
+	queue := []string{lk, q}
 	switch g.r.IntN(20) {
 	case 0:
 		return g.evalsha("extend.lua", []string{lk}, []string{g.token(), g.ttl()})
@@ -226,11 +220,13 @@ func (g *gen) script() []string {
 		if g.chance(0.5) {
 			own = g.member()
 		}
-		return g.evalsha("release.lua", queue, []string{g.token(), own, g.pick("h", "h", "h", "x")})
-	case 17:
-		return g.join(q, x, g.member())
-	case 18:
-		return g.evalsha("leave.lua", []string{q, x}, []string{g.member()})
+		argv := []string{g.token(), own, g.pick("h", "h", "h", "x")}
+		if g.chance(0.7) {
+			argv = append(argv, g.life())
+		}
+		return g.evalsha("release.lua", queue, argv)
+	case 17, 18:
+		return g.join(q, g.member())
 	case 3:
 		return g.evalsha("probe_mine.lua", []string{lk}, []string{g.token()})
 	case 4:
@@ -285,7 +281,7 @@ func (g *gen) script() []string {
 		keys := []string{w, wf, wi, rr, wg}
 		argv := []string{g.token(), g.rwTTL(), g.pick("0", "1")}
 		if g.chance(0.5) {
-			keys = append(keys, wq, wx)
+			keys = append(keys, wq)
 			argv = append(argv, g.waiterID(), g.pick("0", "1"))
 		}
 		return g.evalsha("rw_write.lua", keys, argv)
@@ -319,17 +315,16 @@ func (g *gen) command() []string {
 		// A holder takes the key, a waiter (or two) asks to be handed
 		// it, and the holder releases it, handing it on.
 		tok, next := g.token(), g.token()
-		x := g.key(lk + ":waiters:exp")
 		first := []string{"ZADD", q, "NX", g.score(), g.waiterID() + " 30000 " + next}
 		if g.chance(0.7) {
-			first = g.join(q, x, g.waiterID()+" 30000 "+next)
+			first = g.join(q, g.waiterID()+" 30000 "+next)
 		}
 		g.next = append(g.next, first,
-			g.evalsha("release.lua", []string{lk, q, x}, []string{tok, g.pick("", g.member()), "h"}))
+			g.evalsha("release.lua", []string{lk, q}, []string{tok, g.pick("", g.member()), "h", g.life()}))
 		if g.chance(0.3) {
 			second := []string{"ZADD", q, "NX", g.score(), g.member()}
 			if g.chance(0.7) {
-				second = g.join(q, x, g.member())
+				second = g.join(q, g.member())
 			}
 			g.next = slices.Insert(g.next, 1, second)
 		}

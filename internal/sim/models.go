@@ -62,12 +62,8 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 		return errReply(err)
 	}
 	k2, hasQueue := at(keys, 2)
-	k3, hasExp := at(keys, 3)
 	if own, ok := at(argv, 2); hasQueue && ok && own != "" {
 		m.zrem(c.ms, k2, own) // pcall
-		if hasExp {
-			m.zrem(c.ms, k3, own) // pcall
-		}
 	}
 	tok, hasTok := at(argv, 1)
 	h, _ := at(argv, 3)
@@ -83,50 +79,29 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 	// The message, redis.sha1hex(ARGV[1]) and perhaps a name after it,
 	// is made only where it is published.
 	named, ch, r := "", k1, int64(1)
-	now, timed := 0.0, false
 	if hasQueue {
 		for range 4 {
 			head, ok, err := m.zpopmin(c.ms, k2) // pcall
 			if err != "" || !ok {
 				break
 			}
-			gone := false
-			if hasExp {
-				if !timed {
-					now, timed = c.timeMs(), true
-				}
-				if e, ok, err := m.zscore(c.ms, k3, head.member); err == "" && ok { // pcall
-					gone = e <= now
-				}
-			}
 			id, ttl, htok, matched := matchMember(head.member)
 			who := id
 			if !matched {
 				who = head.member
 			}
-			if !gone && (!hand || !matched) {
+			if !hand || !matched {
 				// Did not ask: name it, or where the key is absent put
-				// it back, and keep the queue as long as the expiries.
+				// it back.
 				if !has {
 					m.zaddNumber(c.ms, k2, head.score, head.member) // pcall
-					if hasExp {
-						if p := m.pttl(c.ms, k3); p > 0 {
-							m.pexpire(c.ms, k2, strconv.FormatInt(p, 10)) // pcall
-						}
+					if life, ok := at(argv, 4); ok {
+						m.pexpire(c.ms, k2, life) // pcall
 					}
 					return intReply(0)
 				}
-				if hasExp {
-					m.zrem(c.ms, k3, head.member) // pcall
-				}
 				named, r, ch = who, 2, k1+":w:"+prefixToDot(who)
 				break
-			}
-			if hasExp {
-				m.zrem(c.ms, k3, head.member) // pcall
-			}
-			if gone {
-				continue
 			}
 			var buf [128]byte
 			lch := append(append(append(buf[:0], k1...), ":w:"...), prefixToDot(who)...)
@@ -153,15 +128,9 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 	return intReply(r)
 }
 
-// join.lua: ZADD NX of the member, its expiry beside it, and both keys'
-// PEXPIRE to its life.
+// join.lua: ZADD NX of the member, then PEXPIRE of the queue to its
+// life.
 func joinModel(m *Master, c clock, keys, argv []string) Reply {
-	la, hasLife := at(argv, 3)
-	life, okLife := 0.0, false
-	if hasLife {
-		life, okLife = tonumber(la)
-	}
-	now := c.timeMs()
 	q, okQ := at(keys, 1)
 	score, okS := at(argv, 1)
 	member, okM := at(argv, 2)
@@ -172,43 +141,14 @@ func joinModel(m *Master, c clock, keys, argv []string) Reply {
 	if r.Kind == Error {
 		return r
 	}
-	if !okLife {
-		return luaError("attempt to perform arithmetic on a nil value")
-	}
-	x, okX := at(keys, 2)
-	if !okX {
+	life, ok := at(argv, 3)
+	if !ok {
 		return errReply(errArgType)
 	}
-	if _, err := m.zaddNumber(c.ms, x, now+life, member); err != "" {
+	if _, err := m.pexpire(c.ms, q, life); err != "" {
 		return errReply(err)
-	}
-	for _, k := range []string{q, x} {
-		if _, err := m.pexpire(c.ms, k, cFormatG17(life)); err != "" {
-			return errReply(err)
-		}
 	}
 	return r
-}
-
-// leave.lua: ZREM of the member from the queue and from its expiries.
-func leaveModel(m *Master, c clock, keys, argv []string) Reply {
-	q, okQ := at(keys, 1)
-	member, okM := at(argv, 1)
-	if !okQ || !okM {
-		return errReply(errArgType)
-	}
-	r, err := m.zrem(c.ms, q, member)
-	if err != "" {
-		return errReply(err)
-	}
-	x, okX := at(keys, 2)
-	if !okX {
-		return errReply(errArgType)
-	}
-	if _, err := m.zrem(c.ms, x, member); err != "" {
-		return errReply(err)
-	}
-	return intReply(r)
 }
 
 // grant is release.lua's message to a waiter handed the key:
@@ -778,11 +718,6 @@ func rwWriteModel(m *Master, c clock, keys, argv []string) Reply {
 	if q, ok := at(keys, 6); ok {
 		if id, ok := at(argv, 4); ok {
 			m.zrem(c.ms, q, id) // pcall
-		}
-		if x, ok := at(keys, 7); ok {
-			if id, ok := at(argv, 4); ok {
-				m.zrem(c.ms, x, id) // pcall
-			}
 		}
 	}
 	intent, ok := at(keys, 3)

@@ -58,8 +58,6 @@ func modelFor(name string) model {
 		return leaderReadModel
 	case "join.lua":
 		return joinModel
-	case "leave.lua":
-		return leaveModel
 	}
 	return nil
 }

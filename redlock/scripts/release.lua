@@ -19,27 +19,22 @@
 -- its process is gone) is skipped, and the next tried, up to four; then
 -- the key is deleted. Where the key is absent, a head that did not ask is
 -- put back, and nothing else is done.
--- PUBLISH, ZPOPMIN, TIME and the queue's commands run with pcall: a user
--- not allowed them still releases (after the DEL, an error would report a
+-- PUBLISH, ZPOPMIN and the queue's commands run with pcall: a user not
+-- allowed them still releases (after the DEL, an error would report a
 -- release that happened as refused); its waiters only lose the wake.
--- With KEYS[3], the members' expiries (join.lua), a popped head whose
--- expiry here has passed (its waiter stopped joining: gone, or its
--- Locker closed before its leave reached this master) is dropped, neither
--- named nor handed the key, and counts as one of the four tried; every
--- member taken off the queue leaves KEYS[3] too.
--- KEYS[1] lock key; KEYS[2] (optional) its queue; KEYS[3] (optional) its
--- members' expiries; ARGV[1] token; ARGV[2] (optional, "" for none) the
--- releasing caller's own queue member, taken off the queue first, whatever
--- the key holds; ARGV[3] (optional) 'h'.
+-- A head put back goes back into a queue that its pop may have emptied
+-- and so deleted, with its expiry: with ARGV[4], the queue is given that
+-- life again (join.lua; docs/design.md §14.1 item 7).
+-- KEYS[1] lock key; KEYS[2] (optional) its queue; ARGV[1] token; ARGV[2]
+-- (optional, "" for none) the releasing caller's own queue member, taken
+-- off the queue first, whatever the key holds; ARGV[3] (optional) 'h';
+-- ARGV[4] (optional) the queue's life in ms.
 -- Returns 1 when deleted (2 when a waiter was named, 3 when the key was
 -- handed to one), 0 when the key is absent (handed on or not), -1 when it
 -- holds another owner's token.
 local v = redis.call('GET', KEYS[1])
 if KEYS[2] and ARGV[2] and ARGV[2] ~= '' then
   redis.pcall('ZREM', KEYS[2], ARGV[2])
-  if KEYS[3] then
-    redis.pcall('ZREM', KEYS[3], ARGV[2])
-  end
 end
 local hand = ARGV[3] == 'h'
 if v ~= ARGV[1] and (v or not hand or not KEYS[2]) then
@@ -49,51 +44,34 @@ if v ~= ARGV[1] and (v or not hand or not KEYS[2]) then
   return 0
 end
 local msg, ch, r = redis.sha1hex(ARGV[1]), KEYS[1], 1
-local now
 if KEYS[2] then
   for _ = 1, 4 do
     local head = redis.pcall('ZPOPMIN', KEYS[2])
     if type(head) ~= 'table' or not head[1] then
       break
     end
-    local gone = false
-    if KEYS[3] then
-      if now == nil then
-        local t = redis.pcall('TIME')
-        now = type(t) == 'table' and t[2] and tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) or false
-      end
-      local e = now and redis.pcall('ZSCORE', KEYS[3], head[1])
-      gone = type(e) == 'string' and tonumber(e) <= now
-    end
     local id, ttl, tok = string.match(head[1], '^(%S+) (%d+) (.+)$')
     -- A waiter's id is "<Locker id>.<n>": only its Locker hears.
     local lch = KEYS[1] .. ':w:' .. string.match(id or head[1], '^[^.]*')
-    local subs = not gone and hand and id and redis.pcall('PUBSUB', 'NUMSUB', lch)
-    if not gone and (type(subs) ~= 'table' or subs.err) then
+    local subs = hand and id and redis.pcall('PUBSUB', 'NUMSUB', lch)
+    if type(subs) ~= 'table' or subs.err then
       -- Did not ask, or not allowed to ask whether its Locker listens:
       -- name it (never its token), or where the key is absent, put it
-      -- back, and keep the queue as long as the expiries.
+      -- back.
       if not v then
         redis.pcall('ZADD', KEYS[2], head[2], head[1])
-        local p = KEYS[3] and redis.pcall('PTTL', KEYS[3])
-        if type(p) == 'number' and p > 0 then
-          redis.pcall('PEXPIRE', KEYS[2], p)
+        if ARGV[4] then
+          redis.pcall('PEXPIRE', KEYS[2], ARGV[4])
         end
         return 0
-      end
-      if KEYS[3] then
-        redis.pcall('ZREM', KEYS[3], head[1])
       end
       msg, r, ch = msg .. ' ' .. (id or head[1]), 2, lch
       break
     end
-    if KEYS[3] then
-      redis.pcall('ZREM', KEYS[3], head[1])
-    end
     -- Handed only to a Locker that listens here: a grant, once
     -- published, is never taken back (on a Redis Cluster PUBLISH reaches
     -- every node, but counts only this node's listeners).
-    if subs and subs[2] > 0 then
+    if subs[2] > 0 then
       -- The SET replaces the released token.
       local set = redis.pcall('SET', KEYS[1], tok, 'PX', ttl)
       if type(set) == 'table' and set.ok then

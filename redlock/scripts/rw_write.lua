@@ -7,7 +7,7 @@
 -- KEYS[4] the readers (a sorted set: token -> expiry in this master's ms);
 -- KEYS[5] the count of write grants here, which readers' passes name
 -- (rw_read.lua); for a writer in the masters' queue of waiters (§14.1),
--- KEYS[6] that queue and KEYS[7] its members' expiries (join.lua).
+-- KEYS[6] that queue.
 -- ARGV[1] token; ARGV[2] TTL in milliseconds; ARGV[3] "1" to record intent;
 -- with KEYS[6], ARGV[4] the writer's id in the queue and ARGV[5] "1" to
 -- refuse it first, while other waiters are ahead of it there (the place a
@@ -41,9 +41,6 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if KEYS[6] then
   redis.pcall('ZREM', KEYS[6], ARGV[4])
-  if KEYS[7] then
-    redis.pcall('ZREM', KEYS[7], ARGV[4])
-  end
 end
 -- Every intent goes: the writer key now keeps readers out, and writers
 -- still waiting record theirs again on their next round. The readers that
