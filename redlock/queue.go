@@ -260,8 +260,13 @@ func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, granted fu
 func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKind) {
 	start := l.env.now()
 	member := l.wake.member(w, kind == cmdJoin, start)
+	life := w.life
+	if life == 0 {
+		// Never a PEXPIRE of 0, which would delete the queue.
+		life = uint64(l.memberLife(l.opts.TTL).Milliseconds())
+	}
 	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.pass = kind, t.key, member, w.score, w.life
+		c.kind, c.key, c.token, c.n, c.pass = kind, t.key, member, w.score, life
 		return true
 	})
 }
