@@ -29,8 +29,9 @@ const (
 	cmdReleaseMulti   // release_multi.lua
 	// The key's queue of waiting callers (docs/design.md §14); token is
 	// the waiter's queue member (its id, or for a waiter a release may
-	// hand the key to, "<id> <TTL ms> <grant token>", §14.3), n its score.
-	cmdJoin  // ZADD queue NX score member
+	// hand the key to, "<id> <TTL ms> <grant token>", §14.3), n its score,
+	// pass its life in ms (§14.1 item 7).
+	cmdJoin  // join.lua: ZADD queue NX score member, then PEXPIRE queue life
 	cmdLeave // ZREM queue member
 	cmdProbe // PTTL key: a waiter's poll, which takes nothing, and when the holder's key expires
 	cmdRank  // ZRANK queue member: the waiter's place, when its poll found the key free
@@ -84,6 +85,8 @@ func (c *cmd) lua() *script {
 		return extendBatchScript
 	case cmdProbeMine:
 		return probeMineScript
+	case cmdJoin:
+		return joinScript
 	}
 	return c.lua2()
 }
@@ -131,8 +134,9 @@ func (c *cmd) args(dst []arg) []arg {
 		switch {
 		case c.n >= 2:
 			// The releasing waiter's own queue member ("" for none)
-			// goes first; then the key may be handed itself (§14.3).
-			dst = append(dst, str(c.waiter), str("h"))
+			// goes first; then the key may be handed itself (§14.3),
+			// and a head put back keeps the queue's life (pass).
+			dst = append(dst, str(c.waiter), str("h"), num(c.pass))
 		case c.waiter != "" && nk >= 2:
 			dst = append(dst, str(c.waiter))
 		}
@@ -140,7 +144,7 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdProbeMine:
 		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
 	case cmdJoin:
-		return append(dst, str("ZADD"), queue(c.key), str("NX"), num(c.n), str(c.token))
+		return append(c.evalsha(dst, 1), queue(c.key), num(c.n), str(c.token), num(c.pass))
 	case cmdLeave:
 		return append(dst, str("ZREM"), queue(c.key), str(c.token))
 	case cmdProbe:
@@ -235,8 +239,8 @@ func (c *cmd) isRelease() bool {
 // Both take back what the caller put on the master, whose outcome no
 // longer matters to the caller but must reach the master whenever it
 // answers again: a key left behind blocks others for its TTL, a queue
-// member left behind (it has no TTL) is named by the next release in place
-// of a live waiter (docs/design.md §14.1).
+// member left behind is named by the next release in place of a live
+// waiter, until the queue expires (docs/design.md §14.1).
 func (c *cmd) parks() bool { return c.isRelease() || c.kind == cmdLeave }
 
 // cmd is one command to one master, and where its reply goes.
@@ -252,7 +256,7 @@ type cmd struct {
 	keys   []string // every lock key, for the Multi kinds
 	token  string
 	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey), 2 to also hand the key itself (§14.3)
-	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits
+	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits; cmdJoin, and cmdRelease with n == 2: the queue's life in ms
 	script *script // for cmdLoad
 	round  *quorum.Round
 	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes

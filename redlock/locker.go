@@ -780,7 +780,7 @@ func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHo
 	// caller must not leave keys behind): ctx is only the telemetry's.
 	res := l.round(context.Background(), l.env.now(), true, func(c *cmd) bool {
 		t.set(c)
-		c.kind, c.token, c.n, c.waiter = kind, token, pop, queueID
+		c.kind, c.token, c.n, c.waiter, c.pass = kind, token, pop, queueID, l.queueLife(pop)
 		return mayHold[c.node]
 	})
 	if handOn {

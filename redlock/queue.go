@@ -51,7 +51,7 @@ func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) 
 	token := l.wake.token(w)
 	old := l.wake.resetGrants(w, next)
 	l.round(context.WithoutCancel(ctx), l.env.now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.waiter = cmdRelease, t.key, token, 2, old
+		c.kind, c.key, c.token, c.n, c.waiter, c.pass = cmdRelease, t.key, token, 2, old, l.queueLife(2)
 		return true
 	})
 }
@@ -260,10 +260,34 @@ func (l *Locker) leaveWhere(ctx context.Context, t target, w *waiter, granted fu
 func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKind) {
 	start := l.env.now()
 	member := l.wake.member(w, kind == cmdJoin, start)
+	life := w.life
+	if life == 0 {
+		// Never a PEXPIRE of 0, which would delete the queue.
+		life = uint64(l.memberLife(l.opts.TTL).Milliseconds())
+	}
 	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n = kind, t.key, member, w.score
+		c.kind, c.key, c.token, c.n, c.pass = kind, t.key, member, w.score, life
 		return true
 	})
+}
+
+// memberLife is how long a master keeps a waiter's queue past its last
+// join (join.lua; docs/design.md §14.1 item 7): the lock's
+// TTL, or, when longer, twice the longest a live waiter goes between
+// joins while the key is held (every fourth poll, each at most MaxDelay
+// after the last, and its reads at most MasterTimeout).
+func (l *Locker) memberLife(ttl time.Duration) time.Duration {
+	return max(ttl, 8*(l.opts.Retry.MaxDelay+l.opts.MasterTimeout))
+}
+
+// queueLife is what a release that may hand the key itself (pop 2) gives
+// a queue it puts a head back into (release.lua): the member's life at
+// the Locker's TTL. 0 for other releases, which put nothing back.
+func (l *Locker) queueLife(pop uint64) uint64 {
+	if pop < 2 {
+		return 0
+	}
+	return uint64(l.memberLife(l.opts.TTL).Milliseconds())
 }
 
 // heldElsewhere reports whether a failed round found the lock held by

@@ -58,6 +58,8 @@ var (
 	leaderWriteBody string
 	//go:embed scripts/leader_read.lua
 	leaderReadSrc string
+	//go:embed scripts/join.lua
+	joinSrc string
 
 	// The scripts that compare fences share decimal.lua's exact
 	// comparison of decimal strings.
@@ -108,8 +110,9 @@ var (
 	rwUnreadScript       = newScript("rw_unread.lua", rwUnreadSrc)
 	leaderWriteScript    = newScript("leader_write.lua", leaderWriteSrc)
 	leaderReadScript     = newScript("leader_read.lua", leaderReadSrc)
+	joinScript           = newScript("join.lua", joinSrc)
 	scriptList           = []*script{extendScript, releaseScript, acquireFencedScript, writebackScript,
 		acquireMultiScript, writebackMultiScript, extendMultiScript, releaseMultiScript, adoptScript,
 		semAcquireScript, semHoldersScript, rwWriteScript, rwReadScript, rwUnreadScript, extendBatchScript, probeMineScript,
-		semExtendScript, leaderWriteScript, leaderReadScript}
+		semExtendScript, leaderWriteScript, leaderReadScript, joinScript}
 )

@@ -210,6 +210,7 @@ func (d *waitDriver) finish() {
 
 func (d *waitDriver) Register(mayHand bool) bool {
 	d.w = d.l.wake.wait(d.t)
+	d.w.life = uint64(d.l.memberLife(d.ttl).Milliseconds())
 	if mayHand {
 		d.l.mayHand(d.t, d.w, d.ttl)
 	}

@@ -127,6 +127,9 @@ type waiter struct {
 	// instant (Unix µs) it started waiting, kept when it joins again.
 	id    string
 	score uint64
+	// life: how long, in ms, each master keeps its member past a join
+	// (memberLife).
+	life uint64
 	// The release that last named it (msg), how many masters have, and
 	// whether one has since the caller last asked: guarded by the
 	// waker's mutex.

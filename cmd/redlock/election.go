@@ -446,3 +446,63 @@ func ordinal(n int) string {
 	}
 	return strconv.Itoa(n) + suffix
 }
+
+// releaseElection force-releases the leader of the election under stem:
+// a compare-and-delete of the election's lock key holding the leader's
+// token (the library's release, which announces it to the campaigners),
+// the token on a majority of the masters that answered, or the one
+// f.token names. The record stays (it names no leader once the lock key
+// is gone, as leader_read.lua decides) and so does the fence counter
+// (terms must stay monotonic); a leader still running finds its
+// leadership lost at its next extension. found is false when no master
+// that answered has the election's lock key (held by the token f.token
+// names, when given).
+func (s *conns) releaseElection(ctx context.Context, resource, stem string, majority int, f releaseFlags, asJSON bool, stdout io.Writer,
+	refuse func(code int, format string, a ...any) int) (code int, found bool) {
+	lockKey, recordKey, fenceKey := electionKeys(stem)
+	counts := map[string]int{}
+	for _, em := range s.readElection(ctx, "release: the election's leader", stem) {
+		if em.Present && (f.token == "" || matchToken(f.token, em.token)) {
+			counts[em.token]++
+		}
+	}
+	if len(counts) == 0 {
+		return 0, false
+	}
+	target, chosen := "", "majority"
+	for tok, n := range counts {
+		if n >= majority || f.token != "" {
+			target = tok
+		}
+	}
+	switch {
+	case f.token != "" && len(counts) > 1:
+		return refuse(exitRefused, "-token matches %d different tokens; give more of it", len(counts)), true
+	case f.token != "":
+		chosen = "-token"
+	case target == "":
+		var seen []string
+		for tok, n := range counts {
+			seen = append(seen, fmt.Sprintf("%s on %d", shortToken(tok), n))
+		}
+		slices.Sort(seen)
+		return refuse(exitRefused, "the election %q's lock is on no majority (%d): %s. Nothing was deleted. If you are sure, name one with -token",
+			printable(resource), majority, strings.Join(seen, ", ")), true
+	}
+	return s.forceDelete(ctx, forced{
+		event: "force-release", resource: resource, key: lockKey, target: target, chosen: chosen, majority: majority,
+		note: fmt.Sprintf("election: its record %s and fence counter %s left as they are (terms must stay monotonic); the campaigners elect the next leader",
+			printable(recordKey), printable(fenceKey)),
+		del: func(ctx context.Context, c *redis.Client) (int64, error) {
+			return compareAndDelete.Run(ctx, c, []string{lockKey}, target).Int64()
+		},
+	}, f, asJSON, stdout), true
+}
+
+// electionResetKeys are the keys reset deletes of the election under
+// stem: its lock key, its record and the campaigners' queue; never the
+// fence counter, whose values are the terms.
+func electionResetKeys(stem string) []string {
+	lock, record, _ := electionKeys(stem)
+	return []string{lock, record, lock + ":waiters"}
+}

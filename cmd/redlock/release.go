@@ -126,6 +126,9 @@ func cmdRelease(ctx context.Context, s *conns, resource string, f releaseFlags, 
 			if code, found := s.releasePrimitive(ctx, resource, key, q.Majority, f, asJSON, stdout, refuse); found {
 				return code
 			}
+			if code, found := s.releaseElection(ctx, resource, key, q.Majority, f, asJSON, stdout, refuse); found {
+				return code
+			}
 			return refuse(exitRefused, "the token given with -token is on none of the %d masters that answered", q.Answered)
 		case 1:
 			target, chosen = matches[0].token, "-token"
@@ -137,6 +140,9 @@ func cmdRelease(ctx context.Context, s *conns, resource string, f releaseFlags, 
 	case q.Held:
 		target, chosen = q.top, "majority"
 	case len(q.Holders) == 0:
+		if code, found := s.releaseElection(ctx, resource, key, q.Majority, f, asJSON, stdout, refuse); found {
+			return code
+		}
 		if v := newPrimView(s.readPrim(ctx, "release: semaphore and read-write keys", key)); v != nil {
 			return refuse(exitRefused, "%q names a semaphore or read-write lock, not a mutex: name the permit, reader or writer "+
 				"to release with -token (inspect %s shows them), or reset it (reset -force)", printable(resource), printable(resource))

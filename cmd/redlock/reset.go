@@ -25,11 +25,13 @@ func primitiveKeys(stem string) []string {
 	return names
 }
 
-// cmdReset deletes every key of the semaphore and the read-write lock
-// called resource, on every master: for one whose holders are gone (a
-// holder still running loses its permit, read or write lock at its next
-// extension). It needs a majority of masters to answer the read, and
-// refuses a name with no such keys.
+// cmdReset deletes every key of the semaphore, the read-write lock and the
+// election called resource, on every master: for one whose holders are
+// gone (a holder still running loses its permit, read or write lock, or
+// leadership, at its next extension). It needs a majority of masters to
+// answer the read, and refuses a name with no such keys. An election
+// loses its lock key, record and queue (electionResetKeys), never its
+// fence counter.
 func cmdReset(ctx context.Context, s *conns, resource string, f releaseFlags, asJSON bool, stdout io.Writer) int {
 	stem, _, err := keyFor(s.r.keyOpts, resource)
 	if err != nil {
@@ -54,13 +56,14 @@ func cmdReset(ctx context.Context, s *conns, resource string, f releaseFlags, as
 	if answered < majority {
 		return refuse(exitQuorum, "only %d of %d masters answered; a reset needs a majority (%d) to see what is there", answered, n, majority)
 	}
-	if newPrimView(nodes) == nil {
-		return refuse(exitRefused, "%q has no semaphore or read-write lock keys on any master that answered: nothing to reset", printable(resource))
+	election := newElectionView(stem, s.readElection(ctx, "reset: the election's keys", stem)) != nil
+	if newPrimView(nodes) == nil && !election {
+		return refuse(exitRefused, "%q has no semaphore, read-write lock or election keys on any master that answered: nothing to reset", printable(resource))
 	}
-	keys := primitiveKeys(stem)
+	keys := append(primitiveKeys(stem), electionResetKeys(stem)...)
 	return s.forceDelete(ctx, forced{
 		event: "force-reset", resource: resource, key: stem + ":*", chosen: "reset", majority: majority,
-		note: "fence counter and write-grant count left as they are",
+		note: "fence counters and write-grant count left as they are",
 		del: func(ctx context.Context, c *redis.Client) (int64, error) {
 			return c.Del(ctx, keys...).Result()
 		},

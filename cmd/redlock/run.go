@@ -22,7 +22,7 @@ var isTerminal = func(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-const usageText = `redlock: inspect, list, force-release and reset the locks, semaphores and read-write locks of github.com/quorumlab/redlock
+const usageText = `redlock: inspect, list, force-release and reset the locks, semaphores, read-write locks and elections of github.com/quorumlab/redlock
 
 usage:
   redlock [flags] inspect RESOURCE
@@ -46,12 +46,15 @@ usage:
       inspect shows it). Writes an audit record (JSON) to stderr and to the
       stream <prefix>audit on every master that answers. For a semaphore or a
       read-write lock, -token names the permit, reader, writer or writer's
-      intent to release (as inspect shows it).
+      intent to release (as inspect shows it). For an election (when the mutex
+      RESOURCE is not held), releases the leader's lock key in the same way;
+      its record and fence counter stay.
   redlock [flags] reset RESOURCE -force -reason TEXT [-who NAME]
-      deletes, on every master, every key of the semaphore and read-write lock
-      RESOURCE (permits record, slots, writer, intent, readers; never the fence
-      counter): for one whose holders are gone, or to change its permits at once.
-      A holder still running loses what it holds. Audited as release is.
+      deletes, on every master, every key of the semaphore, read-write lock and
+      election RESOURCE (permits record, slots, writer, intent, readers; the
+      election's lock key, record and queue; never a fence counter): for one
+      whose holders are gone, or to change its permits at once. A holder or
+      leader still running loses what it holds. Audited as release is.
 
 The common flags may come before or after the command and its arguments;
 -limit and the release and reset flags after the command.

@@ -126,6 +126,20 @@ func (g *gen) rwTTL() string {
 	return g.pick("0", "-5", "abc", "")
 }
 
+// life is a queue's life for join.lua and release.lua, as PEXPIRE reads
+// it; as rwTTL, without small positive values.
+func (g *gen) life() string {
+	if g.chance(0.9) {
+		return g.pick("30000", "60000", "90000")
+	}
+	return g.pick("0", "-5", "abc", "", "30000.5")
+}
+
+// join is a waiter's join.lua.
+func (g *gen) join(q, member string) []string {
+	return g.evalsha("join.lua", []string{q}, []string{g.score(), member, g.life()})
+}
+
 func (g *gen) fence() string {
 	return g.pick("0", "1", "5", "10", "5", "10", "007", "18446744073709551615", "18446744073709551616", "abc", "")
 }
@@ -189,7 +203,8 @@ func (g *gen) script() []string {
 		}
 		return strconv.Itoa(n)
 	}
-	switch g.r.IntN(18) {
+	queue := []string{lk, q}
+	switch g.r.IntN(20) {
 	case 0:
 		return g.evalsha("extend.lua", []string{lk}, []string{g.token(), g.ttl()})
 	case 1, 2:
@@ -197,15 +212,21 @@ func (g *gen) script() []string {
 		case 0:
 			return g.evalsha("release.lua", []string{lk}, []string{g.token()})
 		case 1:
-			return g.evalsha("release.lua", []string{lk, q}, []string{g.token()})
+			return g.evalsha("release.lua", queue, []string{g.token()})
 		case 2:
-			return g.evalsha("release.lua", []string{lk, q}, []string{g.token(), g.member()})
+			return g.evalsha("release.lua", queue, []string{g.token(), g.member()})
 		}
 		own := ""
 		if g.chance(0.5) {
 			own = g.member()
 		}
-		return g.evalsha("release.lua", []string{lk, q}, []string{g.token(), own, g.pick("h", "h", "h", "x")})
+		argv := []string{g.token(), own, g.pick("h", "h", "h", "x")}
+		if g.chance(0.7) {
+			argv = append(argv, g.life())
+		}
+		return g.evalsha("release.lua", queue, argv)
+	case 17, 18:
+		return g.join(q, g.member())
 	case 3:
 		return g.evalsha("probe_mine.lua", []string{lk}, []string{g.token()})
 	case 4:
@@ -294,11 +315,18 @@ func (g *gen) command() []string {
 		// A holder takes the key, a waiter (or two) asks to be handed
 		// it, and the holder releases it, handing it on.
 		tok, next := g.token(), g.token()
-		g.next = append(g.next,
-			[]string{"ZADD", q, "NX", g.score(), g.waiterID() + " 30000 " + next},
-			g.evalsha("release.lua", []string{lk, q}, []string{tok, g.pick("", g.member()), "h"}))
+		first := []string{"ZADD", q, "NX", g.score(), g.waiterID() + " 30000 " + next}
+		if g.chance(0.7) {
+			first = g.join(q, g.waiterID()+" 30000 "+next)
+		}
+		g.next = append(g.next, first,
+			g.evalsha("release.lua", []string{lk, q}, []string{tok, g.pick("", g.member()), "h", g.life()}))
 		if g.chance(0.3) {
-			g.next = slices.Insert(g.next, 1, []string{"ZADD", q, "NX", g.score(), g.member()})
+			second := []string{"ZADD", q, "NX", g.score(), g.member()}
+			if g.chance(0.7) {
+				second = g.join(q, g.member())
+			}
+			g.next = slices.Insert(g.next, 1, second)
 		}
 		return []string{"SET", lk, tok, "NX", "PX", g.ttl()}
 	}

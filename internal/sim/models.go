@@ -95,6 +95,9 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 				// it back.
 				if !has {
 					m.zaddNumber(c.ms, k2, head.score, head.member) // pcall
+					if life, ok := at(argv, 4); ok {
+						m.pexpire(c.ms, k2, life) // pcall
+					}
 					return intReply(0)
 				}
 				named, r, ch = who, 2, k1+":w:"+prefixToDot(who)
@@ -123,6 +126,29 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 		m.publish(ch, sha1hex(tok)+" "+named)
 	}
 	return intReply(r)
+}
+
+// join.lua: ZADD NX of the member, then PEXPIRE of the queue to its
+// life.
+func joinModel(m *Master, c clock, keys, argv []string) Reply {
+	q, okQ := at(keys, 1)
+	score, okS := at(argv, 1)
+	member, okM := at(argv, 2)
+	if !okQ || !okS || !okM {
+		return errReply(errArgType)
+	}
+	r := m.cmdZAdd(c.ms, []string{"ZADD", q, "NX", score, member})
+	if r.Kind == Error {
+		return r
+	}
+	life, ok := at(argv, 3)
+	if !ok {
+		return errReply(errArgType)
+	}
+	if _, err := m.pexpire(c.ms, q, life); err != "" {
+		return errReply(err)
+	}
+	return r
 }
 
 // grant is release.lua's message to a waiter handed the key:

@@ -56,6 +56,8 @@ func modelFor(name string) model {
 		return leaderWriteModel
 	case "leader_read.lua":
 		return leaderReadModel
+	case "join.lua":
+		return joinModel
 	}
 	return nil
 }

@@ -22,9 +22,13 @@
 -- PUBLISH, ZPOPMIN and the queue's commands run with pcall: a user not
 -- allowed them still releases (after the DEL, an error would report a
 -- release that happened as refused); its waiters only lose the wake.
+-- A head put back goes back into a queue that its pop may have emptied
+-- and so deleted, with its expiry: with ARGV[4], the queue is given that
+-- life again (join.lua; docs/design.md §14.1 item 7).
 -- KEYS[1] lock key; KEYS[2] (optional) its queue; ARGV[1] token; ARGV[2]
 -- (optional, "" for none) the releasing caller's own queue member, taken
--- off the queue first, whatever the key holds; ARGV[3] (optional) 'h'.
+-- off the queue first, whatever the key holds; ARGV[3] (optional) 'h';
+-- ARGV[4] (optional) the queue's life in ms.
 -- Returns 1 when deleted (2 when a waiter was named, 3 when the key was
 -- handed to one), 0 when the key is absent (handed on or not), -1 when it
 -- holds another owner's token.
@@ -56,6 +60,9 @@ if KEYS[2] then
       -- back.
       if not v then
         redis.pcall('ZADD', KEYS[2], head[2], head[1])
+        if ARGV[4] then
+          redis.pcall('PEXPIRE', KEYS[2], ARGV[4])
+        end
         return 0
       end
       msg, r, ch = msg .. ' ' .. (id or head[1]), 2, lch

@@ -154,6 +154,7 @@ func TestChaos(t *testing.T) {
 	var results []Result
 	record := func(r Result) {
 		r.Seed = seed
+		visualise(t, &r, *jsonOut)
 		results = append(results, r)
 		t.Log(r)
 	}
@@ -214,8 +215,11 @@ func TestChaos(t *testing.T) {
 			checkAlways(t, r)
 			// Outside the assumptions the checker must find the double
 			// grant.
-			if r.MutexOK != porcupine.Illegal || r.Overlaps < 1 {
-				t.Errorf("checker missed the violation: mutex model %s, %d overlaps", r.MutexOK, r.Overlaps)
+			if r.MutexOK != porcupine.Illegal || r.Overlaps < 1 || r.Porcupine != porcupine.Illegal {
+				t.Errorf("checker missed the violation: mutex model %s, %d overlaps, porcupine %s", r.MutexOK, r.Overlaps, r.Porcupine)
+			}
+			if *jsonOut != "" && results[len(results)-1].Visualisation == "" {
+				t.Errorf("no visualisation written for the failing row")
 			}
 			if !strings.Contains(r.Notes, "at once: true") {
 				t.Errorf("the two holders did not both believe they held the lock: %s", r.Notes)
@@ -272,6 +276,29 @@ func checkAlways(t *testing.T, r Result) {
 	}
 	if want := map[bool]porcupine.CheckResult{true: porcupine.Ok, false: porcupine.Illegal}[r.Overlaps == 0]; r.MutexOK != want {
 		t.Errorf("porcupine's mutex model says %s but the sweep found %d overlaps", r.MutexOK, r.Overlaps)
+	}
+	if ours := oursClean(r.Verdict); (r.Porcupine == porcupine.Ok) != ours {
+		t.Errorf("porcupine says %s over its models, our checks clean: %v (%d overlaps, %d fence regressions, %d stale accepted)",
+			r.Porcupine, ours, r.Overlaps, r.FenceRegressions, r.StaleAccepted)
+	}
+}
+
+// oursClean is our own checks' verdict on what porcupine's models judge:
+// no overlap, fences increasing where the history is fenced, and no
+// stale write accepted.
+func oursClean(v Verdict) bool {
+	return v.Overlaps == 0 && (v.FencedOK == "" || v.FenceRegressions == 0) && v.StaleAccepted == 0
+}
+
+// visualise writes porcupine's visualisation of a history it found
+// illegal next to the results JSON (none without -chaos.json).
+func visualise(t *testing.T, r *Result, jsonPath string) {
+	t.Helper()
+	if jsonPath == "" {
+		return
+	}
+	if err := r.WriteVisualisation(VisualisationPath(jsonPath, r.Scenario)); err != nil {
+		t.Error(err)
 	}
 }
 

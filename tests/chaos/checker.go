@@ -64,6 +64,18 @@ type Verdict struct {
 	// write had an unknown effect.
 	ResourceOK porcupine.CheckResult `json:"resource_model,omitempty"`
 
+	// Porcupine is porcupine's verdict over every model it ran on the
+	// history (mutex, fenced mutex, fenced register): Illegal when any
+	// found it illegal, else Unknown when any timed out, else Ok; beside
+	// our own checks above, which must agree with it.
+	Porcupine porcupine.CheckResult `json:"porcupine"`
+	// Visualisation is the file, next to the results JSON, holding
+	// porcupine's HTML visualisation of the history it found illegal
+	// (WriteVisualisation); empty when none was written.
+	Visualisation string `json:"porcupine_html,omitempty"`
+	// illegal is that history, with the model that refused it.
+	illegal *illegalHistory
+
 	// Example describes the first overlap, for the log.
 	Example string `json:"example,omitempty"`
 }
@@ -122,6 +134,13 @@ func mutexModel(fenced bool) porcupine.Model {
 			}
 			return true, mutexState{Holder: -1, Last: s.Last}
 		},
+		DescribeState: func(state any) string {
+			s := state.(mutexState)
+			if s.Holder == -1 {
+				return fmt.Sprintf("free (last fence %d)", s.Last)
+			}
+			return fmt.Sprintf("held by #%d (last fence %d)", s.Holder, s.Last)
+		},
 		DescribeOperation: func(input, _ any) string {
 			in := input.(lockInput)
 			if in.Acquire {
@@ -174,6 +193,22 @@ var resourceModel = porcupine.Model{
 		}
 		return !accepted, last
 	},
+	DescribeOperation: describeWrite,
+	DescribeState:     describeRegister,
+}
+
+func describeWrite(input, output any) string {
+	in := input.(writeInput)
+	out := "in flight at a kill"
+	if b, ok := output.(bool); ok {
+		out = map[bool]string{true: "accepted", false: "rejected"}[b]
+	}
+	return fmt.Sprintf("write(%s, fence %d, %s) %s", in.Resource, in.Fence, in.Owner, out)
+}
+
+func describeRegister(state any) string {
+	r := state.(register)
+	return fmt.Sprintf("fence %d by %s", r.Fence, r.Owner)
 }
 
 // resourceModelUnknown is resourceModel with writes of unknown outcome
@@ -196,6 +231,8 @@ var resourceModelUnknown = (&porcupine.NondeterministicModel{
 		}
 		return nil
 	},
+	DescribeOperation: describeWrite,
+	DescribeState:     describeRegister,
 }).ToModel()
 
 // sectionKey links a write to its section.
@@ -275,14 +312,17 @@ func Check(secs []Section, writes []Write) Verdict {
 	}
 	ops := lockOps(secs)
 	v.MutexOK = porcupine.CheckOperationsTimeout(mutexModel(false), ops, checkTimeout)
+	v.keepIllegal(v.MutexOK, mutexModel(false), ops)
 	if fenced {
 		v.FencedOK = porcupine.CheckOperationsTimeout(mutexModel(true), ops, checkTimeout)
+		v.keepIllegal(v.FencedOK, mutexModel(true), ops)
 	}
 	enters := make(map[sectionKey]int64, len(secs))
 	for _, s := range secs {
 		enters[keyOf(s)] = s.Enter
 	}
 	checkWrites(&v, writes, enters)
+	v.Porcupine = combined(v.MutexOK, v.FencedOK, v.ResourceOK)
 	return v
 }
 
@@ -342,5 +382,6 @@ func checkWrites(v *Verdict, writes []Write, enters map[sectionKey]int64) {
 			m = resourceModelUnknown
 		}
 		v.ResourceOK = porcupine.CheckOperationsTimeout(m, ops, checkTimeout)
+		v.keepIllegal(v.ResourceOK, m, ops)
 	}
 }

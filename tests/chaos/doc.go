@@ -15,6 +15,10 @@
 // writes attempted (rejected with ErrStaleFence) and stale writes accepted
 // (accepted after a larger fence had been), which must be 0 whatever the
 // faults, and checks the write log against a fenced-register model.
+// Verdict.Porcupine is porcupine's verdict over those models, which must
+// agree with our own checks; a history it finds illegal is drawn as
+// porcupine's HTML visualisation next to the results JSON
+// (WriteVisualisation, VisualisationPath).
 //
 // Faults inside Redlock's assumptions (a minority paused, cut, slowed below
 // MasterTimeout, or killed and restarted empty after at least a TTL) must

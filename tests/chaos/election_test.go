@@ -60,6 +60,7 @@ func TestElection(t *testing.T) {
 	var results []Result
 	record := func(r Result) {
 		r.Seed = seed
+		visualise(t, &r, *electionJSON)
 		results = append(results, r)
 		t.Log(electionString(r))
 	}
@@ -104,8 +105,11 @@ func TestElection(t *testing.T) {
 			r := c.run(t)
 			record(r)
 			checkElectionAlways(t, r)
-			if r.MutexOK != porcupine.Illegal || r.Overlaps < 1 {
-				t.Errorf("checker missed the two leaders: mutex model %s, %d overlaps", r.MutexOK, r.Overlaps)
+			if r.MutexOK != porcupine.Illegal || r.Overlaps < 1 || r.Porcupine != porcupine.Illegal {
+				t.Errorf("checker missed the two leaders: mutex model %s, %d overlaps, porcupine %s", r.MutexOK, r.Overlaps, r.Porcupine)
+			}
+			if *electionJSON != "" && results[len(results)-1].Visualisation == "" {
+				t.Errorf("no visualisation written for the failing row")
 			}
 			if c.back && (r.FenceRegressions < 1 || r.FencedOK != porcupine.Illegal) {
 				t.Errorf("checker missed the term going back: %d regressions, fenced model %s", r.FenceRegressions, r.FencedOK)

@@ -103,7 +103,7 @@ func TestEveryRuleNeeded(t *testing.T) {
 		{"info", false, acquire, []string{"NOPERM", "'info'", "INFO"}},
 		{"get", false, extend, []string{"extend.lua (which calls GET, PEXPIRE)", "can't run this command"}},
 		{"pexpire", false, extend, []string{"extend.lua (which calls GET, PEXPIRE)"}},
-		{"del", false, release, []string{"release.lua (which calls GET, ZREM, ZPOPMIN, PUBSUB, ZADD, SET, PUBLISH, DEL)"}},
+		{"del", false, release, []string{"release.lua (which calls GET, ZREM, ZPOPMIN, PUBSUB, ZADD, PEXPIRE, SET, PUBLISH, DEL)"}},
 		{"exists", false, acquireAll, []string{"acquire_multi.lua (which calls EXISTS, HGET, SET)"}},
 		{"hget", true, acquire, []string{"acquire_fenced.lua (which calls SET, HGET)"}},
 		{"hset", true, acquire, []string{"writeback.lua (which calls GET, HGET, HSET)"}},
