@@ -327,9 +327,10 @@ func TestSimTrace(t *testing.T) {
 // margin, a world that broke assumption 4), 75 (a fenced lock returned
 // after a pause: the decision, not the return, is checked) and 945 (a
 // semaphore permit handed out past its deadline after a slow give-back
-// of the other slots).
+// of the other slots), 1975 (an election's queue key left on a master
+// after restarts, before queues expired with their joins).
 func TestSimSwarmRegressions(t *testing.T) {
-	for _, seed := range []uint64{75, 89, 945} {
+	for _, seed := range []uint64{75, 89, 945, 1975} {
 		r, err := runSim(swarmRow(), seed, 2*time.Second, false)
 		if err != nil {
 			t.Fatal(err)
