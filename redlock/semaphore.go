@@ -227,19 +227,8 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 		won[i] = ok && took && (r.Outcome != quorum.OK || r.Value == uint64(win))
 		rest[i] = took && (!ok || r.Outcome != quorum.OK || r.Value != uint64(win))
 	}
-	others := s.slots
-	if ok {
-		others = slices.DeleteFunc(slices.Clone(s.slots), func(k string) bool { return k == order[win-1] })
-	}
-	if len(others) > 0 && slices.Contains(rest, true) {
-		l.releaseRound(ctx, target{resource: s.name, key: others[0], keys: others}, token, rest, false, "")
-		if ok && !l.env.now().Before(budget.Deadline(start)) {
-			// That release outlasted the validity left (slow masters
-			// answer within MasterTimeout): the permit is not handed out
-			// past its deadline (§2); it is given back.
-			l.releaseRound(ctx, target{resource: s.name, key: order[win-1]}, token, won, false, "")
-			ok, elapsed = false, l.env.now().Sub(start)
-		}
+	if s.giveBackOthers(ctx, token, order, win, ok, won, rest, budget.Deadline(start)) {
+		ok, elapsed = false, l.env.now().Sub(start)
 	}
 	if !ok {
 		e := &Error{Op: "acquire", Resource: s.name, Need: l.need, Masters: info.Masters, kind: ErrNotAcquired, cause: refusal(info.Masters)}
@@ -335,4 +324,27 @@ func (b *semBits) take() []string {
 	defer b.mu.Unlock()
 	b.taken = true
 	return b.bits
+}
+
+// giveBackOthers releases token's slots other than the won one (win, 0
+// when none: every slot) on the masters that may hold them (rest). When
+// the acquisition succeeded (ok) and that release outlasted the validity
+// left (deadline: slow masters answer within MasterTimeout), the won
+// slot is given back too, so that no permit is handed out past its
+// deadline (§2), and it reports true.
+func (s *Semaphore) giveBackOthers(ctx context.Context, token string, order []string, win int, ok bool, won, rest []bool, deadline time.Time) (late bool) {
+	l := s.l
+	others := s.slots
+	if ok {
+		others = slices.DeleteFunc(slices.Clone(s.slots), func(k string) bool { return k == order[win-1] })
+	}
+	if len(others) == 0 || !slices.Contains(rest, true) {
+		return false
+	}
+	l.releaseRound(ctx, target{resource: s.name, key: others[0], keys: others}, token, rest, false, "")
+	if !ok || l.env.now().Before(deadline) {
+		return false
+	}
+	l.releaseRound(ctx, target{resource: s.name, key: order[win-1]}, token, won, false, "")
+	return true
 }
