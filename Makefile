@@ -10,9 +10,11 @@ FUZZTIME      ?= 10s
 # The client adapters, each a module of its own (adapters/*/go.mod).
 ADAPTERS      ?= adapters/rueidis adapters/valkey adapters/redigo
 # The modules whose tests run first, in one go test through go.work: the
-# library (./...), the two commands and the repository's test suites. ./...
-# stops at a nested go.mod, so each of the others is named.
-TEST_PKGS     ?= ./... ./cmd/redlock/... ./cmd/redlock-bench/... ./tests/...
+# library (./...), the two commands, SQL fencing (sqlfence: its tests start
+# a throwaway PostgreSQL, and skip saying why without one) and the
+# repository's test suites. ./... stops at a nested go.mod, so each of the
+# others is named.
+TEST_PKGS     ?= ./... ./cmd/redlock/... ./cmd/redlock-bench/... ./sqlfence/... ./tests/...
 # The bench's optional parts (cmd/redlock-bench/extras.go): make test builds
 # them all, so their tests run; tests/consumer installs the default build.
 TEST_TAGS     ?= charts,docker,otel,peers,etcd
@@ -78,7 +80,7 @@ help: ## list the verbs
 # tests/clients runs the safety tests once per client kind).
 # tests/consumer publishes the modules to a local module proxy and builds
 # and installs from it as a user would.
-test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server if it can)
+test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server and postgresql if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS)"; \
 	$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS) && \
