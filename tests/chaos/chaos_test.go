@@ -245,6 +245,9 @@ func TestChaos(t *testing.T) {
 		if *sections > 0 {
 			s.Command += fmt.Sprintf(" -chaos.sections %d", *sections)
 		}
+		if *resourceKind != "redis" {
+			s.Command += " -chaos.resource " + *resourceKind + " -chaos.pg.isolation " + *pgIsolation
+		}
 		if h, err := os.Hostname(); err == nil {
 			s.Machine = fmt.Sprintf("%s: %d CPUs, %s/%s, %s", h, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 		}
