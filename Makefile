@@ -17,7 +17,7 @@ ADAPTERS      ?= adapters/rueidis adapters/valkey adapters/redigo
 TEST_PKGS     ?= ./... ./cmd/redlock/... ./cmd/redlock-bench/... ./sqlfence/... ./tests/...
 # The bench's optional parts (cmd/redlock-bench/extras.go): make test builds
 # them all, so their tests run; tests/consumer installs the default build.
-TEST_TAGS     ?= charts,docker,otel,peers,etcd
+TEST_TAGS     ?= charts,docker,otel,peers,etcd,sqlfence
 # Build tags for make bench, e.g. BENCH_TAGS=charts for -chart.
 BENCH_TAGS    ?=
 # make sim: how many simulated sections inside the assumptions, and the
