@@ -157,7 +157,7 @@ func TestChaos(t *testing.T) {
 		results = append(results, r)
 		t.Log(r)
 	}
-	for _, w := range workloads(*long, *backend == "docker") {
+	for _, w := range forResource(workloads(*long, *backend == "docker")) {
 		t.Run(w.Name, func(t *testing.T) {
 			for _, f := range NewSchedule(ScheduleRand(seed, w.Name), w.Plan) {
 				t.Logf("schedule: %s", f)
