@@ -273,7 +273,10 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "telemetry" })
 	}
 	if slices.Contains(cfg.scenarios, "sqlfence") && !sqlfenceBuilt {
-		return nil, usagef("-scenarios sqlfence: %s", extraHint("sqlfence"))
+		if strings.TrimSpace(scenarios) != "all" {
+			return nil, usagef("-scenarios sqlfence: %s", extraHint("sqlfence"))
+		}
+		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "sqlfence" })
 	}
 	if !peersBuilt {
 		for n := range strings.SplitSeq(impls, ",") {
