@@ -13,8 +13,7 @@ import (
 )
 
 // TestSmokeSQLFence runs the sqlfence scenario briefly on a throwaway
-// PostgreSQL: every variant in both modes gives a row with operations and
-// no errors.
+// PostgreSQL: every variant in both modes gives a row, with no errors.
 func TestSmokeSQLFence(t *testing.T) {
 	if _, err := pgtest.BinDir(); errors.Is(err, pgtest.ErrUnavailable) {
 		t.Skipf("skipping: %v", err)
@@ -35,8 +34,10 @@ func TestSmokeSQLFence(t *testing.T) {
 				f := strings.Fields(line)
 				if len(f) >= 7 && f[0] == mode && f[2] == v.name {
 					found = true
-					if f[3] == "0" || f[6] != "0" {
-						t.Errorf("%s %s: ops/s %s, errors %s", mode, v.name, f[3], f[6])
+					// No count of operations is asserted: on a loaded
+					// machine a 300 ms window may end before the first.
+					if f[6] != "0" {
+						t.Errorf("%s %s: %s errors", mode, v.name, f[6])
 					}
 				}
 			}
