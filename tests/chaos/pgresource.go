@@ -136,6 +136,13 @@ func (h fenceHolder) Token() string { return h.token }
 func writeFenced(ctx context.Context, db resourceStore, key string, fence uint64, owner, value string) error {
 	switch d := db.(type) {
 	case *pgStore:
+		// A holder frozen inside its transaction keeps the fence row
+		// locked, and the next holder's write waits for it (design.md
+		// §5.1): up to 3 TTL in the client-pause row, longer than the
+		// Redis rows' writeTimeout. The wait is the resource's, not a
+		// failure, so a PostgreSQL write gets pgWriteTimeout instead.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pgWriteTimeout)
+		defer cancel()
 		return d.fencer.Do(ctx, key, fenceHolder{fence, owner}, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, pgWrite, key, strconv.FormatUint(fence, 10), owner, value)
 			return err
@@ -238,6 +245,10 @@ func resourceNotes(tb testing.TB, db resourceStore, notes string) string {
 // (docs/choosing.md, "Sizing a TTL"); the schedule's pauses, delays and
 // jumps scale with it.
 const pgTTL = 2 * time.Second
+
+// pgWriteTimeout bounds a fenced write to PostgreSQL: past the longest
+// client pause (3 TTL), which a write may wait out behind the fence row.
+const pgWriteTimeout = 4 * pgTTL
 
 // forResource adapts the workloads to the resource: with PostgreSQL, a
 // TTL of at least pgTTL.
