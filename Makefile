@@ -10,12 +10,14 @@ FUZZTIME      ?= 10s
 # The client adapters, each a module of its own (adapters/*/go.mod).
 ADAPTERS      ?= adapters/rueidis adapters/valkey adapters/redigo
 # The modules whose tests run first, in one go test through go.work: the
-# library (./...), the two commands and the repository's test suites. ./...
-# stops at a nested go.mod, so each of the others is named.
-TEST_PKGS     ?= ./... ./cmd/redlock/... ./cmd/redlock-bench/... ./tests/...
+# library (./...), the two commands, SQL fencing (sqlfence: its tests start
+# a throwaway PostgreSQL, and skip saying why without one) and the
+# repository's test suites. ./... stops at a nested go.mod, so each of the
+# others is named.
+TEST_PKGS     ?= ./... ./cmd/redlock/... ./cmd/redlock-bench/... ./sqlfence/... ./tests/...
 # The bench's optional parts (cmd/redlock-bench/extras.go): make test builds
 # them all, so their tests run; tests/consumer installs the default build.
-TEST_TAGS     ?= charts,docker,otel,peers,etcd
+TEST_TAGS     ?= charts,docker,otel,peers,etcd,sqlfence
 # Build tags for make bench, e.g. BENCH_TAGS=charts for -chart.
 BENCH_TAGS    ?=
 # make sim: how many simulated sections inside the assumptions, and the
@@ -78,7 +80,7 @@ help: ## list the verbs
 # tests/clients runs the safety tests once per client kind).
 # tests/consumer publishes the modules to a local module proxy and builds
 # and installs from it as a user would.
-test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server if it can)
+test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server and postgresql if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS)"; \
 	$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS) && \
@@ -198,11 +200,20 @@ SOAK_DIR      ?= soak
 SOAK_MIN      ?= 1000000
 # Extra go test flags for every run.
 SOAK_FLAGS    ?=
-.PHONY: chaos chaos-soak chaos-election
+.PHONY: chaos chaos-soak chaos-election chaos-pg
 chaos: ## long fault-lab run (≥ 100 000 critical sections inside the assumptions); prints the table, JSON in tests/chaos/results.json (CHAOS_BACKEND=docker: on containers; CHAOS_FLAGS=-chaos.seed=N replays)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.backend $(CHAOS_BACKEND) -chaos.json $(CHAOS_JSON) -v -timeout 45m $(CHAOS_FLAGS)"; \
 	$(GO) test ./tests/chaos -run 'TestChaos$$' -chaos.long -chaos.backend $(CHAOS_BACKEND) -chaos.json $(CHAOS_JSON) -v -timeout 45m $(CHAOS_FLAGS)
+
+# The mutex rows with PostgreSQL as the fenced resource (module sqlfence;
+# -chaos.resource postgres): every row but the hand-off one, which writes
+# nothing. CHAOS_PG_ISOLATION=serializable for the other level.
+CHAOS_PG_ISOLATION ?= read-committed
+chaos-pg: ## long fault-lab run with PostgreSQL as the fenced resource (≥ 100 000 sections inside the assumptions, 0 violations; each outside row: 0 stale writes applied at the database); JSON in tests/chaos/results-pg.json
+	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
+	echo "$(GO) test ./tests/chaos -count=1 -run 'TestChaos$$/^(inside|outside|restart-empty|clock-jump|unsafe|kleppmann)' -chaos.long -chaos.resource postgres -chaos.pg.isolation $(CHAOS_PG_ISOLATION) -chaos.json results-pg.json -v -timeout 45m $(CHAOS_FLAGS)"; \
+	$(GO) test ./tests/chaos -count=1 -run 'TestChaos$$/^(inside|outside|restart-empty|clock-jump|unsafe|kleppmann)' -chaos.long -chaos.resource postgres -chaos.pg.isolation $(CHAOS_PG_ISOLATION) -chaos.json results-pg.json -v -timeout 45m $(CHAOS_FLAGS)
 
 chaos-election: ## long fault-lab run of leader elections (≥ 100 000 terms inside the assumptions, 0 violations; the constructed rows show theirs); JSON in tests/chaos/results-election.json (CHAOS_FLAGS=-chaos.terms=N)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \

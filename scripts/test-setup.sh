@@ -32,6 +32,18 @@ if ! command -v etcd >/dev/null 2>&1; then
   fi
 fi
 
+# PostgreSQL (Debian's postgresql) for SQL fencing (module sqlfence): its
+# tests initdb and start a server of their own in a temporary folder, as
+# the postgres user when run as root (package sqlfence/pgtest), and skip,
+# saying so, without the binaries. The package's own cluster is not used.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "postgresql missing: installing Debian's package (the sqlfence tests skip without it)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } >&2 \
+      || log "apt-get install postgresql failed: the sqlfence tests will skip"
+  fi
+fi
+
 docker_ok=
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then docker_ok=1; fi
 

@@ -6,11 +6,13 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/gomodule/redigo v1.9.3
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/quorumlab/redlock v0.1.0
 	github.com/quorumlab/redlock/adapters/redigo v0.1.0
 	github.com/quorumlab/redlock/adapters/rueidis v0.1.0
 	github.com/quorumlab/redlock/adapters/valkey v0.1.0
 	github.com/quorumlab/redlock/labdocker v0.1.0
+	github.com/quorumlab/redlock/sqlfence v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/valkey-io/valkey-go v1.0.79
@@ -20,6 +22,14 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/mod v0.41.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 require (

@@ -780,6 +780,7 @@ func TestExtrasNeedTheirTag(t *testing.T) {
 		{otelBuilt, "otel", []string{"-scenarios", "telemetry"}},
 		{peersBuilt, "peers", []string{"-impls", "redlock,rueidislock"}},
 		{etcdBuilt, "etcd", []string{"-impls", "redlock,etcd"}},
+		{sqlfenceBuilt, "sqlfence", []string{"-scenarios", "sqlfence"}},
 	} {
 		if c.built {
 			continue

@@ -16,11 +16,15 @@ import "fmt"
 //	etcd    -impls etcd: etcd's concurrency.Mutex and Election on a
 //	        3-member etcd cluster the bench starts (etcd on PATH: Debian's
 //	        etcd-server): go.etcd.io/etcd/client/v3, gRPC
+//	sqlfence -scenarios sqlfence: a SQL write guarded four ways on a
+//	        PostgreSQL (module sqlfence, pgx; a throwaway server from
+//	        Debian's postgresql, or $REDLOCK_BENCH_PG)
 //
 // Each has a file with the tag (chart.go, docker.go, telemetry.go,
-// peers.go, etcd.go) and one without it (*_off.go) that sets <tag>Built
-// to false; parseFlags then refuses the flag with extraHint. -tags
-// charts,docker,otel,peers,etcd builds them all, as make test does.
+// peers.go, etcd.go, sqlfence.go) and one without it (*_off.go) that sets
+// <tag>Built to false; parseFlags then refuses the flag with extraHint.
+// -tags charts,docker,otel,peers,etcd,sqlfence builds them all, as make
+// test does.
 
 // extraHint says how to get the optional part tag.
 func extraHint(tag string) string {

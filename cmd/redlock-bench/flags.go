@@ -272,6 +272,12 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		}
 		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "telemetry" })
 	}
+	if slices.Contains(cfg.scenarios, "sqlfence") && !sqlfenceBuilt {
+		if strings.TrimSpace(scenarios) != "all" {
+			return nil, usagef("-scenarios sqlfence: %s", extraHint("sqlfence"))
+		}
+		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "sqlfence" })
+	}
 	if !peersBuilt {
 		for n := range strings.SplitSeq(impls, ",") {
 			if n = strings.TrimSpace(n); slices.Contains(peerNames, n) {

@@ -7,12 +7,14 @@ require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/gomodule/redigo v1.9.3
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/quorumlab/redlock v0.1.0
 	github.com/quorumlab/redlock/adapters/redigo v0.1.0
 	github.com/quorumlab/redlock/adapters/rueidis v0.1.0
 	github.com/quorumlab/redlock/adapters/valkey v0.1.0
 	github.com/quorumlab/redlock/labdocker v0.1.0
+	github.com/quorumlab/redlock/sqlfence v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/redis/rueidis/rueidiscompat v1.0.79
@@ -29,6 +31,12 @@ require (
 	golang.org/x/sync v0.24.0
 	golang.org/x/term v0.47.0
 	gonum.org/v1/plot v0.17.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 )
 
 require (

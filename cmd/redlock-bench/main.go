@@ -99,6 +99,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 	}
+	if i := slices.Index(cfg.scenarios, "sqlfence"); i >= 0 { // sqlfence.go
+		cfg.scenarios = slices.Delete(cfg.scenarios, i, i+1)
+		r, err := runSQLFence(ctx, ms, cfg, stderr)
+		if err != nil {
+			return fmt.Errorf("sqlfence: %w", err)
+		}
+		if err := renderSQLFence(stdout, r); err != nil {
+			return err
+		}
+		if len(cfg.scenarios) == 0 {
+			return nil
+		}
+	}
 	rep := newReport(cfg, ms, began)
 	rep.Etcd = etcd.info()
 	cells := plan(cfg)

@@ -127,6 +127,12 @@ var scenarios = []scenario{
 		optIn:  true,
 	},
 	{
+		name:  "sqlfence",
+		desc:  "one SQL write per operation on PostgreSQL, guarded by a row lock (SELECT … FOR UPDATE), by ours, by ours with fencing, and by ours with the fence checked in the transaction (module sqlfence); -workers contended and uncontended, interleaved -repeat times (build tag sqlfence; a throwaway PostgreSQL, or $REDLOCK_BENCH_PG; only when named; its own table)",
+		impls: []string{},
+		optIn: true,
+	},
+	{
 		name:  "leases",
 		desc:  "one Locker keeping -leases leases with Lock and Keep (TTL -ttl) for -duration: heap per lease, goroutines, client CPU, extensions/s and script calls/s on master 0, leases lost (only when named; its own table)",
 		impls: []string{},

@@ -158,7 +158,7 @@ func TestChaos(t *testing.T) {
 		results = append(results, r)
 		t.Log(r)
 	}
-	for _, w := range workloads(*long, *backend == "docker") {
+	for _, w := range forResource(workloads(*long, *backend == "docker")) {
 		t.Run(w.Name, func(t *testing.T) {
 			for _, f := range NewSchedule(ScheduleRand(seed, w.Name), w.Plan) {
 				t.Logf("schedule: %s", f)
@@ -248,6 +248,9 @@ func TestChaos(t *testing.T) {
 		}
 		if *sections > 0 {
 			s.Command += fmt.Sprintf(" -chaos.sections %d", *sections)
+		}
+		if *resourceKind != "redis" {
+			s.Command += " -chaos.resource " + *resourceKind + " -chaos.pg.isolation " + *pgIsolation
 		}
 		if h, err := os.Hostname(); err == nil {
 			s.Machine = fmt.Sprintf("%s: %d CPUs, %s/%s, %s", h, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/redlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // ClientConfig is one workload client. Subprocess clients receive it as
@@ -45,6 +44,7 @@ type ClientConfig struct {
 	// For subprocess clients only: what to dial and for how long.
 	Masters       []string      `json:"masters,omitempty"`
 	ResourceDB    string        `json:"resource_db,omitempty"`
+	ResourceSQL   string        `json:"resource_sql,omitempty"` // -chaos.resource postgres: its DSN
 	TTL           time.Duration `json:"ttl,omitempty"`
 	MasterTimeout time.Duration `json:"node_timeout,omitempty"`
 	Run           time.Duration `json:"run,omitempty"`
@@ -124,7 +124,7 @@ const writeTimeout = 5 * time.Second
 //
 // The holder checks Valid() once, at entry, as a careful client does; the
 // danger the theory predicts is exactly a pause after that check.
-func runClient(ctx context.Context, l *redlock.Locker, db redis.Scripter, cfg ClientConfig, out sink) {
+func runClient(ctx context.Context, l *redlock.Locker, db resourceStore, cfg ClientConfig, out sink) {
 	r := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID)))
 	for seq := int64(0); ctx.Err() == nil; {
 		res := cfg.Resources[r.IntN(len(cfg.Resources))]
@@ -168,11 +168,11 @@ func runClient(ctx context.Context, l *redlock.Locker, db redis.Scripter, cfg Cl
 	}
 }
 
-func fencedWrite(db redis.Scripter, client int, seq int64, res string, fence uint64, owner string, out sink) {
+func fencedWrite(db resourceStore, client int, seq int64, res string, fence uint64, owner string, out sink) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
 	w := Write{Client: client, Seq: seq, Resource: res, Fence: fence, Owner: owner, Call: monoNow()}
-	err := redlock.WriteFenced(ctx, db, "resource:"+res, fence, owner, "client-"+strconv.Itoa(client))
+	err := writeFenced(ctx, db, "resource:"+res, fence, owner, "client-"+strconv.Itoa(client))
 	w.Return = monoNow()
 	switch {
 	case err == nil:

@@ -50,7 +50,7 @@ func (hd *holder) exit(h *History) {
 	_ = hd.lk.Unlock(context.Background())
 }
 
-func (hd *holder) write(db redis.Scripter, h *History) Write {
+func (hd *holder) write(db resourceStore, h *History) Write {
 	fencedWrite(db, hd.client, hd.enter, hd.res, hd.lk.Fence(), hd.lk.Token(), historySink{h})
 	ws := h.Writes()
 	return ws[len(ws)-1]
@@ -70,10 +70,10 @@ func tryLock(tb testing.TB, l *redlock.Locker, res string) *redlock.Lock {
 // twoClientsOnThree is the setting of the 3-master constructed scenarios:
 // the masters, the resource Redis (never faulted) and two clients' Lockers,
 // all closed by tb's cleanups.
-func twoClientsOnThree(tb testing.TB) (c *lab.Masters, db *redis.Client, l1, l2 *redlock.Locker) {
+func twoClientsOnThree(tb testing.TB) (c *lab.Masters, db resourceStore, l1, l2 *redlock.Locker) {
 	tb.Helper()
 	c = lab.ForTest(tb, 3, nil)
-	db = lab.ForTest(tb, 1, nil).Client(0)
+	db = newResource(tb)
 	l1 = newLocker(tb, c.Clients(), constructedOptions())
 	tb.Cleanup(func() { l1.Close() })
 	l2 = newLocker(tb, c.Clients(), constructedOptions())
@@ -213,7 +213,7 @@ func Kleppmann(tb testing.TB) Result {
 	tb.Helper()
 	start := time.Now()
 	c := lab.ForTest(tb, 5, nil) // A..E = masters 0..4
-	db := lab.ForTest(tb, 1, nil).Client(0)
+	db := newResource(tb)
 	// Ports 1 and 2 on loopback: nothing listens there, so dialling them
 	// is refused; two different ones because the Locker rejects duplicate
 	// masters.

@@ -36,6 +36,12 @@
 // seeds on both backends (-chaos.sections, -chaos.json per run) and
 // TestSoakSummary (-chaos.soak DIR) adds them up.
 //
+// -chaos.resource postgres makes the mutex rows' fenced resource a
+// PostgreSQL (pgresource.go): each write is a transaction through module
+// sqlfence (pgxfence) that also appends to a log, a throwaway server per
+// row; after the row the log, read in commit order, must hold 0 stale
+// writes applied (make chaos-pg).
+//
 // The election scenario (election.go, TestElection) runs campaigners of
 // one redlock.Election (in-process, and subprocesses that the schedule
 // freezes past their deadline, kills and cuts off while they lead) and

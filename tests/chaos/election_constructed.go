@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
 )
@@ -48,7 +46,7 @@ func campaignByHand(tb testing.TB, h *History, e *redlock.Election, client int, 
 	return hl
 }
 
-func (hl *handLeader) write(db redis.Scripter, h *History) Write {
+func (hl *handLeader) write(db resourceStore, h *History) Write {
 	fencedWrite(db, hl.client, hl.seq, electionName, hl.lk.Fence(), hl.lk.Token(), historySink{h})
 	ws := h.Writes()
 	return ws[len(ws)-1]

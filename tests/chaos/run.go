@@ -120,7 +120,7 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 	} else {
 		c = lab.ForTest(tb, w.Plan.Masters, &lab.Options{Proxy: true})
 	}
-	db := lab.ForTest(tb, 1, nil).Client(0) // the resource: never faulted
+	db := newResource(tb) // the resource: never faulted
 	h := &History{}
 
 	ctx, cancel := context.WithCancel(tb.Context())
@@ -145,7 +145,8 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 	var subs []*subClient
 	for k := range w.Subprocess {
 		cfg := w.clientConfig(w.InProcess+k, seed)
-		cfg.Masters, cfg.ResourceDB = c.Addrs(), db.Options().Addr
+		cfg.Masters = c.Addrs()
+		setResource(&cfg, db)
 		cfg.TTL, cfg.MasterTimeout = w.Plan.TTL, w.Plan.MasterTimeout
 		cfg.Run = w.MaxDuration + time.Minute // a cap; the parent stops it first
 		sc, err := startSubClient(cfg, h)
@@ -196,6 +197,7 @@ func Run(tb testing.TB, w Workload, seed uint64, backend string) Result {
 		r.Backend = backend
 	}
 	r.Verdict = Check(h.Sections(), h.Writes())
+	r.Notes = resourceNotes(tb, db, r.Notes)
 	acquires := h.Acquires()
 	r.fillAcquires(acquires)
 	reach.fill(&r, validity.Majority(w.Plan.Masters), acquires)
@@ -514,7 +516,12 @@ func RunHelper(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	if cfg.Role == "observe" {
 		return runObserver(ctx, l, cfg, newJSONSink(stdout))
 	}
-	runClient(ctx, l, db, cfg, newJSONSink(stdout))
+	res, closeRes, err := helperResource(ctx, cfg, db)
+	if err != nil {
+		return err
+	}
+	defer closeRes()
+	runClient(ctx, l, res, cfg, newJSONSink(stdout))
 	return nil
 }
 
