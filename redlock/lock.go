@@ -145,6 +145,9 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		l.tel.extension(ctx, outcome, lk.resource)
 		end(span, err)
 	}()
+	if l.isClosing() {
+		return closedError("extend", lk.resource) // the keys may still be on the masters
+	}
 	if lk.isReleased() { // before waiting for an extension in flight
 		return unlockedError(lk)
 	}
