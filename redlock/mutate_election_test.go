@@ -1,0 +1,83 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/redlock"
+	"github.com/quorumlab/redlock/redlocktest"
+)
+
+// Tests named TestMutate* run in make mutate's fast set (scripts/mutate.sh)
+// as well as in make test: they need no redis-server (redlocktest's
+// in-process masters) and decide nothing by timing. Each holds a rule whose
+// mutants lived through the simulator and the other fast tests
+// (docs/decisions/2026-12-06-mutation-testing.md).
+
+// The election's argument rules: a value of up to 64 KiB is published,
+// one byte more is refused as invalid, by Campaign and by Proclaim alike;
+// Proclaim and Resign by an Election that does not lead fail as ErrLost
+// and ErrUnlocked, and a leader's Proclaim succeeds.
+func TestMutateElectionArguments(t *testing.T) {
+	masters := redlocktest.New(t, nil)
+	// Long enough that a loaded machine (the race detector, 2 CPUs) never
+	// times a master out: nothing here is about time.
+	l, err := masters.Locker(&redlock.Options{Fencing: true, TTL: time.Minute, MasterTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := l.Election("mutate-args")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	limit := strings.Repeat("v", 64<<10)
+	if err := e.Proclaim(ctx, "before"); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("Proclaim before leading: %v, want ErrLost", err)
+	}
+	if err := e.Resign(ctx); !errors.Is(err, redlock.ErrUnlocked) {
+		t.Fatalf("Resign before leading: %v, want ErrUnlocked", err)
+	}
+	if _, err := e.Campaign(ctx, limit+"v"); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Campaign with a value of 64 KiB + 1: %v, want ErrInvalid", err)
+	}
+	lead, err := e.Campaign(ctx, limit)
+	if err != nil {
+		t.Fatalf("Campaign with a value of 64 KiB: %v", err)
+	}
+	if lead.Fence() == 0 {
+		t.Fatal("a leadership without a term")
+	}
+	if _, err := e.Campaign(ctx, "again"); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Campaign while leading: %v, want ErrInvalid", err)
+	}
+	if err := e.Proclaim(ctx, limit+"v"); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("Proclaim of 64 KiB + 1: %v, want ErrInvalid", err)
+	}
+	if err := e.Proclaim(ctx, limit); err != nil {
+		t.Fatalf("Proclaim of 64 KiB by the leader: %v", err)
+	}
+	if err := e.Proclaim(ctx, "next"); err != nil {
+		t.Fatalf("Proclaim by the leader: %v", err)
+	}
+	got, err := e.Leader(ctx)
+	if err != nil || got.Value != "next" || got.Term != lead.Fence() {
+		t.Fatalf("Leader: %+v, %v; want value %q, term %d", got, err, "next", lead.Fence())
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	if err := e.Proclaim(ctx, "after"); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("Proclaim after Resign: %v, want ErrLost", err)
+	}
+	if err := e.Resign(ctx); !errors.Is(err, redlock.ErrUnlocked) {
+		t.Fatalf("Resign twice: %v, want ErrUnlocked", err)
+	}
+	var nilCtx context.Context
+	if err := e.Proclaim(nilCtx, "x"); err == nil {
+		t.Fatal("Proclaim with a nil context succeeded")
+	}
+}
