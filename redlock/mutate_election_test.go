@@ -20,7 +20,8 @@ import (
 // The election's argument rules: a value of up to 64 KiB is published,
 // one byte more is refused as invalid, by Campaign and by Proclaim alike;
 // Proclaim and Resign by an Election that does not lead fail as ErrLost
-// and ErrUnlocked, and a leader's Proclaim succeeds.
+// and ErrUnlocked, and a leader's Proclaim succeeds; a reading of the
+// leader from exactly a majority of masters names it.
 func TestMutateElectionArguments(t *testing.T) {
 	masters := redlocktest.New(t, nil)
 	// Long enough that a loaded machine (the race detector, 2 CPUs) never
@@ -66,6 +67,18 @@ func TestMutateElectionArguments(t *testing.T) {
 	got, err := e.Leader(ctx)
 	if err != nil || got.Value != "next" || got.Term != lead.Fence() {
 		t.Fatalf("Leader: %+v, %v; want value %q, term %d", got, err, "next", lead.Fence())
+	}
+	// Two masters refuse every connection: the three left, exactly a
+	// majority, still name the leader.
+	if err := masters.Refuse(3, 4); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.Leader(ctx)
+	if err != nil || got.Value != "next" || got.Term != lead.Fence() {
+		t.Fatalf("Leader read on a bare majority: %+v, %v; want value %q, term %d", got, err, "next", lead.Fence())
+	}
+	if err := masters.Heal(3, 4); err != nil {
+		t.Fatal(err)
 	}
 	if err := e.Resign(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
