@@ -32,9 +32,11 @@
 #
 # Environment: GO (go), MUTATE_OUT (a new temporary directory),
 # MUTATE_WORKERS (1: TestSim already uses every CPU), MUTATE_TIMEOUT
-# (gremlins' --timeout-coefficient, 3), GREMLINS_VERSION (v0.6.0, the one
-# the record in docs/decisions/2026-12-06-mutation-testing.md used),
-# MUTATE_DRY=1 (list the mutants, run none). make mutate runs it.
+# (gremlins' --timeout-coefficient: by default 10 for the small packages,
+# whose unmutated run is mostly the build, and 3 for redlock),
+# GREMLINS_VERSION (v0.6.0, the one the record in
+# docs/decisions/2026-12-06-mutation-testing.md used), MUTATE_DRY=1 (list
+# the mutants, run none). make mutate runs it (MUTATE_PKGS for some).
 set -uo pipefail
 
 GO=${GO:-go}
