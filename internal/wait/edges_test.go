@@ -88,3 +88,18 @@ func TestSleepUntilTheExpiryOnlyWhenSooner(t *testing.T) {
 		}
 	}
 }
+
+// A round that found the waiter at the head (place 1: rank 0 plus one) or
+// off the queue is an attempt like any other; only a place behind the
+// head (> 1) is not counted.
+func TestRoundAtTheHeadCounts(t *testing.T) {
+	for place, wantAttempts := range map[uint64]int{0: 1, 1: 1, 2: 0} {
+		f := &fakeLocal{backoff: time.Second}
+		m := New(cfg(Target{Queued: true, Writer: true}), f)
+		m.Start(t0, false, false)
+		m.RoundDone(t0, RoundResult{Place: place})
+		if m.Attempts() != wantAttempts {
+			t.Errorf("round refused at place %d: %d attempts, want %d", place, m.Attempts(), wantAttempts)
+		}
+	}
+}
