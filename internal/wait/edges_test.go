@@ -103,3 +103,35 @@ func TestRoundAtTheHeadCounts(t *testing.T) {
 		}
 	}
 }
+
+// The rank read by a poll that found the key free: off the queue (0) or
+// at the head of an expiring holder's queue, a round; at the head
+// otherwise, suspect (sleep once more); behind the head, its place (a
+// round only once the queue has not moved since the last poll).
+func TestPolledRank(t *testing.T) {
+	for _, c := range []struct {
+		rank, behind uint64
+		expiring     bool
+		want         Kind
+		wantBehind   uint64
+		wantSuspect  bool
+	}{
+		{0, 0, false, Round, 0, false},
+		{0, 2, false, Round, 0, false},
+		{1, 0, true, Round, 0, false},
+		{1, 0, false, Sleep, 0, true},
+		{2, 0, false, Sleep, 2, false},
+		{2, 3, false, Sleep, 2, false},
+		{3, 3, false, Round, 0, false},
+		{3, 2, false, Round, 0, false},
+	} {
+		f := &fakeLocal{backoff: time.Second}
+		m := New(cfg(Target{Queued: true}), f)
+		m.st, m.round, m.joined, m.held, m.behind, m.expiring = stPollRank, true, true, true, c.behind, c.expiring
+		a := m.RankDone(t0, c.rank)
+		if a.Kind != c.want || m.behind != c.wantBehind || m.suspect != c.wantSuspect {
+			t.Errorf("rank %d, behind %d, expiring %v: %v behind %d suspect %v, want %v behind %d suspect %v",
+				c.rank, c.behind, c.expiring, a.Kind, m.behind, m.suspect, c.want, c.wantBehind, c.wantSuspect)
+		}
+	}
+}
