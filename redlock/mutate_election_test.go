@@ -94,3 +94,42 @@ func TestMutateElectionArguments(t *testing.T) {
 		t.Fatal("Proclaim with a nil context succeeded")
 	}
 }
+
+// With no leader, Leader says why: no majority reports one when every
+// master answered, and fewer than a majority answered when three of five
+// refuse.
+func TestMutateNoLeaderSaysWhy(t *testing.T) {
+	masters := redlocktest.New(t, nil)
+	l, err := masters.Locker(&redlock.Options{Fencing: true, TTL: time.Minute, MasterTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := l.Election("mutate-none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		refuse []int
+		reason string
+	}{
+		{nil, "no leader is reported by a majority of masters"},
+		{[]int{3, 4}, "no leader is reported by a majority of masters"},
+		{[]int{2, 3, 4}, "fewer than a majority of masters answered"},
+	} {
+		if err := masters.Heal(0, 1, 2, 3, 4); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.refuse) > 0 {
+			if err := masters.Refuse(c.refuse...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := e.Leader(t.Context())
+		if !errors.Is(err, redlock.ErrNoLeader) || !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("Leader with masters %v refusing: %v, want ErrNoLeader saying %q", c.refuse, err, c.reason)
+		}
+	}
+	if err := masters.Heal(0, 1, 2, 3, 4); err != nil {
+		t.Fatal(err)
+	}
+}
