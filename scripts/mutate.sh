@@ -36,7 +36,8 @@
 # whose unmutated run is mostly the build, and 3 for redlock),
 # GREMLINS_VERSION (v0.6.0, the one the record in
 # docs/decisions/2026-12-06-mutation-testing.md used), MUTATE_DRY=1 (list
-# the mutants, run none). make mutate runs it (MUTATE_PKGS for some).
+# the mutants, run none), MUTATE_REPORT=DIR (count the logs of an earlier
+# run, below). make mutate runs it (MUTATE_PKGS for some).
 set -uo pipefail
 
 GO=${GO:-go}
@@ -64,7 +65,10 @@ if [ ! -x "$gremlins" ]; then
 fi
 command -v jq >/dev/null 2>&1 || { log "needs jq (apt-get install -y jq)"; exit 1; }
 
-out=${MUTATE_OUT:-$(mktemp -d)}
+# MUTATE_REPORT=DIR: run nothing, count the logs a run left in DIR (one
+# stopped part-way included).
+MUTATE_REPORT=${MUTATE_REPORT:-}
+out=${MUTATE_REPORT:-${MUTATE_OUT:-$(mktemp -d)}}
 mkdir -p "$out"
 log "gremlins $("$gremlins" --version 2>&1 | head -1); reports in $out"
 
@@ -91,10 +95,12 @@ for pkg in "${pkgs[@]}"; do
 		# Nothing below the package (scripts/, testdata/) is mutated.
 		args+=(--exclude-files "/")
 	fi
-	log "$pkg: GOWORK=off GOFLAGS='$goflags' gremlins ${args[*]} ./$pkg"
-	start=$(date +%s)
-	(cd "$repo" && GOWORK=off GOFLAGS="$goflags" "$gremlins" "${args[@]}" "./$pkg") >"$out/$name.log" 2>&1
-	rc=$?
+	start=$(date +%s) rc=0
+	if [ -z "$MUTATE_REPORT" ]; then
+		log "$pkg: GOWORK=off GOFLAGS='$goflags' gremlins ${args[*]} ./$pkg"
+		(cd "$repo" && GOWORK=off GOFLAGS="$goflags" "$gremlins" "${args[@]}" "./$pkg") >"$out/$name.log" 2>&1
+		rc=$?
+	fi
 	secs=$(($(date +%s) - start))
 	# One line per mutant, from gremlins' log (so that a run stopped
 	# part-way still counts what it did): pkg/file:line:col TYPE STATUS.
@@ -115,7 +121,7 @@ for pkg in "${pkgs[@]}"; do
 		st == "NOT COVERED" { nc++ } st == "TIMED OUT" { to++ } st == "NOT VIABLE" { nv++ }
 		END { printf "%d %d %d %d %d %d\n", k, l, nc, to, nv, le }' "$out/$name.mutants")"
 	pct() { if [ "$2" -gt 0 ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f %%", 100 * a / b }'; else echo "n/a"; fi; }
-	rows+=("| $pkg | $k | $l | $le | $nc | $to | $nv | $(pct "$k" $((k + l))) | $(pct "$k" $((k + l - le))) | $(pct $((k + l)) $((k + l + nc))) | ${secs} s |")
+	rows+=("| $pkg | $k | $l | $le | $nc | $to | $nv | $(pct "$k" $((k + l))) | $(pct "$k" $((k + l - le))) | $(pct $((k + l)) $((k + l + nc))) | $([ -n "$MUTATE_REPORT" ] && echo "-" || echo "${secs} s") |")
 	while read -r pos typ st; do
 		grep -q "^$pos $typ\b" "$equivalent" 2>/dev/null || survivors+=("$pos $typ")
 	done < <(grep ' LIVED$' "$out/$name.mutants")
