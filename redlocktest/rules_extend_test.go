@@ -1,4 +1,4 @@
-package redlock_test
+package redlocktest_test
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 
 // Extend moves the deadline: a lock of 1 minute extended to 2 minutes
 // has a deadline at least 30 s later, and its keys stand on every master;
-// an Extend with a nil context fails and sends nothing. (make mutate's fast
-// set: mutants that made Extend return nil without extending, or refuse
-// every context, lived through the simulator, whose holders call the
+// an Extend with a nil context fails and sends nothing. (Mutants that
+// made Extend return nil without extending, or refuse every context, lived
+// through make mutate's fast set: the simulator's holders call the
 // unexported extend.)
-func TestMutateExtendMovesTheDeadline(t *testing.T) {
+func TestExtendMovesTheDeadline(t *testing.T) {
 	masters := redlocktest.New(t, nil)
 	l, err := masters.Locker(&redlock.Options{TTL: time.Minute, MasterTimeout: 10 * time.Second})
 	if err != nil {

@@ -1,4 +1,4 @@
-package redlock_test
+package redlocktest_test
 
 import (
 	"context"
@@ -11,18 +11,18 @@ import (
 	"github.com/quorumlab/redlock/redlocktest"
 )
 
-// Tests named TestMutate* run in make mutate's fast set (scripts/mutate.sh)
-// as well as in make test: they need no redis-server (redlocktest's
-// in-process masters) and decide nothing by timing. Each holds a rule whose
-// mutants lived through the simulator and the other fast tests
-// (docs/decisions/2026-12-06-mutation-testing.md).
+// Rules whose mutants lived through make mutate's fast set for package
+// redlock (docs/decisions/2026-12-06-mutation-testing.md). They run here,
+// on in-process masters, and not in package redlock's own tests: there,
+// an import of redlocktest would put miniredis in the go.sum of every
+// module importing redlock (scripts/check-consumer-deps.sh).
 
 // The election's argument rules: a value of up to 64 KiB is published,
 // one byte more is refused as invalid, by Campaign and by Proclaim alike;
 // Proclaim and Resign by an Election that does not lead fail as ErrLost
 // and ErrUnlocked, and a leader's Proclaim succeeds; a reading of the
 // leader from exactly a majority of masters names it.
-func TestMutateElectionArguments(t *testing.T) {
+func TestElectionArgumentRules(t *testing.T) {
 	masters := redlocktest.New(t, nil)
 	// Long enough that a loaded machine (the race detector, 2 CPUs) never
 	// times a master out: nothing here is about time.
@@ -98,7 +98,7 @@ func TestMutateElectionArguments(t *testing.T) {
 // With no leader, Leader says why: no majority reports one when every
 // master answered, and fewer than a majority answered when three of five
 // refuse.
-func TestMutateNoLeaderSaysWhy(t *testing.T) {
+func TestNoLeaderSaysWhy(t *testing.T) {
 	masters := redlocktest.New(t, nil)
 	l, err := masters.Locker(&redlock.Options{Fencing: true, TTL: time.Minute, MasterTimeout: 10 * time.Second})
 	if err != nil {
