@@ -30,6 +30,8 @@ SIM_ROWS      ?=
 # prefixes, e.g. 03 or "01 06"; empty: all), and each one's CPU limit in s.
 MUTATIONS     ?=
 MUTATION_CPU  ?= 60
+# make mutate: which packages (empty: validity quorum internal/wait redlock).
+MUTATE_PKGS   ?=
 # FSYNC=1 adds compose.fsync.yaml (AOF, appendfsync always) to lab-up.
 FSYNC         ?=
 # FORCE=1 rebuilds the local image even if it exists.
@@ -61,7 +63,7 @@ lab_net = net=$$(docker network ls -q --filter label=com.docker.compose.project=
 is_conn = [ -n "$$(docker inspect -f "{{if index .NetworkSettings.Networks \"$$netname\"}}yes{{end}}" $$cid)" ]
 
 .DEFAULT_GOAL := help
-.PHONY: help test sim mutations check-deps check-rules fuzz image require-compose lab-up lab-down lab-status \
+.PHONY: help test sim mutations mutate check-deps check-rules fuzz image require-compose lab-up lab-down lab-status \
         lab-pause lab-unpause lab-cut lab-heal
 
 help: ## list the verbs
@@ -106,6 +108,14 @@ sim: ## the deterministic simulator's long run: SIM_SECTIONS (10^8) sections ins
 # worktree of HEAD (scripts/mutations.sh).
 mutations: ## plant each bug of redlock/testdata/mutations in a throw-away worktree and show TestSim (or TestDifferential) catch it within 60 s of CPU; prints a markdown table (MUTATIONS=03 for some)
 	@GO="$(GO)" CPU_LIMIT=$(MUTATION_CPU) scripts/mutations.sh $(MUTATIONS)
+
+# gremlins mutates the protocol code (validity, quorum, internal/wait and
+# redlock's protocol files) one operator at a time and runs each package's
+# fast deterministic tests against every mutant: docs/design.md §20 and
+# docs/decisions/2026-12-06-mutation-testing.md. Not part of make test: it
+# builds and tests the package once per mutant (about an hour on 2 CPUs).
+mutate: ## mutation testing by gremlins over the protocol code against the fast deterministic tests; prints killed, lived, efficacy and mutant coverage per package (MUTATE_PKGS=quorum for some)
+	@GO="$(GO)" scripts/mutate.sh $(MUTATE_PKGS)
 
 check-deps: ## check that a module importing only redlock gets go-redis and nothing else it does not use
 	@GO="$(GO)" scripts/check-consumer-deps.sh

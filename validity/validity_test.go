@@ -132,3 +132,12 @@ func FuzzBudget(f *testing.F) {
 		}
 	})
 }
+
+// The defaults are the reference implementation's, and give design.md §2's
+// worked drift for a 10 s TTL: 10 s × 0.01 + 2 ms = 102 ms.
+func TestDefaultsGiveTheWorkedDrift(t *testing.T) {
+	b := validity.Budget{TTL: 10 * time.Second, DriftFactor: validity.DefaultDriftFactor, DriftConstant: validity.DefaultDriftConstant}
+	if got := b.Drift(); got != 102*ms {
+		t.Fatalf("Drift with the defaults = %v, want 102ms", got)
+	}
+}
