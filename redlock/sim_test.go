@@ -342,14 +342,10 @@ func (p *simProc) section(c *simCaller) {
 		p.keptSection(ctx, c, call, res)
 		return
 	}
-	lk, mode, err := p.lock(ctx, c, res)
-	if err != nil {
-		p.record(world.Note{Kind: world.Failed, Call: call})
-		c.pause(p.draw(cfg.think))
+	lk := p.take(ctx, c, call, res)
+	if lk == nil {
 		return
 	}
-	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
-	p.checkAcquired(lk)
 	if cfg.election {
 		p.lead(ctx, c, call, res, lk)
 		return
@@ -385,6 +381,20 @@ func (p *simProc) section(c *simCaller) {
 	c.pause(p.draw(cfg.think))
 }
 
+// take is c's Lock call for res (p.lock), recorded: Acquired (and
+// checked) or Failed, after which c thinks and take returns nil.
+func (p *simProc) take(ctx context.Context, c *simCaller, call uint64, res string) *Lock {
+	lk, mode, err := p.lock(ctx, c, res)
+	if err != nil {
+		p.record(world.Note{Kind: world.Failed, Call: call})
+		c.pause(p.draw(p.cfg.think))
+		return nil
+	}
+	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
+	p.checkAcquired(lk)
+	return lk
+}
+
 // keptSection is a section that keeps its lock: Do's fn (a mutex, half
 // the time) or Lock and Keep. The holder works for up to keepHold, waking
 // when the lock's context ends, and stops there (Done); at each wake it
@@ -411,14 +421,10 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 		c.pause(p.draw(cfg.think))
 		return
 	}
-	lk, mode, err := p.lock(ctx, c, res)
-	if err != nil {
-		p.record(world.Note{Kind: world.Failed, Call: call})
-		c.pause(p.draw(cfg.think))
+	lk := p.take(ctx, c, call, res)
+	if lk == nil {
 		return
 	}
-	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
-	p.checkAcquired(lk)
 	deadline := lk.Deadline()
 	if err := lk.Keep(); err != nil {
 		p.checkPast(lk, deadline, "when Keep failed")

@@ -2,11 +2,7 @@ package docs
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -25,42 +21,27 @@ var clockCalls = map[string]bool{
 // Round.Wait is the blocking driver sysEnv.await calls; the simulator
 // drives rounds with Finish instead.)
 func TestOneClock(t *testing.T) {
-	fset := token.NewFileSet()
-	for _, dir := range []string{"redlock", "internal/wait", "validity"} {
-		root := filepath.Join("..", "..", dir)
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return err
+	eachLibraryFile(t, []string{"redlock", "internal/wait", "validity"}, func(_ string, fset *token.FileSet, f *ast.File) {
+		for _, decl := range f.Decls {
+			if fd, ok := decl.(*ast.FuncDecl); ok && isSysEnvMethod(fd) {
+				continue
 			}
-			f, err := parser.ParseFile(fset, p, nil, 0)
-			if err != nil {
-				return err
-			}
-			for _, decl := range f.Decls {
-				if fd, ok := decl.(*ast.FuncDecl); ok && isSysEnvMethod(fd) {
-					continue
-				}
-				ast.Inspect(decl, func(n ast.Node) bool {
-					call, ok := n.(*ast.CallExpr)
-					if !ok {
-						return true
-					}
-					sel, ok := call.Fun.(*ast.SelectorExpr)
-					if !ok {
-						return true
-					}
-					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "time" && clockCalls[sel.Sel.Name] {
-						t.Errorf("%s: time.%s outside sysEnv: read the clock and set timers through the Locker's env", fset.Position(call.Pos()), sel.Sel.Name)
-					}
+			ast.Inspect(decl, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
 					return true
-				})
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "time" && clockCalls[sel.Sel.Name] {
+					t.Errorf("%s: time.%s outside sysEnv: read the clock and set timers through the Locker's env", fset.Position(call.Pos()), sel.Sel.Name)
+				}
+				return true
+			})
 		}
-	}
+	})
 }
 
 // isSysEnvMethod reports whether fd is a method of sysEnv.
