@@ -99,16 +99,11 @@ func TestContextMadeAfterDeadlineIsBornLost(t *testing.T) {
 				// The keys outlive the deadline by the drift allowance:
 				// the other Locker tries until they have expired.
 				var theirs *redlock.Lock
-				var err error
-				for try := 0; try < 500; try++ {
-					if theirs, err = take(b, i); err == nil {
-						break
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				if err != nil {
-					t.Fatalf("run %d: the other Locker: %v", i, err)
-				}
+				waitFor(t, "the other Locker's take of run "+strconv.Itoa(i), func() bool {
+					var err error
+					theirs, err = take(b, i)
+					return err == nil
+				})
 				if i%2 == 1 { // half of them: a failed Extend first
 					if err := lk.Extend(ctx); !errors.Is(err, redlock.ErrLost) {
 						t.Errorf("run %d: Extend past the deadline: %v, want ErrLost", i, err)

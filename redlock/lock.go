@@ -149,7 +149,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		return closedError("extend", lk.resource) // the keys may still be on the masters
 	}
 	if lk.isReleased() { // before waiting for an extension in flight
-		return unlockedError(lk)
+		return extendAfterUnlock(lk)
 	}
 	lk.extMu.Lock()
 	defer lk.extMu.Unlock()
@@ -157,7 +157,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 	released, cur, deadline := lk.released, lk.ttl, lk.deadline
 	lk.mu.Unlock()
 	if released {
-		return unlockedError(lk)
+		return extendAfterUnlock(lk)
 	}
 	if !l.enter() {
 		return closedError("extend", lk.resource)
@@ -201,7 +201,7 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	if lk.released {
-		return unlockedError(lk)
+		return extendAfterUnlock(lk)
 	}
 	if granted(res, budget, elapsed) && lk.locker.env.now().Before(lk.deadline) {
 		outcome = outExtended
@@ -234,8 +234,9 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 	return fail(lateReason(elapsed, budget), nil)
 }
 
-// unlockedError is Extend's error for a lock unlocked before or during it.
-func unlockedError(lk *Lock) error {
+// extendAfterUnlock is Extend's error (ErrLost) for a lock unlocked
+// before or during it.
+func extendAfterUnlock(lk *Lock) error {
 	return &Error{Op: "extend", Resource: lk.resource, Need: lk.locker.need, Reason: "already unlocked", kind: ErrLost}
 }
 

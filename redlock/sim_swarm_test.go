@@ -3,6 +3,7 @@ package redlock
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/quorumlab/redlock/internal/sim/world"
@@ -138,7 +139,7 @@ func drawSwarm(seed uint64) *simRow {
 			}
 		}
 		if len(ch.Kinds) > 0 {
-			if o.SafetyMargin >= 2*time.Millisecond && hasKind(ch.Kinds, world.PauseClient) {
+			if o.SafetyMargin >= 2*time.Millisecond && slices.Contains(ch.Kinds, world.PauseClient) {
 				// Every fault's length is drawn from one distribution:
 				// a pause must fit in the margin, so all do.
 				ch.For.Max = min(ch.For.Max, o.SafetyMargin)
@@ -167,13 +168,4 @@ func primName(o Options, cfg simConfig) string {
 		return "fenced"
 	}
 	return "mutex"
-}
-
-func hasKind(ks []world.FaultKind, k world.FaultKind) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
