@@ -74,7 +74,9 @@ help: ## list the verbs
 # -count=1: the tests talk to real servers, so a cached pass proves nothing.
 # -p 1: one package at a time. The tests stall, slow and kill real masters
 # and measure rounds against node timeouts; packages racing each other for
-# two cores under -race turn healthy masters into "slow" ones.
+# two cores under -race turn healthy masters into "slow" ones. -p also
+# bounds how many compilers run at once, so a first go test with every CPU
+# and no test (-run '^$') builds everything, in parallel, beforehand.
 # Every folder with a go.mod is a module of its own (docs/releasing.md);
 # go.work ties them together, so one go test from the root runs TEST_PKGS.
 # labdocker (the lab's Docker backend on testcontainers-go) runs second,
@@ -84,6 +86,8 @@ help: ## list the verbs
 # and installs from it as a user would.
 test: check-deps check-rules ## run every test with the race detector against real masters (installs redis-server and postgresql if it can)
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
+	echo "$(GO) test -race -tags $(TEST_TAGS) -run '^$$' $(TEST_PKGS) (builds on every CPU)"; \
+	out=$$($(GO) test -race -count=1 -tags $(TEST_TAGS) -run '^$$' $(TEST_PKGS) 2>&1) || { echo "$$out"; exit 1; }; \
 	echo "$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS)"; \
 	$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS) && \
 	{ echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; (cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...); } && \

@@ -34,15 +34,19 @@ func newLocker(t *testing.T, c *lab.Masters, opts *redlock.Options) *redlock.Loc
 			t.Fatal(err)
 		}
 	}
-	// A generous MasterTimeout where the test does not set one: CI runs the
-	// packages side by side under -race on two cores, and a round that
-	// fails because a healthy master was descheduled for 50ms is not what
-	// these tests are about. Tests of stalls set their own.
+	// A generous MasterTimeout where the test does not set one: a user's CI
+	// is a loaded machine, and a round that fails because a healthy master
+	// was descheduled for 50ms is not what these tests are about: 200 ms,
+	// or a quarter of a shorter TTL (the default would be 10 ms there).
+	// Tests of stalls set their own.
 	o := redlock.Options{MasterTimeout: 200 * time.Millisecond}
 	if opts != nil {
 		o = *opts
-		if o.MasterTimeout == 0 && (o.TTL == 0 || o.TTL > time.Second) {
+		if o.MasterTimeout == 0 {
 			o.MasterTimeout = 200 * time.Millisecond
+			if o.TTL > 0 {
+				o.MasterTimeout = min(o.MasterTimeout, o.TTL/4)
+			}
 		}
 	}
 	l, err := redlock.New(clients, &o)

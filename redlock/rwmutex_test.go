@@ -251,7 +251,7 @@ func TestRWMutexReadersExpireServerSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expiresWithin(t, c, "redlock:{cache}:r", ttl)
+	expiresWithin(t, c, "redlock:{cache}:r", ttl, r)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	w, err := rw.Lock(ctx)

@@ -99,7 +99,9 @@ func TestSemaphoreBound(t *testing.T) {
 // permit is granted again.
 func TestSemaphoreMinorityStalled(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	l := newColdLocker(t, c, &redlock.Options{TTL: 5 * time.Second, MasterTimeout: 100 * time.Millisecond})
+	// MasterTimeout 1 s: the first round dials the three live masters
+	// too, which a loaded machine can take well past 100 ms over.
+	l := newColdLocker(t, c, &redlock.Options{TTL: 5 * time.Second, MasterTimeout: time.Second})
 	s, err := l.Semaphore("exports", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +195,7 @@ func TestSemaphoreExpiresServerSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expiresWithin(t, c, "redlock:{exports}:s:1", ttl)
+	expiresWithin(t, c, "redlock:{exports}:s:1", ttl, lk)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	next, err := s.Acquire(ctx)
@@ -247,13 +249,20 @@ func TestKeepPermitAndReadLock(t *testing.T) {
 }
 
 // expiresWithin fails the test unless key has a PTTL in (0, ttl] on every
-// master: it expires on the masters' clocks, within the lock's TTL.
-func expiresWithin(t *testing.T, c *lab.Masters, key string, ttl time.Duration) {
+// master: it expires on the masters' clocks, within the lock's TTL. A key
+// already gone passes only if it was asked for after lk's deadline (a test
+// delayed past it on a loaded machine); gone before that, or never
+// expiring (PTTL −1), it fails.
+func expiresWithin(t *testing.T, c *lab.Masters, key string, ttl time.Duration, lk *redlock.Lock) {
 	t.Helper()
 	for i := range c.N() {
+		asked := time.Now()
 		p, err := c.Client(i).PTTL(t.Context(), key).Result()
-		if err != nil || p <= 0 || p > ttl {
+		switch {
+		case err != nil || p == -time.Nanosecond || p == 0 || p > ttl:
 			t.Fatalf("master %d: PTTL %s = %v, %v; want in (0, %v]", i, key, p, err, ttl)
+		case p < 0 && asked.Before(lk.Deadline()):
+			t.Fatalf("master %d: %s gone before the holder's deadline (%v before it)", i, key, lk.Deadline().Sub(asked))
 		}
 	}
 }
@@ -339,7 +348,7 @@ func TestSemaphoreRecordExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expiresWithin(t, c, meta, ttl)
+	expiresWithin(t, c, meta, ttl, p)
 	if err := p.Keep(); err != nil {
 		t.Fatal(err)
 	}
