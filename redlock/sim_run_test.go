@@ -131,6 +131,17 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 			}
 		}
 	}
+	if row.cfg.closeEarly > 0 {
+		// The processes stop while a minority of masters has been stalled
+		// for half a TTL (their streams park what they send them) and
+		// stays so for another: a process closing early drops it.
+		w.Run(span - o.TTL/2)
+		for _, m := range w.Rand().Perm(w.Masters())[:(w.Masters()-1)/2] {
+			if err := w.Inject(world.Fault{Kind: world.StallMaster, Master: m, At: w.Now(), For: o.TTL}); err != nil {
+				return simRun{}, nil, err
+			}
+		}
+	}
 	w.Run(span)
 	w.Stop()
 	if !w.Drain(50_000_000) {
@@ -147,18 +158,7 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	for _, p := range procs {
 		vs = append(vs, p.broken...)
 	}
-	// Left by design: counters (fences, a read-write lock's count of
-	// write grants, ":wg"), and keys that expire a TTL after their last
-	// use (a semaphore's permits record, sem_acquire.lua; a writer's
-	// intent, ":wi", rw_write.lua).
-	vs = append(vs, world.Leftovers(w, func(k string) bool {
-		for _, suffix := range []string{fenceSuffix, metaSuffix, ":wg", ":wi", leaderSuffix} {
-			if strings.HasSuffix(k, suffix) {
-				return true
-			}
-		}
-		return false
-	})...)
+	vs = append(vs, leftBehind(w, row, o)...)
 	// Liveness is judged where the bound holds: not in the rows whose
 	// TryLock pollers take a free key ahead of the queue.
 	window, bound := livenessBound(row)
@@ -177,4 +177,40 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 		r.trace = w.TraceAround(vs[0].At, 0, 60, 20)
 	}
 	return r, w, nil
+}
+
+// leftBehind checks what the processes left on the masters once they all
+// stopped and the world drained. Left by design: counters (fences, a
+// read-write lock's count of write grants, ":wg"), and keys that expire a
+// TTL after their last use (a semaphore's permits record, sem_acquire.lua;
+// a writer's intent, ":wi", rw_write.lua). When a process closed early
+// (simConfig.closeEarly), what it dropped may still be there: every such
+// key must have an expiry, and once the longest life a key or queue member
+// is given has passed (the TTL, or a queue's life, docs/design.md §14.1),
+// on the slowest clock, nothing may be left.
+func leftBehind(w *world.World, row *simRow, o Options) []world.Violation {
+	byDesign := func(k string) bool {
+		for _, suffix := range []string{fenceSuffix, metaSuffix, ":wg", ":wi", leaderSuffix} {
+			if strings.HasSuffix(k, suffix) {
+				return true
+			}
+		}
+		return false
+	}
+	if row.cfg.closeEarly == 0 {
+		return world.Leftovers(w, byDesign)
+	}
+	var vs []world.Violation
+	for i := range w.Masters() {
+		now := w.MasterNow(i)
+		for _, k := range w.Master(i).Keys(now) {
+			if r := w.Master(i).Do(now, []string{"PTTL", k}); !byDesign(k) && r.Int == -1 {
+				vs = append(vs, world.Violation{Check: "leftover", At: w.Now(),
+					What: fmt.Sprintf("master %d holds %q with no expiry", i, k)})
+			}
+		}
+	}
+	life := max(o.TTL, 8*(o.Retry.MaxDelay+o.MasterTimeout))
+	w.Run(w.Now() + life + time.Duration(float64(life)*2*o.DriftFactor) + o.DriftConstant)
+	return append(vs, world.Leftovers(w, byDesign)...)
 }

@@ -83,6 +83,12 @@ type simConfig struct {
 	// to keepHold, several TTLs, while the Locker's keeper extends it.
 	keep     float64
 	keepHold time.Duration
+	// closeEarly: the chance that a process closes its Locker as soon as
+	// its callers have returned, without waiting for its streams: what
+	// they still hold for a stalled or cut master (releases, leaves) is
+	// dropped, as when a service restarts during an incident. The run
+	// then lets every key's life pass before it looks for leftovers.
+	closeEarly float64
 }
 
 // simProc is one process: a Locker and its callers. It is the world's
@@ -112,6 +118,12 @@ type simProc struct {
 	stopping bool
 	stopped  time.Duration // when Stop came
 	closed   bool
+	early    bool // closes without waiting for its streams (closeEarly)
+	// base is every call's parent context: a process that closes early
+	// cancels it when it stops, as a service shutting down cancels the
+	// requests in flight.
+	base       context.Context
+	cancelBase context.CancelFunc
 
 	broken []world.Violation // promises the process saw broken (checkLife)
 }
@@ -143,6 +155,10 @@ func newSimProc(w *world.World, id int, cfg *simConfig) (*simProc, error) {
 		return nil, err
 	}
 	p.l = l
+	p.base, p.cancelBase = context.WithCancel(context.Background())
+	if cfg.closeEarly > 0 {
+		p.early = p.rng.Float64() < cfg.closeEarly
+	}
 	return p, nil
 }
 
@@ -328,7 +344,7 @@ func (p *simProc) section(c *simCaller) {
 	p.calls++
 	call := p.calls
 	res := cfg.resources[p.rng.IntN(len(cfg.resources))]
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(p.base)
 	defer cancel()
 	if cfg.limit > 0 {
 		defer p.afterFunc(cfg.limit, cancel).Stop()
@@ -386,13 +402,23 @@ func (p *simProc) section(c *simCaller) {
 func (p *simProc) take(ctx context.Context, c *simCaller, call uint64, res string) *Lock {
 	lk, mode, err := p.lock(ctx, c, res)
 	if err != nil {
-		p.record(world.Note{Kind: world.Failed, Call: call})
+		p.failed(call)
 		c.pause(p.draw(p.cfg.think))
 		return nil
 	}
 	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
 	p.checkAcquired(lk)
 	return lk
+}
+
+// failed records that call did not acquire; when the process's stop
+// cancelled it (closeEarly), its context ended then.
+func (p *simProc) failed(call uint64) {
+	n := world.Note{Kind: world.Failed, Call: call}
+	if ended(p.base) {
+		n.Limit = 1
+	}
+	p.record(n)
 }
 
 // keptSection is a section that keeps its lock: Do's fn (a mutex, half
@@ -413,7 +439,7 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 			return nil
 		})
 		if held == nil {
-			p.record(world.Note{Kind: world.Failed, Call: call})
+			p.failed(call)
 		} else {
 			p.checkDo(held, err)
 			p.checkReleased(held)
@@ -670,7 +696,8 @@ func (p *simProc) resume(c *simCaller) {
 // maybeClose closes the Locker once the process has stopped, its callers
 // have returned, and its streams have nothing queued, unanswered or
 // parked (or a minute has passed since Stop: a master that never comes
-// back keeps its parked releases, and their keys expire with their TTL).
+// back keeps its parked releases, and their keys expire with their TTL;
+// or at once, for a process that closes early).
 func (p *simProc) maybeClose() {
 	if !p.stopping || p.closed {
 		return
@@ -685,7 +712,7 @@ func (p *simProc) maybeClose() {
 			return // the keeper: Close would wait for its rounds
 		}
 	}
-	if p.clock-p.stopped < time.Minute {
+	if !p.early && p.clock-p.stopped < time.Minute {
 		for _, sp := range p.paths {
 			if sp.busy() {
 				if !sp.retry {
@@ -787,6 +814,9 @@ func (p *simProc) Timer(now time.Duration, id uint64) []world.Action {
 func (p *simProc) Stop(now time.Duration) []world.Action {
 	p.event(now)
 	p.stopping, p.stopped = true, now
+	if p.early {
+		p.cancelBase()
+	}
 	p.settle()
 	return p.out
 }

@@ -137,7 +137,9 @@ type Note struct {
 	// chooses, unique per client).
 	Call uint64
 	// Begin: the resource, and Limit: how long the call's context allows
-	// (0: no limit).
+	// (0: no limit). Failed with Limit > 0: the caller ended the call's
+	// context before its limit (a process shutting down), now; liveness
+	// does not judge the call past it.
 	Resource string
 	Limit    time.Duration
 	// Acquired: the mode and fence (0: none). Acquired and Extended: the

@@ -126,6 +126,9 @@ func (w *World) note(c int, n *Note) {
 		if i, ok := w.calls[k]; ok {
 			call := &w.hist.Calls[i]
 			call.End, call.Acquired = w.now, n.Kind == Acquired
+			if n.Kind == Failed && n.Limit > 0 {
+				call.Limit = min(call.Limit, w.now)
+			}
 			res = call.Resource
 			delete(w.calls, k)
 		}
