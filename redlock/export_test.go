@@ -137,6 +137,11 @@ func KeeperBusy(lk *Lock) bool {
 	return true
 }
 
+// SetBeforeRelease makes Unlock (and Shutdown, which unlocks) run f with
+// the lock's resource once the lock's keeping has ended and before its
+// release is sent to any master.
+func SetBeforeRelease(l *Locker, f func(resource string)) { l.beforeRelease = f }
+
 // SetAfterKeep makes Campaign run f between the Keep of its leadership
 // and the publishing of its value (the window a Shutdown can fall into).
 func SetAfterKeep(l *Locker, f func()) { l.afterKeep = f }

@@ -302,6 +302,9 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 	l.tel.unlocked(ctx, lk.resource)
 	defer func() { l.tel.unlockedHold(ctx, lk, err) }()
 	expired := !lk.locker.env.now().Before(deadline)
+	if l.beforeRelease != nil {
+		l.beforeRelease(lk.resource)
+	}
 	res := l.release(ctx, lk.target, lk.token, lk.mayHold, lk.waited, lk.queueID)
 	if ref := l.refusalIn(res); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say

@@ -55,8 +55,11 @@ type Locker struct {
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition; afterLock, between the Lock of
 	// a Hold or Do and the keeping of its lock; afterKeep, between a
-	// Campaign's Keep and the publishing of its value.
+	// Campaign's Keep and the publishing of its value; beforeRelease,
+	// in Unlock (and Shutdown's) between the end of the lock's keeping
+	// and the sending of its release.
 	betweenRounds, afterLock, afterKeep func()
+	beforeRelease                       func(resource string)
 
 	// Rounds in a row without a majority answering, since when, and when
 	// that was last logged (unix ns; logs.go).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,12 +15,12 @@ import (
 )
 
 // Shutdown with three kept locks (two Holds and a Do) and a plain one:
-// every kept lock's Done closes while its keys are still on every master
-// (the releases are held back 60 ms on the Locker's connections, not on
-// the checking clients'), and afterwards no key is left on any master,
-// Do has returned, and new acquisitions fail with ErrClosed.
+// every kept lock's Done has closed when its release is about to be sent,
+// with its keys still on every master (a test hook runs there, on the
+// releasing goroutine), and afterwards no key is left on any master, Do
+// has returned, and new acquisitions fail with ErrClosed.
 func TestShutdownReleasesHeldLocks(t *testing.T) {
-	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{MasterTimeout: 400 * time.Millisecond})
 	ctx := t.Context()
 	resources := []string{"sd-hold-a", "sd-hold-b", "sd-do", "sd-plain"}
@@ -48,13 +49,6 @@ func TestShutdownReleasesHeldLocks(t *testing.T) {
 	for _, r := range resources {
 		waitFor(t, "the keys of "+r+" on all 5 masters", func() bool { return 5-countValue(keyState(t, c, r), "") == 5 })
 	}
-	// From now on what the Locker writes reaches the masters 60 ms late;
-	// clients opened after this are not delayed.
-	for i := range c.N() {
-		if n, err := c.DelayOpen(i, 60*time.Millisecond, 0); err != nil || n < 1 {
-			t.Fatalf("DelayOpen %d: %d connections, %v", i, n, err)
-		}
-	}
 	fresh := make([]*redis.Client, c.N())
 	for i, a := range c.Addrs() {
 		fresh[i] = redis.NewClient(&redis.Options{Addr: a})
@@ -72,30 +66,38 @@ func TestShutdownReleasesHeldLocks(t *testing.T) {
 		}
 		return n
 	}
-	type seen struct {
-		resource string
-		keys     int
-	}
-	atDone := make(chan seen, 3)
-	watch := func(done <-chan struct{}, resource string) {
-		go func() {
-			<-done
-			atDone <- seen{resource, onMasters(resource)}
-		}()
-	}
-	watch(helds[0].Done(), resources[0])
-	watch(helds[1].Done(), resources[1])
-	watch(dctx.Done(), resources[2])
+	// Just before each release is sent (the hook runs on the releasing
+	// goroutine, so the release waits for it): a kept lock's Done has
+	// closed, and its keys are still on every master.
+	done := map[string]<-chan struct{}{resources[0]: helds[0].Done(), resources[1]: helds[1].Done(), resources[2]: dctx.Done()}
+	var mu sync.Mutex
+	checked := map[string]bool{}
+	redlock.SetBeforeRelease(l, func(resource string) {
+		d, kept := done[resource]
+		if !kept {
+			return
+		}
+		select {
+		case <-d:
+		default:
+			t.Errorf("%s: its release was about to be sent before its Done closed", resource)
+		}
+		if n := onMasters(resource); n != 5 {
+			t.Errorf("%s: before its release, %d of 5 masters had its key; want all 5", resource, n)
+		}
+		mu.Lock()
+		checked[resource] = true
+		mu.Unlock()
+	})
 
 	if err := l.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	for range 3 {
-		s := <-atDone
-		if s.keys != 5 {
-			t.Errorf("%s: when its Done closed, %d of 5 masters still had its key; want all 5 (Done before any release)", s.resource, s.keys)
-		}
+	mu.Lock()
+	if len(checked) != 3 {
+		t.Errorf("releases checked before they were sent: %v, want the 3 kept locks'", checked)
 	}
+	mu.Unlock()
 	for _, r := range resources {
 		if n := onMasters(r); n != 0 {
 			t.Errorf("%s: key on %d masters after Shutdown", r, n)
