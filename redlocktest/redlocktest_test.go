@@ -21,8 +21,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A MasterTimeout wide enough for a cold connection's first round under
-// -race on a loaded machine; the tests never assert speed below it.
-const nodeTimeout = 300 * time.Millisecond
+// -race on a loaded machine (300 ms was overrun beside stress-ng and other
+// tests on two cores); the tests never assert speed below it.
+const nodeTimeout = time.Second
 
 func newLocker(t *testing.T, m *redlocktest.Masters, o redlock.Options) *redlock.Locker {
 	t.Helper()
@@ -116,10 +117,10 @@ func TestLockUnlock(t *testing.T) {
 			ctx := context.Background()
 			lk, err := l.TryLock(ctx, "invoice:42")
 			must(t, err)
+			// A master that answered after the majority (a loaded machine)
+			// still sets the key.
 			want := []string{lk.Token(), lk.Token(), lk.Token(), lk.Token(), lk.Token()}
-			if got := m.Tokens(l, "invoice:42"); !slices.Equal(got, want) {
-				t.Fatalf("tokens %q, want %q", got, want)
-			}
+			eventually(t, "the token on every master", func() bool { return slices.Equal(m.Tokens(l, "invoice:42"), want) })
 			// The key is where the documented naming says, with the TTL.
 			for i, s := range m.Servers() {
 				if v, err := s.Get("redlock:{invoice:42}"); err != nil || v != lk.Token() {
@@ -397,6 +398,7 @@ func TestExpiry(t *testing.T) {
 
 	// Keys expire in real time.
 	l := newLocker(t, m, redlock.Options{TTL: 200 * time.Millisecond, MasterTimeout: 50 * time.Millisecond})
+	warm(t, m, l) // a cold first round dials, which 50 ms may not cover under load
 	lk, err := l.TryLock(ctx, "short")
 	must(t, err)
 	if n := m.Holding(l, lk); n == 0 {
