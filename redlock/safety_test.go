@@ -84,6 +84,7 @@ func lockerOn(t *testing.T, c *lab.Masters, clients []redis.UniversalClient, opt
 	}
 	t.Cleanup(func() { l.Close() })
 	t.Cleanup(c.ResumeAll)
+	redlock.WarmUp(l) // the Locker's own connections, as newLocker does
 	return l
 }
 
