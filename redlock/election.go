@@ -109,6 +109,13 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 	if err != nil {
 		return nil, err
 	}
+	// Its release passes the queue even if this Campaign never waited:
+	// other campaigners are queued as a rule, and a release that only
+	// announced would let this campaigner, resigning and campaigning again
+	// at once, take the key back before the waiter it woke rounds, term
+	// after term (docs/design.md §21, the liveness bound). Set before lk
+	// is shared.
+	lk.waited = true
 	if keep {
 		if err := lk.Keep(); err != nil {
 			lk.Unlock(context.WithoutCancel(ctx))

@@ -234,3 +234,88 @@ func TestElectionRefusesBadInput(t *testing.T) {
 	}
 	m.Unlock(ctx)
 }
+
+// A leader that resigns and campaigns again at once, never having waited
+// itself, does not take the leadership back from a campaigner of another
+// Locker that queued for it: its release names the waiter, and its own
+// next Campaign queues behind it (docs/design.md §21, the liveness bound).
+// The backoff is a minute, so the resigned leader could lead first only
+// by a round of its own, not by a poll. On the code before, its release
+// only announced, and its next round raced the waiter's.
+func TestElectionResignedLeaderDoesNotBargeBack(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	election := func() *redlock.Election {
+		e, err := newLocker(t, c, electionOpts(2*time.Second)).Election("sched")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for turn := range 5 {
+		// New Lockers each turn: none has waited before.
+		a, b := election(), election()
+		lk, err := a.Campaign(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan campaign, 1)
+		go func() {
+			lk, err := b.Campaign(ctx, "b")
+			got <- campaign{lk: lk, err: err}
+		}()
+		queuedOnMajority(t, c, "redlock:{sched}:e")
+		if err := a.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		actx, acancel := context.WithCancel(ctx)
+		again := make(chan campaign, 1)
+		go func() {
+			lk, err := a.Campaign(actx, "a")
+			again <- campaign{lk: lk, err: err}
+		}()
+		var bl campaign
+		select {
+		case bl = <-got:
+		case al := <-again:
+			t.Fatalf("turn %d: the resigned leader led again (term %d, %v) before the waiter it should have named", turn, fence(al.lk), al.err)
+		}
+		if bl.err != nil || bl.lk.Fence() <= lk.Fence() {
+			t.Fatalf("turn %d: the waiter: %v, term %d after %d", turn, bl.err, fence(bl.lk), lk.Fence())
+		}
+		acancel() // the resigned leader's next Campaign, queued behind
+		if al := <-again; al.err == nil {
+			t.Fatalf("turn %d: the resigned leader's next Campaign led (term %d) while the waiter led (term %d)", turn, al.lk.Fence(), bl.lk.Fence())
+		}
+		if err := b.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// queuedOnMajority waits until, on a majority of the masters, key's queue
+// holds a member and a Locker listens where a release names its waiters
+// (a join refused by a master slow to answer, under load, is sent again
+// only on a later poll; the subscription is made after the join).
+func queuedOnMajority(t *testing.T, c *lab.Masters, key string) {
+	t.Helper()
+	waitFor(t, "a waiter in the queue, and listening, on a majority", func() bool {
+		n := 0
+		for i := range c.N() {
+			m, err := c.Client(i).ZCard(t.Context(), key+":waiters").Result()
+			chs, err2 := c.Client(i).PubSubChannels(t.Context(), key+":w:*").Result()
+			if err == nil && err2 == nil && m > 0 && len(chs) > 0 {
+				n++
+			}
+		}
+		return n > c.N()/2
+	})
+}
+
+func fence(lk *redlock.Lock) uint64 {
+	if lk == nil {
+		return 0
+	}
+	return lk.Fence()
+}

@@ -315,13 +315,29 @@ func (w *waker) contended(key string) bool {
 // (release.lua).
 func (w *waker) channel(key string) string { return key + w.suffix }
 
-// handed records that this Locker's release of key woke a queued caller.
+// handed records that this Locker's release of key woke a queued caller,
+// so that a Lock of this Locker for key within handingOn's maxAge joins
+// the queue behind it. A key none of its callers waited for lately (an
+// election's campaigner that never waited, election.go) gets an entry
+// without waiters, forgotten after lingerFor as any idle one.
 func (w *waker) handed(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if q := w.queues[key]; q != nil {
-		q.handedAt = w.l.env.now()
+	if w.closed {
+		return
 	}
+	now := w.l.env.now()
+	q := w.queues[key]
+	if q == nil {
+		q = &waitQueue{idleSince: now}
+		w.queues[key] = q
+		w.keys.Add(1)
+		if w.subs == nil {
+			w.startLocked()
+		}
+		w.notifyLocked()
+	}
+	q.handedAt = now
 }
 
 // freedSince reports whether a master announced, since t0, a release of

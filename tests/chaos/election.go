@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -99,10 +100,11 @@ func runCampaigner(ctx context.Context, open func() (*redlock.Locker, error), db
 			}
 			return nil
 		}
-		out.acquire(Acquire{Client: cfg.ID, OK: err == nil, Latency: lat, Start: begin})
 		if err != nil {
+			out.acquire(Acquire{Client: cfg.ID, Latency: lat, Start: begin, Err: err.Error(), Lost: errors.Is(err, redlock.ErrLost)})
 			continue
 		}
+		out.acquire(Acquire{Client: cfg.ID, OK: true, Latency: lat, Start: begin})
 		seq++
 		out.leadership(Leadership{Client: cfg.ID, Seq: seq, Term: lk.Fence(), Value: value, At: monoNow()})
 		lapse := cfg.LapseEvery > 0 && r.IntN(cfg.LapseEvery) == 0
@@ -230,6 +232,15 @@ type ElectionVerdict struct {
 	Cuts           int             `json:"leaders_cut,omitempty"`
 	Lapses         int             `json:"leaderships_lapsed,omitempty"`
 	ObserveExample string          `json:"observe_example,omitempty"`
+	// FailedCampaigns explains each Campaign that returned an error
+	// (explain.go). LostInPublish counts those that failed with ErrLost
+	// (§21: a leadership lost before a majority took its value ends the
+	// Campaign, whatever its limit); LivenessViolations, the others whose
+	// liveness premise held (FailedCampaign.judge): each ran to its limit
+	// where the bound says it acquires.
+	FailedCampaigns    []FailedCampaign `json:"failed_campaigns,omitempty"`
+	LostInPublish      int              `json:"failed_lost_in_publish"`
+	LivenessViolations int              `json:"liveness_violations"`
 }
 
 // ObserverStats is one observer's share.
@@ -347,6 +358,7 @@ type electionRun struct {
 	proxies              [][]*faultproxy.Proxy
 	nextID               int
 	kills, freezes, cuts atomic.Int64
+	eps                  episodes
 }
 
 // RunElection runs w on fresh masters with the fault schedule drawn from
@@ -446,11 +458,14 @@ func RunElection(tb testing.TB, w ElectionWorkload, seed uint64, backend string)
 				return
 			}
 			var err error
+			ep := Episode{Fault: f, From: monoNow()}
 			if f.Kind.onClient() {
-				err = er.applyLeader(ctx, f)
+				err = er.applyLeader(ctx, f, &ep.From, &ep.Leader)
 			} else {
 				err = apply(ctx, c, nil, f)
 			}
+			ep.To = monoNow()
+			er.eps.add(ep)
 			if err != nil {
 				tb.Errorf("chaos: %s: %v", f, err)
 				return
@@ -488,6 +503,15 @@ func RunElection(tb testing.TB, w ElectionWorkload, seed uint64, backend string)
 	acquires := h.Acquires()
 	r.fillAcquires(acquires)
 	reach.fill(&r, validity.Majority(w.Plan.Masters), acquires)
+	ev.FailedCampaigns = explainFailures(h, er.eps.all(), reach, w.Plan.TTL, validity.Majority(w.Plan.Masters))
+	for _, fc := range ev.FailedCampaigns {
+		switch {
+		case fc.Lost:
+			ev.LostInPublish++
+		case fc.Premise:
+			ev.LivenessViolations++
+		}
+	}
 	return r
 }
 
@@ -520,20 +544,22 @@ func (er *electionRun) startCampaigner(k, id int) (*subClient, error) {
 }
 
 // applyLeader runs one leader fault on subprocess campaigner f.Client, at
-// its next entry into leadership (or wherever it is after 5 s).
-func (er *electionRun) applyLeader(ctx context.Context, f Fault) error {
+// its next entry into leadership (or wherever it is after 5 s), and sets
+// *landed to when it landed and *leader to the campaigner's id.
+func (er *electionRun) applyLeader(ctx context.Context, f Fault, landed *int64, leader *int) error {
 	if f.Client >= len(er.subs) {
 		return fmt.Errorf("no subprocess campaigner %d", f.Client)
 	}
 	sc := er.subs[f.Client]
+	if !sc.awaitEntry(ctx) {
+		return nil
+	}
+	*landed, *leader = monoNow(), sc.id
 	switch f.Kind {
 	case FreezeLeader:
 		er.freezes.Add(1)
-		return sc.pauseInSection(ctx, f.Dur)
+		return sc.pauseFor(ctx, f.Dur)
 	case KillLeader:
-		if !sc.awaitEntry(ctx) {
-			return nil
-		}
 		er.kills.Add(1)
 		sc.killLeader(er.h, electionName)
 		er.nextID++
@@ -544,9 +570,6 @@ func (er *electionRun) applyLeader(ctx context.Context, f Fault) error {
 		er.subs[f.Client] = nsc
 		return nil
 	case CutLeader:
-		if !sc.awaitEntry(ctx) {
-			return nil
-		}
 		er.cuts.Add(1)
 		for _, p := range er.proxies[f.Client] {
 			p.Cut()
@@ -627,7 +650,8 @@ func electionString(r Result) string {
 	fmt.Fprintf(&b, "observers %+v: %d deliveries of %d terms, %d back, %d repeated, %d phantom; ", ev.Observers, ev.Deliveries, ev.ObservedTerms, ev.TermsBack, ev.Repeats, ev.Phantoms)
 	fmt.Fprintf(&b, "writes %d: %d stale rejected (%d by the only leader), %d stale accepted, %d killed in flight, %d errors (resource model %s); ",
 		r.Writes, r.StaleAttempted, r.RejectedExclusive, r.StaleAccepted, r.InFlight, r.WriteErrors, r.ResourceOK)
-	fmt.Fprintf(&b, "leaders frozen %d, killed %d, cut %d, lapsed %d; faults %d", ev.Freezes, ev.Kills, ev.Cuts, ev.Lapses, r.FaultsRun)
+	fmt.Fprintf(&b, "leaders frozen %d, killed %d, cut %d, lapsed %d; faults %d; failed Campaigns %d (%d lost in publish), liveness violations (failed within the bound's premise) %d",
+		ev.Freezes, ev.Kills, ev.Cuts, ev.Lapses, r.FaultsRun, len(ev.FailedCampaigns), ev.LostInPublish, ev.LivenessViolations)
 	if r.Acquires > 0 {
 		fmt.Fprintf(&b, ", Campaigns %d, availability %.1f%%, p99 Campaign %v", r.Acquires, r.Availability, r.P99Acquire)
 	}

@@ -72,6 +72,13 @@ func TestElection(t *testing.T) {
 		r := RunElection(t, w, seed, *backend)
 		record(r)
 		ev := r.Election
+		for i, fc := range ev.FailedCampaigns {
+			if i == 20 {
+				t.Logf("failed Campaigns: %d more in the JSON", len(ev.FailedCampaigns)-i)
+				break
+			}
+			t.Logf("failed Campaign %d: %s", i+1, fc)
+		}
 		checkElectionAlways(t, r)
 		if r.Overlaps != 0 || r.MutexOK != porcupine.Ok {
 			t.Errorf("inside the assumptions: %d leader-sections entered while another leader was before its deadline (mutex model %s), want 0; first: %s", r.Overlaps, r.MutexOK, r.Example)
@@ -84,6 +91,9 @@ func TestElection(t *testing.T) {
 		}
 		if *long && (ev.Freezes == 0 || ev.Kills == 0 || ev.Cuts == 0 || r.Late == 0) {
 			t.Errorf("leaders frozen %d, killed %d, cut %d, sections clipped at their deadline %d: the long run did not exercise every leader fault", ev.Freezes, ev.Kills, ev.Cuts, r.Late)
+		}
+		if *long && ev.LivenessViolations != 0 {
+			t.Errorf("%d Campaigns failed at their limit (4 TTL) while the liveness bound's premise held (docs/design.md §21), want 0", ev.LivenessViolations)
 		}
 		if len(ev.Observers) != w.Observers+w.SubprocObservers {
 			t.Errorf("%d observers were delivered anything, want %d", len(ev.Observers), w.Observers+w.SubprocObservers)

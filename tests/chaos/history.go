@@ -56,6 +56,11 @@ type Acquire struct {
 	Latency time.Duration `json:"latency"`
 	// Start is when the Lock call began (monoNow, as sections' instants).
 	Start int64 `json:"start,omitempty"`
+	// Err is the error a failed call returned; Lost, whether it wraps
+	// redlock.ErrLost (an election's Campaign whose leadership was lost
+	// before a majority took its value).
+	Err  string `json:"err,omitempty"`
+	Lost bool   `json:"lost,omitempty"`
 }
 
 // Publication is a value a campaigner set out to publish: with Campaign

@@ -427,6 +427,11 @@ func (sc *subClient) pauseInSection(ctx context.Context, d time.Duration) error 
 	if !sc.awaitEntry(ctx) {
 		return nil
 	}
+	return sc.pauseFor(ctx, d)
+}
+
+// pauseFor SIGSTOPs the client for d, then SIGCONTs it.
+func (sc *subClient) pauseFor(ctx context.Context, d time.Duration) error {
 	pid := sc.cmd.Process.Pid
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return err
