@@ -439,8 +439,10 @@ func TestRenderTable(t *testing.T) {
 	for _, want := range []string{"EMBEDDED MASTERS", "workers 8,1 ·", "not run: fencing (no field)", "contended", "stall: ops/s per phase",
 		"1 stopped ÷ healthy", "8w redlock ÷ redsync: healthy", "∞ (0 ops)", "not_acquired:2", "handoff", "note: stall/redlock/8w: n",
 		// Ours ÷ failfast per worker count, in -workers order: 2/1 and 6/4
-		// ops/s, p50 1/4 and 1/1 ms.
-		"\ncontended: redlock ÷ redsync-failfast  8w 2.00× (p50 0.25×)  1w 1.50× (p50 1.00×)\n"} {
+		// ops/s, p99 before p50 on a shared resource (p50 1/4 and 1/1 ms),
+		// and the line on why.
+		"\ncontended: redlock ÷ redsync-failfast  8w 2.00× (p99 0.75×, p50 0.25×)  1w 1.50× (p99 1.00×, p50 1.00×)\n",
+		"a low p50 and a long p99"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
 		}

@@ -154,8 +154,13 @@ func fmtWorkers(ws []int) string {
 // worker count, e.g.
 //
 //	uncontended: redlock ÷ redsync-failfast  1w 1.05× (p50 0.93×)  8w 3.40× (p50 0.31×)
+//
+// On one shared resource (a handoff was measured) the acquire p99 comes
+// before the p50, with each side's fairness when measured, and a line
+// after them says why a p50 alone misleads there.
 func summaryLines(rep *Report) []string {
 	var out []string
+	contended := false
 	for _, s := range rep.Scenarios {
 		var parts []string
 		for _, w := range rep.Config.Workers {
@@ -168,19 +173,37 @@ func summaryLines(rep *Report) []string {
 			if x, ok := findRatio(rep.Ratios, s.Name, w, oursName, "all", summaryAgainst, "all"); ok {
 				thr = fmtRatio(x)
 			}
-			p50 := "n/a"
-			if ours.AcquireMs.Count > 0 && them.AcquireMs.Count > 0 {
-				if x := ratio(ours.AcquireMs.P50, them.AcquireMs.P50); x != nil {
-					p50 = fmt.Sprintf("%.2f×", *x)
-				}
+			p50, p99 := latencyRatio(ours, them, func(d Dist) float64 { return d.P50 }), latencyRatio(ours, them, func(d Dist) float64 { return d.P99 })
+			if ours.HandoffMs == nil && them.HandoffMs == nil {
+				parts = append(parts, fmt.Sprintf("%dw %s (p50 %s)", w, thr, p50))
+				continue
 			}
-			parts = append(parts, fmt.Sprintf("%dw %s (p50 %s)", w, thr, p50))
+			contended = true
+			fair := ""
+			if ours.Fairness != nil && them.Fairness != nil {
+				fair = fmt.Sprintf(", fairness %.2f against %.2f", *ours.Fairness, *them.Fairness)
+			}
+			parts = append(parts, fmt.Sprintf("%dw %s (p99 %s, p50 %s%s)", w, thr, p99, p50, fair))
 		}
 		if len(parts) > 0 {
 			out = append(out, fmt.Sprintf("%s: %s ÷ %s  %s", s.Name, oursName, summaryAgainst, strings.Join(parts, "  ")))
 		}
 	}
+	if contended {
+		out = append(out, "(one shared resource: a lock whose releaser may take it straight back has a low p50 and a long p99, and serves its callers unevenly; compare throughput, p99 and fairness)")
+	}
 	return out
+}
+
+// latencyRatio is ours ÷ them of one statistic of the acquire latency,
+// formatted ("n/a" when either side acquired nothing).
+func latencyRatio(ours, them Result, stat func(Dist) float64) string {
+	if ours.AcquireMs.Count > 0 && them.AcquireMs.Count > 0 {
+		if x := ratio(stat(ours.AcquireMs), stat(them.AcquireMs)); x != nil {
+			return fmt.Sprintf("%.2f×", *x)
+		}
+	}
+	return "n/a"
 }
 
 // mutexLines returns, for the scenarios that run a primitive beside the
