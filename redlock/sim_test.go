@@ -357,6 +357,7 @@ func (p *simProc) section(c *simCaller) {
 			ttl := lo + p.draw(hi-lo)/time.Millisecond*time.Millisecond
 			if p.now().Before(lk.Deadline()) && lk.Extend(ctx, WithTTL(ttl)) == nil {
 				p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
+				p.checkKeys(lk, "extended")
 				c.pause(cfg.stall)
 			}
 		}
@@ -369,6 +370,7 @@ func (p *simProc) section(c *simCaller) {
 		c.pause(h / 2)
 		if lk.Extend(ctx) == nil {
 			p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
+			p.checkKeys(lk, "extended")
 		}
 		c.pause(h - h/2)
 	default:
@@ -465,6 +467,29 @@ func (p *simProc) checkAcquired(lk *Lock) {
 	a := lk.Acquisition()
 	if decided := a.Start.Add(a.Elapsed); !decided.Before(lk.Deadline()) {
 		p.breaks(fmt.Sprintf("a lock was decided %v past its deadline (elapsed %v; token %s)", decided.Sub(lk.Deadline()), a.Elapsed, lk.token))
+	}
+	p.checkKeys(lk, "acquired")
+}
+
+// checkKeys: a lock on one key (a mutex's, fenced or not, or an
+// election's), just acquired or extended, has its token on a majority of
+// the masters until at least its deadline plus the SafetyMargin, the last
+// instant its holder may act (docs/design.md §2: each counted key outlives
+// start + TTL on its master's clock, which the drift and the margin
+// cover; §14.3 for a handed lock, whose start is since(G)). The masters'
+// keyspaces are read, not asked: the check sends nothing.
+func (p *simProc) checkKeys(lk *Lock, when string) {
+	if lk.mode != 0 || lk.permits > 0 || lk.resources != nil {
+		return
+	}
+	end := lk.Deadline().Add(lk.budget.SafetyMargin)
+	if !p.now().Before(end) {
+		return
+	}
+	until := p.w.Global(p.id, end.Sub(simEpoch))
+	if n, need := p.w.Holding(lk.key, lk.token, until), p.w.Masters()/2+1; n < need {
+		p.breaks(fmt.Sprintf("keys: %s, its token is on %d masters until its deadline and margin %v from now, of %d needed (token %s, queue member %q)",
+			when, n, end.Sub(p.now()), need, lk.token, lk.queueID))
 	}
 }
 

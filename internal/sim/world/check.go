@@ -290,3 +290,40 @@ func Readings(h *History) []Violation {
 	}
 	return out
 }
+
+// Holding is how many masters keep key at value from now until at least
+// until (on the global clock): the key holds value there and expires no
+// earlier, on the master's clock. A master down after a restart that
+// emptied it counts until it is back: nobody can take the key there
+// before then (assumption 2 keeps it down for a TTL and the drift).
+// Client c's holder, deciding now on a lock it counts on until until,
+// needs a majority (docs/design.md §2: every counted key outlives the
+// holder's deadline and its SafetyMargin).
+func (w *World) Holding(key, value string, until time.Duration) int {
+	n := 0
+	for i := range w.masters {
+		m := &w.masters[i]
+		kept := time.Duration(0)
+		if v, gone, ok := m.m.Held(m.clk.read(w.now), key); ok && v == value {
+			kept = Never
+			if gone != Never {
+				kept = m.clk.global(gone)
+			}
+		}
+		if m.down > 0 {
+			for j, f := range w.faults {
+				if w.active[j] && f.Kind == RestartMaster && f.Master == i && !f.Keep {
+					kept = max(kept, f.At+f.For)
+				}
+			}
+		}
+		if kept >= until {
+			n++
+		}
+	}
+	return n
+}
+
+// Global is the global instant at which client c's clock reads local
+// (Interval.Deadline is one).
+func (w *World) Global(c int, local time.Duration) time.Duration { return w.clients[c].clk.global(local) }
