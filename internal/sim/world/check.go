@@ -326,4 +326,6 @@ func (w *World) Holding(key, value string, until time.Duration) int {
 
 // Global is the global instant at which client c's clock reads local
 // (Interval.Deadline is one).
-func (w *World) Global(c int, local time.Duration) time.Duration { return w.clients[c].clk.global(local) }
+func (w *World) Global(c int, local time.Duration) time.Duration {
+	return w.clients[c].clk.global(local)
+}
