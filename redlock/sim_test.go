@@ -488,7 +488,7 @@ func (p *simProc) checkKeys(lk *Lock, when string) {
 	}
 	until := p.w.Global(p.id, end.Sub(simEpoch))
 	if n, need := p.w.Holding(lk.key, lk.token, until), p.w.Masters()/2+1; n < need {
-		p.breaks(fmt.Sprintf("keys: %s, its token is on %d masters until its deadline and margin %v from now, of %d needed (token %s, queue member %q)",
+		p.violates("keys", fmt.Sprintf("%s, its token is on %d masters until its deadline and margin %v from now, of %d needed (token %s, queue member %q)",
 			when, n, end.Sub(p.now()), need, lk.token, lk.queueID))
 	}
 }
@@ -526,9 +526,12 @@ func (p *simProc) checkDo(lk *Lock, err error) {
 	}
 }
 
-func (p *simProc) breaks(what string) {
+func (p *simProc) breaks(what string) { p.violates("lifecycle", what) }
+
+// violates records a violation of check that the process found.
+func (p *simProc) violates(check, what string) {
 	if len(p.broken) < 10 {
-		p.broken = append(p.broken, world.Violation{Check: "lifecycle", At: p.w.Now(), What: fmt.Sprintf("process %d: %s", p.id, what)})
+		p.broken = append(p.broken, world.Violation{Check: check, At: p.w.Now(), What: fmt.Sprintf("process %d: %s", p.id, what)})
 	}
 }
 
