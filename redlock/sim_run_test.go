@@ -59,7 +59,7 @@ type simRun struct {
 	// docs/design.md §20); judged: the calls the bound applied to; calls:
 	// the Lock calls (a TryLock's context allows it nothing).
 	liveness, judged, calls int
-	tags             []string // a swarm world's (simRow.tags)
+	tags                    []string // a swarm world's (simRow.tags)
 }
 
 // livenessPremises are the premises of liveness and their bounds
