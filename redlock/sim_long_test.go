@@ -130,7 +130,7 @@ func TestSim(t *testing.T) {
 	// Inside the assumptions: seeds in turn until the target.
 	c0 := cpuTime()
 	sections, events, seed, i := 0, uint64(0), *simSeed, 0
-	live, judged, tags := map[string]int{}, map[string]int{}, map[string]int{}
+	live, judged, calls, tags := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	var failed []string
 	stopped := false
 	run(func() (job, bool) {
@@ -157,6 +157,7 @@ func TestSim(t *testing.T) {
 		events += res.r.events
 		live[res.row.name] += res.r.liveness
 		judged[res.row.name] += res.r.judged
+		calls[res.row.name] += res.r.calls
 		for _, tg := range res.r.tags {
 			tags[tg]++
 		}
@@ -190,8 +191,12 @@ func TestSim(t *testing.T) {
 			t.Logf("liveness, swarm (reported, not asserted; each world its own bound): %d of %d calls judged did not acquire within their bound", live[row.name], judged[row.name])
 			continue
 		}
-		_, bound := livenessBound(row)
-		t.Logf("liveness, %s: %d of %d calls judged did not acquire within %v", row.name, live[row.name], judged[row.name], bound)
+		ps, asserted := livenessPremises(row), ""
+		if row.cfg.election {
+			asserted = " (reported, not asserted)"
+		}
+		t.Logf("liveness, %s%s: %d of %d calls judged (of %d) did not acquire within %v (%v with a majority stable from the call's start only)",
+			row.name, asserted, live[row.name], judged[row.name], calls[row.name], ps[0].Bound, ps[1].Bound)
 	}
 
 	// Outside: a few seeds of each row, which must show a violation.

@@ -373,6 +373,7 @@ func (p *simProc) section(c *simCaller) {
 			ttl := lo + p.draw(hi-lo)/time.Millisecond*time.Millisecond
 			if p.now().Before(lk.Deadline()) && lk.Extend(ctx, WithTTL(ttl)) == nil {
 				p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
+				p.checkKeys(lk, "extended")
 				c.pause(cfg.stall)
 			}
 		}
@@ -385,6 +386,7 @@ func (p *simProc) section(c *simCaller) {
 		c.pause(h / 2)
 		if lk.Extend(ctx) == nil {
 			p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
+			p.checkKeys(lk, "extended")
 		}
 		c.pause(h - h/2)
 	default:
@@ -492,6 +494,29 @@ func (p *simProc) checkAcquired(lk *Lock) {
 	if decided := a.Start.Add(a.Elapsed); !decided.Before(lk.Deadline()) {
 		p.breaks(fmt.Sprintf("a lock was decided %v past its deadline (elapsed %v; token %s)", decided.Sub(lk.Deadline()), a.Elapsed, lk.token))
 	}
+	p.checkKeys(lk, "acquired")
+}
+
+// checkKeys: a lock on one key (a mutex's, fenced or not, or an
+// election's), just acquired or extended, has its token on a majority of
+// the masters until at least its deadline plus the SafetyMargin, the last
+// instant its holder may act (docs/design.md §2: each counted key outlives
+// start + TTL on its master's clock, which the drift and the margin
+// cover; §14.3 for a handed lock, whose start is since(G)). The masters'
+// keyspaces are read, not asked: the check sends nothing.
+func (p *simProc) checkKeys(lk *Lock, when string) {
+	if lk.mode != 0 || lk.permits > 0 || lk.resources != nil {
+		return
+	}
+	end := lk.Deadline().Add(lk.budget.SafetyMargin)
+	if !p.now().Before(end) {
+		return
+	}
+	until := p.w.Global(p.id, end.Sub(simEpoch))
+	if n, need := p.w.Holding(lk.key, lk.token, until), p.w.Masters()/2+1; n < need {
+		p.violates("keys", fmt.Sprintf("%s, its token is on %d masters until its deadline and margin %v from now, of %d needed (token %s, queue member %q)",
+			when, n, end.Sub(p.now()), need, lk.token, lk.queueID))
+	}
 }
 
 // checkPast: past deadline (the lock's, read before), a Context made now
@@ -527,9 +552,12 @@ func (p *simProc) checkDo(lk *Lock, err error) {
 	}
 }
 
-func (p *simProc) breaks(what string) {
+func (p *simProc) breaks(what string) { p.violates("lifecycle", what) }
+
+// violates records a violation of check that the process found.
+func (p *simProc) violates(check, what string) {
 	if len(p.broken) < 10 {
-		p.broken = append(p.broken, world.Violation{Check: "lifecycle", At: p.w.Now(), What: fmt.Sprintf("process %d: %s", p.id, what)})
+		p.broken = append(p.broken, world.Violation{Check: check, At: p.w.Now(), What: fmt.Sprintf("process %d: %s", p.id, what)})
 	}
 }
 

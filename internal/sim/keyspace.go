@@ -254,3 +254,18 @@ func (m *Master) Dump(now time.Duration) []KeyDump {
 	}
 	return out
 }
+
+// Held returns the string value of key at now and the first instant of
+// the master's clock at which the key is gone (Never for no expiry), or
+// false if key holds no string at now. It changes nothing: a checker's
+// look at the keyspace.
+func (m *Master) Held(now time.Duration, key string) (value string, gone time.Duration, ok bool) {
+	e, ok := m.keys[key]
+	if !ok || e.typ != typeString || e.exp != 0 && toMs(now) > e.exp {
+		return "", 0, false
+	}
+	if e.exp == 0 {
+		return e.str, math.MaxInt64, true
+	}
+	return e.str, time.Duration(e.exp+1) * time.Millisecond, true
+}

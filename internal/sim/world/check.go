@@ -183,28 +183,40 @@ func DoneByDeadline(ivs []Interval) []Violation {
 
 // Liveness checks that every Lock call acquired within bound of its start
 // when it could: when a majority of the masters had no outage for its
-// client (nor the client a pause) from window before its start until
-// bound after it, and its context allowed bound. A call that began less than bound before the
-// history's end is not judged.
+// client (nor the client a pause) from window before its start until it
+// returned (or bound after its start, if sooner), and its context allowed
+// bound. A call still running bound after its start, at the history's end,
+// is not judged.
 func Liveness(h History, window, bound time.Duration) []Violation {
-	out, _ := LivenessJudged(h, window, bound)
+	out, _ := LivenessJudged(h, Premise{Window: window, Bound: bound})
 	return out
 }
 
-// LivenessJudged is Liveness, also returning how many calls it judged:
-// those whose context allowed bound, that began at least bound before
-// the history's end, with a majority of masters stable for them
-// throughout.
-func LivenessJudged(h History, window, bound time.Duration) ([]Violation, int) {
+// Premise is a premise of liveness and the bound it implies: a call whose
+// client had a majority of the masters without an outage from Window
+// before its start until it returned, or Bound after its start if sooner
+// (a call that acquired needs nothing of the masters after it), and whose
+// context allowed Bound, acquires within Bound.
+type Premise struct{ Window, Bound time.Duration }
+
+// LivenessJudged is Liveness under premises, each call judged by the
+// first that holds for it; it also returns how many calls it judged.
+func LivenessJudged(h History, premises ...Premise) ([]Violation, int) {
 	var out []Violation
 	n := 0
 	for _, c := range h.Calls {
-		stable, ok := judged(h, c, window, bound)
+		var p Premise
+		stable, ok := 0, false
+		for _, p = range premises {
+			if stable, ok = judged(h, c, p.Window, p.Bound); ok {
+				break
+			}
+		}
 		if !ok {
 			continue
 		}
 		n++
-		if c.Acquired && c.End-c.Start <= bound || len(out) >= maxViolations {
+		if c.Acquired && c.End-c.Start <= p.Bound || len(out) >= maxViolations {
 			continue
 		}
 		what := "did not acquire"
@@ -215,16 +227,17 @@ func LivenessJudged(h History, window, bound time.Duration) ([]Violation, int) {
 		}
 		out = append(out, Violation{Check: "liveness", At: c.Start,
 			What: fmt.Sprintf("client %d call %d on %q %s, bound %v, with %d of %d masters stable from %v to %v",
-				c.Client, c.Call, c.Resource, what, bound, stable, h.Masters, c.Start-window, c.Start+bound)})
+				c.Client, c.Call, c.Resource, what, p.Bound, stable, h.Masters, c.Start-p.Window, min(c.End, c.Start+p.Bound))})
 	}
 	return out, n
 }
 
 // judged reports whether Liveness judges c, and how many masters had no
-// outage for it from window before its start to bound after it.
+// outage for it from window before its start until it returned or bound
+// after its start, whichever came first.
 func judged(h History, c Call, window, bound time.Duration) (stable int, ok bool) {
-	from, to := c.Start-window, c.Start+bound
-	if to > h.End || c.Limit < to {
+	from, to := c.Start-window, min(c.End, c.Start+bound)
+	if to > h.End || c.Limit < c.Start+bound {
 		return 0, false
 	}
 	for m := range h.Masters {
@@ -289,4 +302,43 @@ func Readings(h *History) []Violation {
 		}
 	}
 	return out
+}
+
+// Holding is how many masters keep key at value from now until at least
+// until (on the global clock): the key holds value there and expires no
+// earlier, on the master's clock. A master down after a restart that
+// emptied it counts until it is back: nobody can take the key there
+// before then (assumption 2 keeps it down for a TTL and the drift).
+// Client c's holder, deciding now on a lock it counts on until until,
+// needs a majority (docs/design.md §2: every counted key outlives the
+// holder's deadline and its SafetyMargin).
+func (w *World) Holding(key, value string, until time.Duration) int {
+	n := 0
+	for i := range w.masters {
+		m := &w.masters[i]
+		kept := time.Duration(0)
+		if v, gone, ok := m.m.Held(m.clk.read(w.now), key); ok && v == value {
+			kept = Never
+			if gone != Never {
+				kept = m.clk.global(gone)
+			}
+		}
+		if m.down > 0 {
+			for j, f := range w.faults {
+				if w.active[j] && f.Kind == RestartMaster && f.Master == i && !f.Keep {
+					kept = max(kept, f.At+f.For)
+				}
+			}
+		}
+		if kept >= until {
+			n++
+		}
+	}
+	return n
+}
+
+// Global is the global instant at which client c's clock reads local
+// (Interval.Deadline is one).
+func (w *World) Global(c int, local time.Duration) time.Duration {
+	return w.clients[c].clk.global(local)
 }

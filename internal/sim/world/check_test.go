@@ -146,6 +146,8 @@ func TestLiveness(t *testing.T) {
 	open.End = world.Never
 	limited := call(200, 230, false)
 	limited.Limit = 230 * ms
+	late := call(950, 0, false) // still waiting at the history's end
+	late.End = world.Never
 	for _, tc := range []struct {
 		name    string
 		call    world.Call
@@ -157,15 +159,20 @@ func TestLiveness(t *testing.T) {
 		{"acquired too late", call(200, 310, true), nil, 1},
 		{"never returned", open, nil, 1},
 		{"a minority down", call(200, 230, false), []world.Outage{down(-1, 0, 100, 400)}, 1},
-		{"a majority down", call(200, 230, false), []world.Outage{down(-1, 0, 100, 400), down(-1, 1, 290, 400)}, 0},
+		{"a majority down", call(200, 230, false), []world.Outage{down(-1, 0, 100, 400), down(-1, 1, 220, 400)}, 0},
+		{"a majority down after the call returned", call(200, 230, false), []world.Outage{down(-1, 0, 100, 400), down(-1, 1, 290, 400)}, 1},
+		{"a majority down after the bound", open, []world.Outage{down(-1, 0, 100, 400), down(-1, 1, 310, 400)}, 1},
+		{"a majority down before the bound", open, []world.Outage{down(-1, 0, 100, 400), down(-1, 1, 290, 400)}, 0},
 		{"the client cut from a majority", call(200, 230, false), []world.Outage{down(0, 0, 100, 400), down(0, 2, 100, 400)}, 0},
 		{"another client cut", call(200, 230, false), []world.Outage{down(5, 0, 100, 400), down(5, 2, 100, 400)}, 1},
 		{"an outage over before the window", call(200, 230, false), []world.Outage{down(-1, 0, 0, 140), down(-1, 1, 0, 149)}, 1},
 		{"an outage in the window", call(200, 230, false), []world.Outage{down(-1, 0, 0, 150), down(-1, 1, 0, 150)}, 0},
-		{"the client paused", call(200, 230, false), []world.Outage{down(0, -1, 250, 260)}, 0},
-		{"another client paused", call(200, 230, false), []world.Outage{down(4, -1, 250, 260)}, 1},
+		{"the client paused", call(200, 230, false), []world.Outage{down(0, -1, 210, 220)}, 0},
+		{"the client paused after the call", call(200, 230, false), []world.Outage{down(0, -1, 250, 260)}, 1},
+		{"another client paused", call(200, 230, false), []world.Outage{down(4, -1, 210, 220)}, 1},
 		{"its context allowed less", limited, nil, 0},
-		{"too near the end to judge", call(950, 960, false), nil, 0},
+		{"too near the end to judge", late, nil, 0},
+		{"failed near the end", call(950, 960, false), nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := world.History{Masters: 3, Calls: []world.Call{tc.call}, Outages: tc.outages, End: time.Second}

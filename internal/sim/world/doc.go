@@ -79,7 +79,10 @@
 // that entered after another exclusive one), DoneByDeadline (a holder still
 // in its section at its deadline had its Done closed by then), Liveness
 // (a call whose client had a majority of masters without an outage from
-// a window before it until a bound after it acquired within the bound)
+// a window before it until it returned, or a bound after it if sooner,
+// acquired within the bound; one or more Premises, each with its window
+// and bound), Holding (how many masters keep a key at a value until a
+// given instant: a client checks its lock's keys outlive its deadline)
 // and Leftovers (no key left on any master once the clients stopped and
 // the world drained). Each returns Violations; Report prints them with
 // the seed and a trace.
