@@ -17,8 +17,10 @@ import (
 // channel its changes are published on.
 const leaderSuffix = ":leader"
 
-// publishAttempts is how many rounds Campaign makes to publish the
-// leader's value before it gives the lock back.
+// publishAttempts is how many rounds Campaign makes at most to publish
+// the leader's value before it gives the lock back; it waits a
+// MasterTimeout between them, and stops once the lock has less than that
+// left.
 const publishAttempts = 3
 
 // maxValueLen is the longest value a leader may publish, in bytes.
@@ -126,13 +128,24 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 		e.l.afterKeep()
 	}
 	// A round that timed out (a master slow to answer a fresh
-	// connection's first script) is tried again while the lock lasts.
+	// connection's first script, or one its stream skips for a
+	// MasterTimeout after a fault) is tried again a MasterTimeout later,
+	// while the lock lasts that long: at once, it would meet the same
+	// skipped masters.
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		err := e.publish(ctx, lk, value)
 		if err == nil {
 			break
 		}
-		if attempt == publishAttempts || ctx.Err() != nil || !lk.Valid() {
+		pause := e.l.opts.MasterTimeout
+		if attempt == publishAttempts || ctx.Err() != nil || !lk.Valid() || lk.Deadline().Sub(e.l.env.now()) <= 2*pause ||
+			e.l.env.sleep(ctx, e.l.quit, pause, nil, &t) != wakeTimer {
 			lk.Unlock(context.WithoutCancel(ctx))
 			if e.l.live.isClosed() || e.l.isClosing() {
 				// Our own Shutdown (or Close) released the leadership
