@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -426,7 +427,7 @@ func (m *etcdMutex) lock(ctx context.Context, resource string) (held, error) {
 		case errors.Is(err, concurrency.ErrSessionExpired):
 			err = fmt.Errorf("%w (%w)", errEtcdSessionLost, err)
 		}
-		return nil, err
+		return nil, etcdTimedOut(err)
 	}
 	return &etcdHeld{m: m, s: s, mu: mu}, nil
 }
@@ -464,6 +465,16 @@ type etcdHeld struct {
 func (h *etcdHeld) unlock(ctx context.Context) error {
 	err := h.mu.Unlock(ctx)
 	h.m.pool <- h.s
+	return etcdTimedOut(err)
+}
+
+// etcdTimedOut marks the server's own request timeout (a member that did
+// not commit in time: a slow disk or a loaded machine) as errEtcdTimeout,
+// which failureKind counts as a timeout, not an error.
+func etcdTimedOut(err error) error {
+	if errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrGRPCTimeout) {
+		return fmt.Errorf("%w (%w)", errEtcdTimeout, err)
+	}
 	return err
 }
 

@@ -45,12 +45,14 @@ const sourceNone = "none"
 // etcdImplName is the -impls name of etcd's mutex and election.
 const etcdImplName = "etcd"
 
-// errEtcdLocked is etcd's TryLock finding the mutex held, and
-// errEtcdSessionLost its lease gone (etcd.go); failureKind counts
-// them as taken and lost.
+// errEtcdLocked is etcd's TryLock finding the mutex held,
+// errEtcdSessionLost its lease gone, and errEtcdTimeout the server timing
+// out the request (etcd.go); failureKind counts them as taken, lost and
+// timeout.
 var (
 	errEtcdLocked      = errors.New("etcd: mutex held by another session")
 	errEtcdSessionLost = errors.New("etcd: session lease expired")
+	errEtcdTimeout     = errors.New("etcd: the server timed out the request")
 )
 
 // ttlSeconds is ttl in whole seconds, rounded up, at least 1: etcd leases

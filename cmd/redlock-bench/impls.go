@@ -366,7 +366,7 @@ func failureKind(err error) string {
 		return "taken"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return "ctx"
-	case errors.As(err, &netErr) && netErr.Timeout():
+	case errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, errEtcdTimeout):
 		return "timeout"
 	case errors.Is(err, redsync.ErrFailed):
 		return "failed"
