@@ -19,8 +19,8 @@ const leaderSuffix = ":leader"
 
 // publishAttempts is how many rounds Campaign makes at most to publish
 // the leader's value before it gives the lock back; it waits a
-// MasterTimeout between them, and stops once the lock has less than that
-// left.
+// MasterTimeout between them, and stops once the lock has two
+// MasterTimeouts or less left.
 const publishAttempts = 3
 
 // maxValueLen is the longest value a leader may publish, in bytes.
