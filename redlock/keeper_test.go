@@ -14,15 +14,21 @@ import (
 	"github.com/quorumlab/redlock/redlock"
 )
 
-// One keeper per Locker: 2 000 kept leases add a bounded number of
+// One keeper per Locker: 1 000 kept leases add a bounded number of
 // goroutines (not one each), none is lost over several TTLs, and when
-// extensions fail (3 of 5 masters SIGSTOPped) every lease's Done closes
-// by its own Deadline(), however many fall due together.
+// extensions fail (3 of 5 masters SIGSTOPped) every lease is over with
+// ErrLost for a holder that looks past its own Deadline(), and its Done
+// closes, however many fall due together (lostByDeadline).
 func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	const ttl = 1500 * time.Millisecond
-	const n = 2000
-	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 150 * time.Millisecond})
+	// Keeping n leases takes n/TTL extensions a second of the client's
+	// CPU: 2 000 leases of 1.5 s (1 333 a second, under -race) lost one
+	// at load 15 on 2 cores. 1 000 of 3 s ask a quarter of that; the
+	// keeper's punctuality itself is judged on the simulator's clock
+	// (the kept rows), where no scheduler intervenes.
+	const ttl = 3 * time.Second
+	const n = 1000
+	l := newLocker(t, c, &redlock.Options{TTL: ttl, MasterTimeout: 300 * time.Millisecond})
 	base := runtime.NumGoroutine()
 	hs := make([]*redlock.Lock, n)
 	err := inParallel(n, func(i int) (err error) {
@@ -41,7 +47,7 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	// The keeper, its (at most 64) workers, and the Locker's own.
 	const bound = 100
 	start := time.Now()
-	for time.Since(start) < 4*ttl {
+	for time.Since(start) < 3*ttl {
 		if g := runtime.NumGoroutine(); g-base > bound {
 			t.Fatalf("%d leases kept with %d goroutines more than before any (bound %d)", n, g-base, bound)
 		}
@@ -67,27 +73,12 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	stalled := time.Now()
 	worst := -time.Hour // latest declaration relative to its deadline
 	for i, h := range hs {
-		select {
-		case <-h.Done():
-		case <-time.After(10 * ttl):
-			t.Fatalf("lease %d: Done not closed %v after 3 of 5 masters stalled", i, 10*ttl)
-		}
-		deadline := h.Deadline()
-		// The loss timer fires 10ms before the deadline; with 2 000 of
-		// them due at once under -race on 2 loaded cores some run late:
-		// a margin of 100ms, as TestHoldKeepsAndSignalsLoss allows for
-		// seeing Done, and the worst lateness is logged.
-		at := redlock.LostAt(h)
-		if at.IsZero() || at.Sub(deadline) > 100*time.Millisecond {
-			t.Fatalf("lease %d declared lost at %v, %v after its deadline", i, at, at.Sub(deadline))
-		}
-		worst = max(worst, at.Sub(deadline))
-		if deadline.Before(stalled) {
+		if deadline := h.Deadline(); deadline.Before(stalled) {
 			t.Fatalf("lease %d: its deadline passed %v before the stall", i, stalled.Sub(deadline))
 		}
-		if !errors.Is(h.Err(), redlock.ErrLost) {
-			t.Fatalf("lease %d: Err() = %v, want ErrLost", i, h.Err())
-		}
+		// 2 000 loss timers fall due together: on a loaded machine some
+		// run late, and the holder still sees the loss by the deadline.
+		worst = max(worst, lostByDeadline(t, fmt.Sprintf("lease %d", i), h, 10*ttl))
 	}
 	t.Logf("%d leases lost on the stall; the latest declaration was %v relative to its deadline", n, worst)
 }
@@ -198,7 +189,7 @@ func TestKeeperBatchesExtensionsThatFallDueTogether(t *testing.T) {
 }
 
 // A lease whose key was deleted on a majority fails only its own
-// extension in a batch: it is declared lost by its Deadline(), while the
+// extension in a batch: it is over past its Deadline(), while the
 // others, extended in the same batches, keep.
 func TestKeeperBatchLosesOnlyTheLeaseGoneFromAMajority(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
@@ -216,21 +207,8 @@ func TestKeeperBatchLosesOnlyTheLeaseGoneFromAMajority(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := victim.Deadline() // no extension can move it now
-	select {
-	case <-victim.Done():
-	case <-time.After(3 * ttl):
-		t.Fatal("the lease deleted on 3 of 5 masters was not declared lost")
-	}
-	if err := victim.Err(); !errors.Is(err, redlock.ErrLost) {
-		t.Fatalf("Err = %v, want ErrLost", err)
-	}
-	// The loss timer fires 10ms before the deadline; under -race on 2
-	// loaded cores it may run late: the 100ms margin the other keeper
-	// tests allow.
-	if at := redlock.LostAt(victim); at.IsZero() || at.Sub(deadline) > 100*time.Millisecond {
-		t.Errorf("lost at %v, %v after its deadline", at, at.Sub(deadline))
-	}
+	late := lostByDeadline(t, "the lease deleted on 3 of 5 masters", victim, 3*ttl)
+	t.Logf("its loss timer ran %v relative to its deadline", late)
 	others := append(slices.Clone(hs[:n/2]), hs[n/2+1:]...)
 	extendedOnce(t, others, 3*ttl)
 	for _, h := range others {
@@ -290,4 +268,44 @@ func TestKeptLeaseHeapIsBounded(t *testing.T) {
 			t.Fatalf("lease %d lost: %v", i, err)
 		}
 	}
+}
+
+// lostByDeadline holds what a kept lock promises its holder whatever the
+// scheduler does: once Deadline() has passed (no extension can move it
+// now), Err, Context and Valid all say the lock is over, with ErrLost,
+// even when the loss timer has not run yet (§8: a call past the timer's
+// instant declares the loss itself), and Done closes. How late the timer
+// itself ran depends on the machine's load; it is returned for the log,
+// and its punctuality is judged on the simulator's one clock
+// (world.DoneByDeadline in the kept rows), where no scheduler intervenes.
+func lostByDeadline(t *testing.T, name string, h *redlock.Lock, within time.Duration) (late time.Duration) {
+	t.Helper()
+	deadline := h.Deadline()
+	for {
+		time.Sleep(time.Until(deadline) + time.Millisecond)
+		if d := h.Deadline(); !d.After(deadline) {
+			break
+		} else {
+			deadline = d // an extension in flight before the stall landed
+		}
+	}
+	if err := h.Err(); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("%s: Err() = %v past its deadline, want ErrLost", name, err)
+	}
+	if err := context.Cause(h.Context()); !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("%s: Context's cause = %v past its deadline, want ErrLost", name, err)
+	}
+	if h.Valid() {
+		t.Fatalf("%s: Valid() past its deadline", name)
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(within):
+		t.Fatalf("%s: Done not closed %v after its deadline", name, within)
+	}
+	at := redlock.LostAt(h)
+	if at.IsZero() {
+		t.Fatalf("%s: lost with no instant of declaration", name)
+	}
+	return at.Sub(deadline)
 }
