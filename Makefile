@@ -72,11 +72,15 @@ help: ## list the verbs
 
 # ---- go ----------------------------------------------------------------------
 # -count=1: the tests talk to real servers, so a cached pass proves nothing.
-# -p 1: one package at a time. The tests stall, slow and kill real masters
-# and measure rounds against node timeouts; packages racing each other for
-# two cores under -race turn healthy masters into "slow" ones. -p also
-# bounds how many compilers run at once, so a first go test with every CPU
-# and no test (-run '^$') builds everything, in parallel, beforehand.
+# -p 2: two packages at a time. The tests stall, slow and kill real
+# masters, yet assert nothing that depends on an idle machine (a user's CI
+# is a loaded one: they pass beside stress-ng on both cores), and most of
+# their time is spent waiting on masters, so two at once nearly halve the
+# run. -p also bounds how many compilers run at once, so a first go test
+# with every CPU and no test (-run '^$') builds everything, in parallel,
+# beforehand. The simulator's run at the end is built with -trimpath, as
+# tests/consumer builds, so that the two share the compiled standard
+# library and go-redis.
 # Every folder with a go.mod is a module of its own (docs/releasing.md);
 # go.work ties them together, so one go test from the root runs TEST_PKGS.
 # labdocker (the lab's Docker backend on testcontainers-go) runs second,
@@ -88,14 +92,14 @@ test: check-deps check-rules ## run every test with the race detector against re
 	@env_lines=$$(scripts/test-setup.sh) || exit 1; eval "$$env_lines"; \
 	echo "$(GO) test -race -tags $(TEST_TAGS) -run '^$$' $(TEST_PKGS) (builds on every CPU)"; \
 	out=$$($(GO) test -race -count=1 -tags $(TEST_TAGS) -run '^$$' $(TEST_PKGS) 2>&1) || { echo "$$out"; exit 1; }; \
-	echo "$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS)"; \
-	$(GO) test -race -count=1 -p 1 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS) && \
+	echo "$(GO) test -race -count=1 -p 2 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS)"; \
+	$(GO) test -race -count=1 -p 2 -timeout 15m -tags $(TEST_TAGS) $(TEST_PKGS) && \
 	{ echo "(cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...)"; (cd labdocker && $(GO) test -race -count=1 -p 1 -timeout 5m ./...); } && \
 	for m in $(ADAPTERS); do \
 		echo "(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...)"; \
 		(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...) || exit 1; \
 	done && \
-	{ echo "$(GO) test -count=1 -run 'TestSim$$|TestSimReplay' ./redlock"; $(GO) test -count=1 -run 'TestSim$$|TestSimReplay' ./redlock; }
+	{ echo "$(GO) test -count=1 -trimpath -run 'TestSim$$|TestSimReplay' ./redlock"; $(GO) test -count=1 -trimpath -run 'TestSim$$|TestSimReplay' ./redlock; }
 
 # A module importing only the library must get go-redis and nothing else it
 # does not use (in its go.mod and go.sum): part of make test.
