@@ -155,15 +155,18 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 		// and this one queues again (docs/design.md §21, liveness), after
 		// a pause as between failed rounds.
 		lk.Unlock(context.WithoutCancel(ctx))
+		if !e.l.live.isClosed() && !e.l.isClosing() && ctx.Err() == nil &&
+			e.l.env.sleep(ctx, e.l.quit, e.l.backoff(attempt), nil, &t) == wakeTimer {
+			short = err
+			continue
+		}
 		if e.l.live.isClosed() || e.l.isClosing() {
 			// Our own Shutdown (or Close) released the leadership
-			// under the publish: say so, not another owner.
+			// under the publish, or ended the pause: say so, not
+			// another owner.
 			return nil, closedError("campaign", e.name)
 		}
-		if ctx.Err() != nil || e.l.env.sleep(ctx, e.l.quit, e.l.backoff(attempt), nil, &t) != wakeTimer {
-			return nil, err
-		}
-		short = err
+		return nil, err
 	}
 }
 

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -425,4 +426,53 @@ func TestCampaignThatNeverPublishesGivesUpWithItsContext(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A Close while a Campaign pauses between giving a lock back and
+// campaigning again ends the Campaign with ErrClosed (our own Close), not
+// the publish's ErrLost.
+func TestCampaignClosedWhileItPausesIsClosed(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{Fencing: true, TTL: 30 * time.Second, MasterTimeout: 200 * time.Millisecond,
+		Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}})
+	e, err := l.Election("closed-in-pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "redlock:{closed-in-pause}:e"
+	var keeps atomic.Int32
+	redlock.SetAfterKeep(l, func() {
+		keeps.Add(1)
+		for i := range 3 {
+			if err := c.Client(i).Del(t.Context(), key).Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	got := make(chan campaign, 1)
+	go func() {
+		lk, err := e.Campaign(t.Context(), "v")
+		got <- campaign{lk: lk, err: err}
+	}()
+	// Given back: the key is on no master (masters 3 and 4 held it until
+	// the release; the TTL, 30 s, outlasts waitFor).
+	waitFor(t, "the lock given back", func() bool {
+		if keeps.Load() == 0 {
+			return false
+		}
+		for i := range c.N() {
+			if n, err := c.Client(i).Exists(t.Context(), key).Result(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	l.Close()
+	r := <-got
+	if r.lk != nil || !errors.Is(r.err, redlock.ErrClosed) || errors.Is(r.err, redlock.ErrLost) {
+		t.Fatalf("Campaign: %v, %v; want ErrClosed alone", r.lk, r.err)
+	}
+	if n := keeps.Load(); n != 1 {
+		t.Errorf("the Campaign took the lock %d times, want 1 (its pause is a minute)", n)
+	}
 }
