@@ -90,7 +90,8 @@ const electionInfix = ":e"
 // releases the lock (handing it on to the longest-waiting campaigner) and
 // campaigns again, under a new term, while ctx allows. When ctx ends it
 // fails with an error wrapping ErrNotAcquired (it was waiting) or ErrLost
-// (it was publishing), or both once it has given a lock back.
+// (it was publishing), or both once it has given a lock back; when the
+// Locker's Close or Shutdown ends it, with ErrClosed.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, nilContext("Campaign")
