@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -86,7 +87,11 @@ const electionInfix = ":e"
 //
 // A Campaign while this Election leads fails with ErrInvalid. If three
 // rounds cannot publish the value before the lock's deadline, Campaign
-// releases the lock and returns an error wrapping ErrLost.
+// releases the lock (handing it on to the longest-waiting campaigner) and
+// campaigns again, under a new term, while ctx allows. When ctx ends it
+// fails with an error wrapping ErrNotAcquired (it was waiting) or ErrLost
+// (it was publishing), or both once it has given a lock back; when the
+// Locker's Close or Shutdown ends it, with ErrClosed.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, nilContext("Campaign")
@@ -107,58 +112,83 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 	}
 	e.lead = nil
 	e.mu.Unlock()
-	lk, err := e.l.lock(ctx, "Campaign", e.t, opts)
-	if err != nil {
-		return nil, err
-	}
-	// Its release passes the queue even if this Campaign never waited:
-	// other campaigners are queued as a rule, and a release that only
-	// announced would let this campaigner, resigning and campaigning again
-	// at once, take the key back before the waiter it woke rounds, term
-	// after term (docs/design.md §21, the liveness bound). Set before lk
-	// is shared.
-	lk.waited = true
-	if keep {
-		if err := lk.Keep(); err != nil {
-			lk.Unlock(context.WithoutCancel(ctx))
-			return nil, err
-		}
-	}
-	if e.l.afterKeep != nil {
-		e.l.afterKeep()
-	}
-	// A round that timed out (a master slow to answer a fresh
-	// connection's first script, or one its stream skips for a
-	// MasterTimeout after a fault) is tried again a MasterTimeout later,
-	// while the lock lasts that long: at once, it would meet the same
-	// skipped masters.
 	var t *time.Timer
 	defer func() {
 		if t != nil {
 			t.Stop()
 		}
 	}()
+	var short error // the last publish that fell short, once a lock was given back
 	for attempt := 1; ; attempt++ {
-		err := e.publish(ctx, lk, value)
-		if err == nil {
-			break
-		}
-		pause := e.l.opts.MasterTimeout
-		if attempt == publishAttempts || ctx.Err() != nil || !lk.Valid() || lk.Deadline().Sub(e.l.env.now()) <= 2*pause ||
-			e.l.env.sleep(ctx, e.l.quit, pause, nil, &t) != wakeTimer {
-			lk.Unlock(context.WithoutCancel(ctx))
-			if e.l.live.isClosed() || e.l.isClosing() {
-				// Our own Shutdown (or Close) released the leadership
-				// under the publish: say so, not another owner.
-				return nil, closedError("campaign", e.name)
+		lk, err := e.l.lock(ctx, "Campaign", e.t, opts)
+		if err != nil {
+			if short != nil && !errors.Is(err, ErrClosed) {
+				return nil, fmt.Errorf("redlock: campaign %q: %w (a lock it took earlier was given back: %w)", e.name, err, short)
 			}
 			return nil, err
 		}
+		// Its release passes the queue even if this Campaign never waited:
+		// other campaigners are queued as a rule, and a release that only
+		// announced would let this campaigner, resigning and campaigning again
+		// at once, take the key back before the waiter it woke rounds, term
+		// after term (docs/design.md §21, the liveness bound). Set before lk
+		// is shared.
+		lk.waited = true
+		if keep {
+			if err := lk.Keep(); err != nil {
+				lk.Unlock(context.WithoutCancel(ctx))
+				return nil, err
+			}
+		}
+		if e.l.afterKeep != nil {
+			e.l.afterKeep()
+		}
+		err = e.publishLead(ctx, lk, value, &t)
+		if err == nil {
+			e.mu.Lock()
+			e.lead = lk
+			e.mu.Unlock()
+			return lk, nil
+		}
+		// The value did not reach a majority of the masters that hold the
+		// key (one of them stopped answering, or the lock was lost): the
+		// lock is given back, handed on to the longest-waiting campaigner,
+		// and this one queues again (docs/design.md §21, liveness), after
+		// a pause as between failed rounds.
+		lk.Unlock(context.WithoutCancel(ctx))
+		if !e.l.live.isClosed() && !e.l.isClosing() && ctx.Err() == nil &&
+			e.l.env.sleep(ctx, e.l.quit, e.l.backoff(attempt), nil, &t) == wakeTimer {
+			short = err
+			continue
+		}
+		if e.l.live.isClosed() || e.l.isClosing() {
+			// Our own Shutdown (or Close) released the leadership
+			// under the publish, or ended the pause: say so, not
+			// another owner.
+			return nil, closedError("campaign", e.name)
+		}
+		return nil, err
 	}
-	e.mu.Lock()
-	e.lead = lk
-	e.mu.Unlock()
-	return lk, nil
+}
+
+// publishLead publishes value for the leadership lk has just taken, in up
+// to publishAttempts rounds. A round that timed out (a master slow to
+// answer a fresh connection's first script, or one its stream skips for a
+// MasterTimeout after a fault) is tried again a MasterTimeout later,
+// while the lock lasts that long: at once, it would meet the same skipped
+// masters. It returns the last round's error when none succeeded.
+func (e *Election) publishLead(ctx context.Context, lk *Lock, value string, t **time.Timer) error {
+	for attempt := 1; ; attempt++ {
+		err := e.publish(ctx, lk, value)
+		if err == nil {
+			return nil
+		}
+		pause := e.l.opts.MasterTimeout
+		if attempt == publishAttempts || ctx.Err() != nil || !lk.Valid() || lk.Deadline().Sub(e.l.env.now()) <= 2*pause ||
+			e.l.env.sleep(ctx, e.l.quit, pause, nil, t) != wakeTimer {
+			return err
+		}
+	}
 }
 
 // Proclaim publishes value as the leader's without giving up leadership:

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -318,4 +319,160 @@ func fence(lk *redlock.Lock) uint64 {
 		return 0
 	}
 	return lk.Fence()
+}
+
+// A Campaign whose publish falls short campaigns again (design §21,
+// liveness): two masters are cut while it takes the lock, so its key is
+// on the other three; right after, those two heal and one of the three is
+// cut. Four masters answer, a majority, but only two of them hold the
+// key, so no publish round can reach a majority. The Campaign gives the
+// lock back and campaigns again while its context allows, and leads with
+// a later term on the masters that answer, its value published; it does
+// not fail with ErrLost.
+func TestCampaignCampaignsAgainWhenItsPublishFallsShort(t *testing.T) {
+	c := lab.ForTest(t, 5, &lab.Options{Proxy: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	l := newLocker(t, c, &redlock.Options{Fencing: true, TTL: 2 * time.Second, MasterTimeout: 200 * time.Millisecond,
+		Retry: redlock.RetryPolicy{MinDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}})
+	e, err := l.Election("publish-short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := range c.N() {
+			_ = c.Heal(i)
+		}
+	})
+	for _, i := range []int{0, 1} {
+		if err := c.Cut(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keeps := 0
+	redlock.SetAfterKeep(l, func() {
+		if keeps++; keeps > 1 {
+			return
+		}
+		// The lock is on masters 2, 3 and 4 (0 and 1 were cut through
+		// the round): now 0, 1, 3 and 4 answer, and only 3 and 4 hold it.
+		for _, i := range []int{0, 1} {
+			if err := c.Heal(i); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := c.Cut(2); err != nil {
+			t.Error(err)
+		}
+	})
+	lk, err := e.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatalf("Campaign: %v, want a leadership (4 of 5 masters answer)", err)
+	}
+	if keeps < 2 {
+		t.Fatalf("the Campaign took the lock %d time(s): its first publish did not fall short, the test shows nothing", keeps)
+	}
+	ld, err := e.Leader(ctx)
+	if err != nil || ld.Term != lk.Fence() || ld.Value != "v" {
+		t.Fatalf("Leader: %+v, %v; want term %d, value v", ld, err, lk.Fence())
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Campaign whose every publish falls short (its lock key is deleted
+// from three masters under it each time) campaigns again while its
+// context allows; its context ends during its second publish, and it
+// fails with an error wrapping ErrLost, leaving no lock key behind: each
+// lock it gave back was released (design §21).
+func TestCampaignThatNeverPublishesGivesUpWithItsContext(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{Fencing: true, TTL: 30 * time.Second, MasterTimeout: 200 * time.Millisecond,
+		Retry: redlock.RetryPolicy{MinDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}})
+	e, err := l.Election("never-published")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "redlock:{never-published}:e"
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	keeps := 0
+	redlock.SetAfterKeep(l, func() {
+		for i := range 3 {
+			if err := c.Client(i).Del(t.Context(), key).Err(); err != nil {
+				t.Error(err)
+			}
+		}
+		if keeps++; keeps == 2 {
+			cancel()
+		}
+	})
+	lk, err := e.Campaign(ctx, "v")
+	if lk != nil || !errors.Is(err, redlock.ErrLost) {
+		t.Fatalf("Campaign: %v, %v; want no leadership and ErrLost", lk, err)
+	}
+	if keeps != 2 {
+		t.Errorf("the Campaign took the lock %d time(s), want 2 (it campaigns again until its context ends)", keeps)
+	}
+	// A release a master did not answer in time still goes out on its
+	// stream: wait for it rather than for a loaded machine's timing (the
+	// TTL, 30 s, is longer than waitFor waits: an expiry cannot pass).
+	waitFor(t, "no lock key on any master", func() bool {
+		for i := range c.N() {
+			if n, err := c.Client(i).Exists(t.Context(), key).Result(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A Close while a Campaign pauses between giving a lock back and
+// campaigning again ends the Campaign with ErrClosed (our own Close), not
+// the publish's ErrLost.
+func TestCampaignClosedWhileItPausesIsClosed(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	l := newLocker(t, c, &redlock.Options{Fencing: true, TTL: 30 * time.Second, MasterTimeout: 200 * time.Millisecond,
+		Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}})
+	e, err := l.Election("closed-in-pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "redlock:{closed-in-pause}:e"
+	var keeps atomic.Int32
+	redlock.SetAfterKeep(l, func() {
+		keeps.Add(1)
+		for i := range 3 {
+			if err := c.Client(i).Del(t.Context(), key).Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	got := make(chan campaign, 1)
+	go func() {
+		lk, err := e.Campaign(t.Context(), "v")
+		got <- campaign{lk: lk, err: err}
+	}()
+	// Given back: the key is on no master (masters 3 and 4 held it until
+	// the release; the TTL, 30 s, outlasts waitFor).
+	waitFor(t, "the lock given back", func() bool {
+		if keeps.Load() == 0 {
+			return false
+		}
+		for i := range c.N() {
+			if n, err := c.Client(i).Exists(t.Context(), key).Result(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	l.Close()
+	r := <-got
+	if r.lk != nil || !errors.Is(r.err, redlock.ErrClosed) || errors.Is(r.err, redlock.ErrLost) {
+		t.Fatalf("Campaign: %v, %v; want ErrClosed alone", r.lk, r.err)
+	}
+	if n := keeps.Load(); n != 1 {
+		t.Errorf("the Campaign took the lock %d times, want 1 (its pause is a minute)", n)
+	}
 }

@@ -191,12 +191,9 @@ func TestSim(t *testing.T) {
 			t.Logf("liveness, swarm (reported, not asserted; each world its own bound): %d of %d calls judged did not acquire within their bound", live[row.name], judged[row.name])
 			continue
 		}
-		ps, asserted := livenessPremises(row), ""
-		if row.cfg.election {
-			asserted = " (reported, not asserted)"
-		}
-		t.Logf("liveness, %s%s: %d of %d calls judged (of %d) did not acquire within %v (%v with a majority stable from the call's start only)",
-			row.name, asserted, live[row.name], judged[row.name], calls[row.name], ps[0].Bound, ps[1].Bound)
+		ps := livenessPremises(row)
+		t.Logf("liveness, %s: %d of %d calls judged (of %d) did not acquire within %v (%v with a majority stable from the call's start only)",
+			row.name, live[row.name], judged[row.name], calls[row.name], ps[0].Bound, ps[1].Bound)
 	}
 
 	// Outside: a few seeds of each row, which must show a violation.
@@ -323,6 +320,31 @@ func TestSimTrace(t *testing.T) {
 			if strings.HasSuffix(k, queueSuffix) {
 				t.Logf("master %d: %s %v", m, k, w.Master(m).Do(w.MasterNow(m), []string{"ZRANGE", k, "0", "-1"}))
 			}
+		}
+	}
+}
+
+// TestSimElectionLiveness replays the election row's seeds whose
+// campaigns failed past the liveness bound while a majority of masters
+// stayed stable, before a Campaign whose publish fell short campaigned
+// again (docs/design.md §21): 14 (the campaign's lock on masters 1, 3 and
+// 4, master 3 restarted 1.8 ms in, the publish reached 2 of 5 and the
+// campaign returned its lock lost), 16, 60 and 64. Each must now pass,
+// its liveness included.
+func TestSimElectionLiveness(t *testing.T) {
+	var row *simRow
+	for _, r := range simRows() {
+		if r.name == "election" {
+			row = r
+		}
+	}
+	for _, seed := range []uint64{14, 16, 60, 64} {
+		r, err := runSim(row, seed, rowSpan(row), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.liveness > 0 || len(r.violations) > 0 {
+			t.Errorf("election seed %d: %d over the liveness bound; %v", seed, r.liveness, r.violations)
 		}
 	}
 }

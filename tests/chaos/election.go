@@ -221,23 +221,29 @@ type ElectionVerdict struct {
 	Terms          int `json:"terms"`
 	DuplicateTerms int `json:"duplicate_terms"`
 	// Per observer, in observer order: deliveries and distinct terms.
-	Observers      []ObserverStats `json:"observers"`
-	Deliveries     int             `json:"deliveries"`
-	ObservedTerms  int             `json:"observed_terms"` // delivered to at least one observer
-	TermsBack      int             `json:"observed_terms_back"`
-	Repeats        int             `json:"observed_repeats"`
-	Phantoms       int             `json:"observed_phantoms"`
-	Kills          int             `json:"leaders_killed,omitempty"`
-	Freezes        int             `json:"leaders_frozen,omitempty"`
-	Cuts           int             `json:"leaders_cut,omitempty"`
-	Lapses         int             `json:"leaderships_lapsed,omitempty"`
-	ObserveExample string          `json:"observe_example,omitempty"`
+	Observers     []ObserverStats `json:"observers"`
+	Deliveries    int             `json:"deliveries"`
+	ObservedTerms int             `json:"observed_terms"` // delivered to at least one observer
+	TermsBack     int             `json:"observed_terms_back"`
+	Repeats       int             `json:"observed_repeats"`
+	Phantoms      int             `json:"observed_phantoms"`
+	// GivenBack counts the terms delivered that no leader had: each taken
+	// by a Campaign, its value written on a majority too late, and given
+	// back (the Campaign then led under a later term with that value).
+	GivenBack      int    `json:"observed_given_back,omitempty"`
+	Kills          int    `json:"leaders_killed,omitempty"`
+	Freezes        int    `json:"leaders_frozen,omitempty"`
+	Cuts           int    `json:"leaders_cut,omitempty"`
+	Lapses         int    `json:"leaderships_lapsed,omitempty"`
+	ObserveExample string `json:"observe_example,omitempty"`
 	// FailedCampaigns explains each Campaign that returned an error
-	// (explain.go). LostInPublish counts those that failed with ErrLost
-	// (§21: a leadership lost before a majority took its value ends the
-	// Campaign, whatever its limit); LivenessViolations, the others whose
-	// liveness premise held (FailedCampaign.judge): each ran to its limit
-	// where the bound says it acquires.
+	// (explain.go). LostInPublish counts those whose error wraps ErrLost
+	// (§21: a Campaign whose publish fell short gives the lock back and
+	// campaigns again; its limit came while it published, or after it
+	// had given a lock back, which the bound does not cover);
+	// LivenessViolations, the others whose liveness premise held
+	// (FailedCampaign.judge): each ran to its limit where the bound says
+	// it acquires.
 	FailedCampaigns    []FailedCampaign `json:"failed_campaigns,omitempty"`
 	LostInPublish      int              `json:"failed_lost_in_publish"`
 	LivenessViolations int              `json:"liveness_violations"`
@@ -271,14 +277,19 @@ func CheckElection(h *History) (Verdict, ElectionVerdict) {
 		}
 		terms[l.Term] = true
 	}
-	// What each value was published under, and from when.
+	// What each value was published under, and from when. A Campaign's
+	// value (set out with no term) may also be delivered under an earlier
+	// term that no leader had: a term its Campaign took, published on a
+	// majority too late, and gave back before campaigning again (docs/
+	// design.md §21); a Proclaim's only under its own term.
 	type pub struct {
-		at   int64
-		term uint64
+		at       int64
+		term     uint64
+		campaign bool
 	}
 	pubs := map[string]pub{}
 	for _, p := range h.Publications() {
-		pubs[p.Value] = pub{at: p.At, term: p.Term}
+		pubs[p.Value] = pub{at: p.At, term: p.Term, campaign: p.Term == 0}
 	}
 	for _, l := range leads {
 		p := pubs[l.Value]
@@ -299,7 +310,7 @@ func CheckElection(h *History) (Verdict, ElectionVerdict) {
 		byObs[d.Observer] = append(byObs[d.Observer], d)
 	}
 	slices.Sort(order)
-	seen := map[uint64]bool{}
+	seen, givenBack := map[uint64]bool{}, map[uint64]bool{}
 	bad := func(format string, a ...any) {
 		if ev.ObserveExample == "" {
 			ev.ObserveExample = fmt.Sprintf(format, a...)
@@ -329,6 +340,11 @@ func CheckElection(h *History) (Verdict, ElectionVerdict) {
 			case !ok:
 				ev.Phantoms++
 				bad("observer %d was delivered %q (term %d), which no campaigner set out to publish", o, d.Value, d.Term)
+			case p.campaign && p.term != 0 && d.Term < p.term && !terms[d.Term]:
+				if !givenBack[d.Term] {
+					givenBack[d.Term] = true
+					ev.GivenBack++
+				}
 			case p.term != 0 && p.term != d.Term:
 				ev.Phantoms++
 				bad("observer %d was delivered %q under term %d; it was published under term %d", o, d.Value, d.Term, p.term)

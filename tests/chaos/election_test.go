@@ -238,12 +238,30 @@ func TestElectionChecker(t *testing.T) {
 			want{phantoms: 1, mutex: porcupine.Ok, fenced: porcupine.Ok}},
 		{"value under another term", func(h *History) { h.addDelivery(del(101, 3, "b-p", 30)) },
 			want{phantoms: 1, mutex: porcupine.Ok, fenced: porcupine.Ok}},
+		{"Campaign's value under a later term", func(h *History) { h.addDelivery(del(101, 3, "b", 30)) },
+			want{phantoms: 1, mutex: porcupine.Ok, fenced: porcupine.Ok}},
+		{"Campaign's value under another leader's term", func(h *History) { h.addDelivery(del(101, 1, "b", 6)) },
+			want{phantoms: 1, mutex: porcupine.Ok, fenced: porcupine.Ok}},
 		{"delivered before published", func(h *History) {
 			h.addPublication(pub(3, "c", 0, 50))
 			h.addLeadership(lead(3, 1, 3, "c"))
 			h.addDelivery(del(101, 3, "c", 40))
 		}, want{phantoms: 1, mutex: porcupine.Ok, fenced: porcupine.Ok}},
 	}
+	// A term that no leader had, given back by the Campaign that then led
+	// with the same value under a later one: no phantom, counted.
+	t.Run("Campaign's value under a term it gave back", func(t *testing.T) {
+		h := &History{}
+		h.addPublication(pub(1, "a", 0, 0))
+		h.addLeadership(lead(1, 1, 5, "a"))
+		h.addSection(sec(1, 1, 20, 30, 5))
+		h.addDelivery(del(100, 4, "a", 10))
+		h.addDelivery(del(100, 5, "a", 21))
+		_, ev := CheckElection(h)
+		if ev.Phantoms != 0 || ev.TermsBack != 0 || ev.GivenBack != 1 {
+			t.Errorf("%d phantoms, %d back, %d given back; want 0, 0, 1 (%s)", ev.Phantoms, ev.TermsBack, ev.GivenBack, ev.ObserveExample)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := clean()

@@ -54,6 +54,10 @@ type FailedCampaign struct {
 	// MinAnswering is the fewest masters that answered one prober round
 	// overlapping [Start-TTL, Start+Wait] (-1: no round did).
 	MinAnswering int `json:"min_answering"`
+	// Unobserved is how much of that span no prober round covered
+	// (prober.unobserved): the prober's own process did not run, so it
+	// cannot say that a majority answered then.
+	Unobserved time.Duration `json:"unobserved_ns,omitempty"`
 	// Unreleased counts the leaderships that ended without a release in
 	// [Start-TTL, Start+Wait]: leader faults that landed then, and
 	// leaderships let lapse; Own, whether a leader fault on this
@@ -97,14 +101,15 @@ type LeaderAround struct {
 // (AcquireTimeout, 4 TTL). The premise, each part checkable from the
 // run's record:
 //   - a majority of masters answered every prober round from a TTL
-//     before the call to its end (MinAnswering ≥ majority);
+//     before the call to its end (MinAnswering ≥ majority), and prober
+//     rounds covered all of that span (Unobserved = 0);
 //   - at most one leadership ended without a release in that span (a
 //     leader frozen, killed or cut, or let lapse: its key lives up to a
 //     TTL; Unreleased ≤ 1);
 //   - no leader fault on the calling campaigner overlapped that span
 //     (Own): the campaigner itself reached the masters.
 func (fc *FailedCampaign) judge(need int) {
-	fc.Premise = fc.MinAnswering >= need && fc.Unreleased <= 1 && !fc.Own
+	fc.Premise = fc.MinAnswering >= need && fc.Unobserved == 0 && fc.Unreleased <= 1 && !fc.Own
 }
 
 // explainFailures returns an account of each failed Campaign in h, judged
@@ -125,7 +130,7 @@ func explainFailures(h *History, eps []Episode, p *prober, ttl time.Duration, ne
 			continue
 		}
 		end, from := a.Start+int64(a.Latency), a.Start-int64(ttl)
-		fc := FailedCampaign{Client: a.Client, Start: a.Start, Wait: a.Latency, Err: a.Err, Lost: a.Lost, MinAnswering: p.minUp(from, end)}
+		fc := FailedCampaign{Client: a.Client, Start: a.Start, Wait: a.Latency, Err: a.Err, Lost: a.Lost, MinAnswering: p.minUp(from, end), Unobserved: p.unobserved(from, end)}
 		rel := func(t int64) time.Duration { return time.Duration(t - a.Start) }
 		for _, ep := range eps {
 			if ep.From <= end && ep.To >= a.Start-int64(2*ttl) {
@@ -189,8 +194,8 @@ func (p *prober) minUp(from, to int64) int {
 
 func (fc FailedCampaign) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "client %d waited %v (%s); premise held %v (fewest masters answering %d, leaderships ended unreleased %d, own fault %v)",
-		fc.Client, fc.Wait.Round(time.Millisecond), fc.Err, fc.Premise, fc.MinAnswering, fc.Unreleased, fc.Own)
+	fmt.Fprintf(&b, "client %d waited %v (%s); premise held %v (fewest masters answering %d, unobserved by the prober %v, leaderships ended unreleased %d, own fault %v)",
+		fc.Client, fc.Wait.Round(time.Millisecond), fc.Err, fc.Premise, fc.MinAnswering, fc.Unobserved.Round(time.Millisecond), fc.Unreleased, fc.Own)
 	for _, e := range fc.Episodes {
 		fmt.Fprintf(&b, "; %s [%v, %v]", e.Fault, e.From.Round(time.Millisecond), e.To.Round(time.Millisecond))
 	}

@@ -22,6 +22,7 @@ const reachEvery = 20 * time.Millisecond
 // of them (a Locker may still refuse a master it lost the connection to,
 // until it dials again).
 type prober struct {
+	timeout time.Duration // each PING's
 	stop    context.CancelFunc
 	done    sync.WaitGroup
 	mu      sync.Mutex
@@ -37,7 +38,7 @@ type reachSample struct {
 
 func startProber(ctx context.Context, addrs []string, timeout time.Duration) *prober {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prober{stop: cancel}
+	p := &prober{timeout: timeout, stop: cancel}
 	clients := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
 		clients[i] = redis.NewClient(&redis.Options{Addr: a, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1, PoolSize: 1})
@@ -117,4 +118,41 @@ func (p *prober) fill(r *Result, need int, as []Acquire) {
 			}
 		}
 	}
+}
+
+// covers is how long after its start a prober round's count stands for
+// the masters, when the next round is late: twice the longest a round
+// and the wait for the next take (its PINGs' timeout, then reachEvery).
+// A later next round means the prober itself did not run (its process
+// descheduled on a loaded machine): what the masters did then, it did not
+// see.
+func (p *prober) covers() int64 { return int64(2 * (p.timeout + reachEvery)) }
+
+// unobserved is how much of [from, to] no prober round covered (covers):
+// a stretch in which the prober cannot say that a majority answered.
+func (p *prober) unobserved(from, to int64) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gap time.Duration
+	seen := from // [from, seen] is covered or counted
+	for i, s := range p.samples {
+		end := s.at + p.covers()
+		if i+1 < len(p.samples) {
+			end = min(end, p.samples[i+1].at)
+		}
+		if end < from {
+			continue
+		}
+		if s.at > to {
+			break
+		}
+		if s.at > seen {
+			gap += time.Duration(s.at - seen)
+		}
+		seen = max(seen, end)
+	}
+	if seen < to {
+		gap += time.Duration(to - seen)
+	}
+	return gap
 }
