@@ -159,7 +159,7 @@ type World struct {
 	calls map[callKey]int // a call not yet returned
 	// closing: a client whose Shutdown or Close returned, its Closing
 	closing map[int]int
-	trace []TraceEvent
+	trace   []TraceEvent
 }
 
 type callKey struct {
