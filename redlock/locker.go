@@ -48,9 +48,9 @@ type Locker struct {
 	quit           context.Context // done when Close begins (the keeper's long waits end then)
 	endQuit        context.CancelFunc
 	closeOwnedOnce sync.Once
-	ops            sync.WaitGroup // operations in progress; Close waits for them
-	ids            identities     // which server each master reaches (transport.go)
-	tried          atomic.Int32   // streams whose first dial has ended
+	ops            opsGroup     // operations in progress; Close waits for them
+	ids            identities   // which server each master reaches (transport.go)
+	tried          atomic.Int32 // streams whose first dial has ended
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition; afterLock, between the Lock of
@@ -269,7 +269,7 @@ func (l *Locker) Close() error {
 	l.closing = true
 	l.endQuit()
 	l.mu.Unlock()
-	l.ops.Wait()
+	l.ops.wait(l.env)
 	l.wake.close()
 	for _, s := range l.streams {
 		s.close()
