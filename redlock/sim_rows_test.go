@@ -163,23 +163,30 @@ func simRows() []*simRow {
 		// draws too, in rows of their own so that each short run makes
 		// every call: hand-overs and adoptions, and locks on several of 3
 		// resources, fenced; Holders readers; Leader readers and
-		// observers. Liveness is not judged with hand-overs and locks on
+		// observers; and in each, processes that end by Shutdown or Close
+		// at a drawn instant (in surface-kept, every process, its locks
+		// kept). Liveness is not judged with hand-overs and locks on
 		// several resources: its bound counts neither.
 		{name: "surface-mutex", procs: 3, cfg: func() simConfig {
 			c := simMutex()
-			c.opts.Fencing, c.resources, c.adopt, c.multi = true, []string{"a", "b", "c"}, 0.3, 0.3
+			c.opts.Fencing, c.resources, c.adopt, c.multi, c.shut = true, []string{"a", "b", "c"}, 0.3, 0.3, 0.5
 			return c
 		}(), world: lossy, chaos: &simFaultsKept, every: 2, noLiveness: true},
 		{name: "surface-semaphore", procs: 3, cfg: func() simConfig {
 			c := simMutex()
-			c.permits, c.callers, c.watch = 2, 3, 0.3
+			c.permits, c.callers, c.watch, c.shut = 2, 3, 0.3, 0.5
 			return c
 		}(), world: lossy, every: 2},
 		{name: "surface-election", procs: 3, cfg: func() simConfig {
 			c := simElection()
-			c.watch, c.observe = 0.3, true
+			c.watch, c.observe, c.shut = 0.3, true, 0.5
 			return c
 		}(), world: lossy, chaos: &simFaultsKept, every: 2},
+		{name: "surface-kept", procs: 3, cfg: func() simConfig {
+			c := simKept(simMutex())
+			c.shut = 1
+			return c
+		}(), world: lossy, chaos: &simFaults, every: 2},
 		// The fault lab's rows (tests/chaos, on containers): its
 		// workload and time scale, handed and fenced, with its faults;
 		// and handed without faults, where callers that do not queue

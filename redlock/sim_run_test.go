@@ -122,7 +122,7 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 		return simRun{}, nil, err
 	}
 	procs := make([]*simProc, row.procs)
-	shared := &simShared{}
+	shared := &simShared{span: span}
 	for i := range row.procs {
 		p, err := newSimProc(w, i, &row.cfg, shared)
 		if err != nil {
@@ -245,7 +245,7 @@ func leftBehind(w *world.World, row *simRow, o Options) []world.Violation {
 		}
 		return false
 	}
-	if row.cfg.closeEarly == 0 && row.cfg.adopt == 0 {
+	if row.cfg.closeEarly == 0 && row.cfg.adopt == 0 && row.cfg.shut == 0 {
 		return world.Leftovers(w, byDesign)
 	}
 	var vs []world.Violation

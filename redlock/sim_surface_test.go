@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 // simShared is what the processes of one run share: the locks handed
 // over, for another process to adopt.
 type simShared struct {
+	span   time.Duration // the run's
 	handed []simHandover
 	nextLn uint64
 	count  [numSurface]int // what the run exercised, for TestSim's report
@@ -180,7 +182,7 @@ func (p *simProc) adoptSection(ctx context.Context, c *simCaller, h simHandover)
 		return
 	}
 	p.shared.count[cAdopted]++
-	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.Fence(), Deadline: p.until(lk), Lineage: h.lineage})
+	p.acquired(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.Fence(), Deadline: p.until(lk), Lineage: h.lineage}, lk)
 	p.checkAcquired(lk)
 	if lk.Fence() != h.fence {
 		p.violates("adopt", fmt.Sprintf("adopted token %s with fence %d, granted %d", h.token, lk.Fence(), h.fence))
@@ -223,7 +225,7 @@ func (p *simProc) multiSection(ctx context.Context, c *simCaller) {
 	}
 	p.shared.count[cMultiHeld]++
 	for _, call := range calls {
-		p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.Fence(), Deadline: p.until(lk)})
+		p.acquired(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.Fence(), Deadline: p.until(lk)}, lk)
 	}
 	p.checkAcquired(lk)
 	if got := lk.Resources(); len(got) != len(rs) {
@@ -283,6 +285,59 @@ func (p *simProc) release(c *simCaller, lk *Lock, calls []uint64, lineage uint64
 	_ = lk.Unlock(context.Background())
 	p.checkReleased(lk)
 	c.pause(p.draw(p.cfg.think))
+}
+
+// closer is the life of a process's closer (simConfig.shut): at at, it
+// stops the process's calls and shuts its Locker down (Shutdown, or
+// Close), while its callers are in whatever state they are: waiting,
+// in a round, holding, keeping, in Do. Before Shutdown the process stops
+// the work of every section it has open (Exit): Shutdown releases their
+// locks. Once it returned, every lock the process held then is over
+// (Valid false, its Context ended, Keep failing); the world checks that no
+// call is running and that nothing more is sent (world.Closings).
+func (p *simProc) closer(c *simCaller, at time.Duration, shutdown bool) {
+	c.pause(at)
+	if p.stopping {
+		return // the world's Stop came first: the process closes as usual
+	}
+	p.stopping, p.closing = true, true
+	var held []*Lock
+	var err error
+	if shutdown {
+		calls := slices.Sorted(maps.Keys(p.held))
+		for _, call := range calls {
+			lk := p.held[call]
+			held = append(held, lk)
+			// Its deadline as it stands (a keeper may have moved it),
+			// as its holder would note it on waking.
+			p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
+			p.record(world.Note{Kind: world.Exit, Call: call})
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if p.rng.IntN(3) == 0 { // a Shutdown whose ctx ends before the releases do
+			defer p.afterFunc(p.draw(p.l.opts.MasterTimeout), cancel).Stop()
+		}
+		p.shared.count[cShutdown]++
+		err = p.l.Shutdown(ctx)
+		cancel()
+	} else {
+		p.shared.count[cClose]++
+		err = p.l.Close()
+	}
+	p.closed = true
+	n := world.Note{Kind: world.Closed}
+	if shutdown {
+		n.Limit = 1
+		if err == nil {
+			n.Fence = 1
+		}
+	}
+	p.record(n)
+	for _, lk := range held {
+		if lk.Valid() || !ended(lk.Context()) || lk.Keep() == nil {
+			p.violates("closing", fmt.Sprintf("a lock held when Shutdown began is held after it returned (token %s)", lk.token))
+		}
+	}
 }
 
 // semaphore is the process's Semaphore for res.

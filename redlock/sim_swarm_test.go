@@ -174,6 +174,10 @@ func drawSwarm(seed uint64, surface bool) *simRow {
 // resources (the bound counts one resource's callers).
 func drawSurface(r *rand.Rand, row *simRow, tag func(string, ...any)) {
 	cfg := &row.cfg
+	if r.IntN(3) == 0 {
+		cfg.shut = pick(r, 0.5, 1)
+		tag("surface=shutdown")
+	}
 	switch {
 	case cfg.permits > 0:
 		if r.IntN(2) == 0 {

@@ -100,6 +100,10 @@ type simConfig struct {
 	// runs an observer (Observe's loop) on one election.
 	adopt, multi, watch float64
 	observe             bool
+	// shut: the chance that a process ends by a closer of its own, at an
+	// instant drawn in the run's span: Shutdown or Close, racing its
+	// callers in whatever state they are (sim_surface_test.go).
+	shut float64
 }
 
 // simProc is one process: a Locker and its callers. It is the world's
@@ -138,7 +142,9 @@ type simProc struct {
 
 	broken []world.Violation // promises the process saw broken (checkLife)
 
-	shared    *simShared // what the run's processes share (handed-over locks)
+	shared    *simShared       // what the run's processes share (handed-over locks)
+	held      map[uint64]*Lock // with a closer: the locks of the sections open, by call
+	closing   bool             // the closer began: calls that fail now are its
 	obsCtx    context.Context
 	cancelObs context.CancelFunc // ends the observers (simConfig.observe) at Stop
 }
@@ -398,7 +404,7 @@ func (p *simProc) take(ctx context.Context, c *simCaller, call uint64, res strin
 		c.pause(p.draw(p.cfg.think))
 		return nil
 	}
-	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
+	p.acquired(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)}, lk)
 	p.checkAcquired(lk)
 	return lk
 }
@@ -407,7 +413,7 @@ func (p *simProc) take(ctx context.Context, c *simCaller, call uint64, res strin
 // cancelled it (closeEarly), its context ended then.
 func (p *simProc) failed(call uint64) {
 	n := world.Note{Kind: world.Failed, Call: call}
-	if ended(p.base) {
+	if ended(p.base) || p.closing {
 		n.Limit = 1
 	}
 	p.record(n)
@@ -424,7 +430,7 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 		var held *Lock
 		err := p.l.Do(ctx, res, func(fctx context.Context) error {
 			held, _ = FromContext(fctx)
-			p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: held.Fence(), Deadline: p.until(held)})
+			p.acquired(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: held.Fence(), Deadline: p.until(held)}, held)
 			p.checkAcquired(held)
 			p.keptHold(c, call, held, fctx, hold)
 			p.record(world.Note{Kind: world.Exit, Call: call})
@@ -651,7 +657,19 @@ func (p *simProc) draw(d time.Duration) time.Duration {
 }
 
 func (p *simProc) record(n world.Note) {
+	if n.Kind == world.Exit && p.held != nil {
+		delete(p.held, n.Call)
+	}
 	p.out = append(p.out, world.Action{Kind: world.Record, Note: n})
+}
+
+// acquired records n, the acquisition of lk, and with a closer
+// (simConfig.shut) keeps lk until its section's Exit.
+func (p *simProc) acquired(n world.Note, lk *Lock) {
+	if p.held != nil {
+		p.held[n.Call] = lk
+	}
+	p.record(n)
 }
 
 // settle runs what the event made ready, in a fixed order, until nothing
@@ -749,6 +767,14 @@ func (p *simProc) Start(now time.Duration) []world.Action {
 	p.out = p.out[:0]
 	for i := range p.cfg.callers + p.cfg.pollers {
 		c := &simCaller{p: p, wait: waitStart, try: i >= p.cfg.callers}
+		c.next, c.stop = iter.Pull(c.run)
+		p.callers = append(p.callers, c)
+	}
+	if p.cfg.shut > 0 && p.rng.Float64() < p.cfg.shut {
+		p.held = map[uint64]*Lock{}
+		c := &simCaller{p: p, wait: waitStart}
+		at, shutdown := p.draw(p.shared.span), p.rng.IntN(2) == 0
+		c.body = func() { p.closer(c, at, shutdown) }
 		c.next, c.stop = iter.Pull(c.run)
 		p.callers = append(p.callers, c)
 	}
