@@ -155,6 +155,11 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 			return nil, err
 		}
 	}
+	if lk.isReleased() {
+		// Our own Shutdown released the lock while its value was
+		// published: the campaign did not win what it returns.
+		return nil, closedError("campaign", e.name)
+	}
 	e.mu.Lock()
 	e.lead = lk
 	e.mu.Unlock()

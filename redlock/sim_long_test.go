@@ -351,12 +351,13 @@ func TestSimTrace(t *testing.T) {
 // swarm drew its worlds then (swarmRowBefore); and with the rest of the
 // surface drawn: 112 (a Shutdown that returned while a semaphore's
 // Acquire still waited between its rounds, not an operation Close waited
-// for).
+// for), 229 (a Campaign that returned a leadership its own Shutdown had
+// released while it published).
 func TestSimSwarmRegressions(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
 		row  func() *simRow
-	}{{75, swarmRowBefore}, {89, swarmRowBefore}, {945, swarmRowBefore}, {1975, swarmRowBefore}, {112, swarmRow}} {
+	}{{75, swarmRowBefore}, {89, swarmRowBefore}, {945, swarmRowBefore}, {1975, swarmRowBefore}, {112, swarmRow}, {229, swarmRow}} {
 		r, err := runSim(c.row(), c.seed, 2*time.Second, false)
 		if err != nil {
 			t.Fatal(err)
