@@ -170,13 +170,19 @@ func simRows() []*simRow {
 		{name: "surface-mutex", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.opts.Fencing, c.resources, c.adopt, c.multi, c.shut = true, []string{"a", "b", "c"}, 0.3, 0.3, 0.5
+			c.extend, c.hold = true, 20*time.Millisecond // extended and adopted locks: keys of unequal lives
 			return c
 		}(), world: lossy, chaos: &simFaultsKept, every: 2, noLiveness: true},
 		{name: "surface-semaphore", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.permits, c.callers, c.watch, c.shut = 2, 3, 0.3, 0.5
 			return c
-		}(), world: lossy, every: 2},
+		}(), world: func(o *world.Options) {
+			// Messages within half the MasterTimeout (10 ms): each
+			// reading of the holders is judged (world.Holders).
+			lossy(o)
+			o.Delay = world.Dist{Min: 50 * time.Microsecond, Mean: 150 * time.Microsecond, Max: 2 * time.Millisecond}
+		}, every: 2},
 		{name: "surface-election", procs: 3, cfg: func() simConfig {
 			c := simElection()
 			c.watch, c.observe, c.shut = 0.3, true, 0.5
@@ -213,6 +219,13 @@ func simRows() []*simRow {
 		}()},
 		// An election whose masters restart empty: terms repeat.
 		{name: "election-restart-empty", procs: 3, outside: true, chaos: &simRestartsEmpty, cfg: simElection()},
+		// An election whose masters restart empty and come back at once:
+		// its Leader readers and observers read terms that go back.
+		{name: "election-restart-at-once", procs: 3, outside: true, chaos: &simRestartsAtOnce, cfg: func() simConfig {
+			c := simElection()
+			c.watch, c.observe = 0.3, true
+			return c
+		}(), world: func(o *world.Options) { o.Outside.RestartEmptyAtOnce = true }},
 	}
 }
 
