@@ -117,7 +117,9 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 	// at once, take the key back before the waiter it woke rounds, term
 	// after term (docs/design.md §21, the liveness bound). Set before lk
 	// is shared.
+	lk.mu.Lock()
 	lk.waited = true
+	lk.mu.Unlock()
 	if keep {
 		if err := lk.Keep(); err != nil {
 			lk.Unlock(context.WithoutCancel(ctx))

@@ -390,6 +390,13 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		end(span, err)
 	}()
 	d.run()
+	if d.lk != nil && d.lk.isReleased() {
+		// Our own Shutdown released the lock while the wait ended (the
+		// lock is registered when its round decides, and the wait then
+		// leaves the queue): the acquisition fails, as one in its round
+		// does (§17).
+		return nil, closedError("acquire", t.resource)
+	}
 	return d.lk, d.err
 }
 
