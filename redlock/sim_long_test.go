@@ -352,12 +352,13 @@ func TestSimTrace(t *testing.T) {
 // surface drawn: 112 (a Shutdown that returned while a semaphore's
 // Acquire still waited between its rounds, not an operation Close waited
 // for), 229 (a Campaign that returned a leadership its own Shutdown had
-// released while it published).
+// released while it published), 981 (a Lock that returned a lock its own
+// Shutdown had released while the wait left the queue).
 func TestSimSwarmRegressions(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
 		row  func() *simRow
-	}{{75, swarmRowBefore}, {89, swarmRowBefore}, {945, swarmRowBefore}, {1975, swarmRowBefore}, {112, swarmRow}, {229, swarmRow}} {
+	}{{75, swarmRowBefore}, {89, swarmRowBefore}, {945, swarmRowBefore}, {1975, swarmRowBefore}, {112, swarmRow}, {229, swarmRow}, {981, swarmRow}} {
 		r, err := runSim(c.row(), c.seed, 2*time.Second, false)
 		if err != nil {
 			t.Fatal(err)
