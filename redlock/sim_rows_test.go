@@ -172,7 +172,7 @@ func simRows() []*simRow {
 			c.opts.Fencing, c.resources, c.adopt, c.multi, c.shut = true, []string{"a", "b", "c"}, 0.3, 0.3, 0.5
 			c.extend, c.hold = true, 20*time.Millisecond // extended and adopted locks: keys of unequal lives
 			return c
-		}(), world: lossy, chaos: &simFaultsKept, every: 2, noLiveness: true},
+		}(), world: lossy, chaos: &simFaultsKept, every: 4, noLiveness: true},
 		{name: "surface-semaphore", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.permits, c.callers, c.watch, c.shut = 2, 3, 0.3, 0.5
@@ -182,17 +182,17 @@ func simRows() []*simRow {
 			// reading of the holders is judged (world.Holders).
 			lossy(o)
 			o.Delay = world.Dist{Min: 50 * time.Microsecond, Mean: 150 * time.Microsecond, Max: 2 * time.Millisecond}
-		}, every: 2},
+		}, every: 4},
 		{name: "surface-election", procs: 3, cfg: func() simConfig {
 			c := simElection()
 			c.watch, c.observe, c.shut = 0.3, true, 0.5
 			return c
-		}(), world: lossy, chaos: &simFaultsKept, every: 2},
+		}(), world: lossy, chaos: &simFaultsKept, every: 4},
 		{name: "surface-kept", procs: 3, cfg: func() simConfig {
 			c := simKept(simMutex())
 			c.shut = 1
 			return c
-		}(), world: lossy, chaos: &simFaults, every: 2},
+		}(), world: lossy, chaos: &simFaults, every: 4},
 		// The fault lab's rows (tests/chaos, on containers): its
 		// workload and time scale, handed and fenced, with its faults;
 		// and handed without faults, where callers that do not queue

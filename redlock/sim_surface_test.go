@@ -144,7 +144,8 @@ func (p *simProc) handOver(lk *Lock, call uint64, lineage uint64) bool {
 	return true
 }
 
-// adopterPoll is how often an adopter looks for a lock handed over.
+// adopterPoll is how often an adopter looks for a lock handed over: at
+// first, doubling while it finds none, up to 32 times that.
 const adopterPoll = time.Millisecond
 
 // adopter is the life of a process's adopter (a caller of its own, with
@@ -152,12 +153,15 @@ const adopterPoll = time.Millisecond
 // a process that restarts adopts the locks it persisted, until the
 // process stops.
 func (p *simProc) adopter(c *simCaller) {
+	poll := adopterPoll
 	for !p.stopping {
 		i := slices.IndexFunc(p.shared.handed, func(h simHandover) bool { return h.from != p.id })
 		if i < 0 {
-			c.pause(adopterPoll)
+			c.pause(poll)
+			poll = min(2*poll, 32*adopterPoll)
 			continue
 		}
+		poll = adopterPoll
 		h := p.shared.handed[i]
 		p.shared.handed = slices.Delete(p.shared.handed, i, i+1)
 		ctx, cancel := context.WithCancel(p.base)
