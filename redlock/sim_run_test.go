@@ -232,7 +232,9 @@ func holdersJudged(row *simRow, o Options) func(world.Observation) bool {
 // read-write lock's count of write grants, ":wg"), and keys that expire a
 // TTL after their last use (a semaphore's permits record, sem_acquire.lua;
 // a writer's intent, ":wi", rw_write.lua). When a process closed early
-// (simConfig.closeEarly), what it dropped may still be there: every such
+// (simConfig.closeEarly), or by Close (simConfig.shut), or a lock was
+// handed over and not adopted (simConfig.adopt), what it dropped or left
+// may still be there: every such
 // key must have an expiry, and once the longest life a key or queue member
 // is given has passed (the TTL, or a queue's life, docs/design.md §14.1),
 // on the slowest clock, nothing may be left.
