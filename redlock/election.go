@@ -133,7 +133,9 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 		// at once, take the key back before the waiter it woke rounds, term
 		// after term (docs/design.md §21, the liveness bound). Set before lk
 		// is shared.
+		lk.mu.Lock()
 		lk.waited = true
+		lk.mu.Unlock()
 		if keep {
 			if err := lk.Keep(); err != nil {
 				lk.Unlock(context.WithoutCancel(ctx))
@@ -144,6 +146,11 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 			e.l.afterKeep()
 		}
 		err = e.publishLead(ctx, lk, value, &t)
+		if err == nil && lk.isReleased() {
+			// Our own Shutdown released the lock while its value was
+			// published: the campaign did not win what it returns.
+			return nil, closedError("campaign", e.name)
+		}
 		if err == nil {
 			e.mu.Lock()
 			e.lead = lk
@@ -385,34 +392,49 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	w := e.l.watch(e.t.key, e.t.key+leaderSuffix)
 	go func() {
 		defer close(out)
-		defer w.stop()
-		var last Leader
-		var t *time.Timer
-		defer func() {
-			if t != nil {
-				t.Stop()
-			}
-		}()
-		for delay := time.Duration(0); ; delay = e.observePoll() {
-			if delay > 0 {
-				switch e.l.env.sleep(ctx, e.l.quit, delay, w.c, &t) {
-				case wakeCtx, wakeClosed:
-					return
-				}
-			}
-			now, err := e.leader(ctx)
-			if err != nil || now.Term < last.Term || now.Term == last.Term && now.Value == last.Value {
-				continue
-			}
+		e.observe(ctx, w, func(lead Leader, _ time.Time) bool {
 			select {
-			case out <- now:
-				last = now
+			case out <- lead:
+				return true
 			case <-ctx.Done():
-				return
 			case <-e.l.quit.Done():
+			}
+			return false
+		})
+	}()
+	return out
+}
+
+// observe is Observe's loop, on watcher w (which it stops): it reads the
+// leader at once, then on each push and every observePoll, and hands
+// deliver each reading (and when it began) that is a new leader or a new
+// value, never an older term than the last delivered, until ctx ends, the
+// Locker closes or deliver reports false. The simulator runs it with a
+// deliver of its own (docs/design.md §20).
+func (e *Election) observe(ctx context.Context, w *watcher, deliver func(lead Leader, asked time.Time) bool) {
+	defer w.stop()
+	var last Leader
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for delay := time.Duration(0); ; delay = e.observePoll() {
+		if delay > 0 {
+			switch e.l.env.sleep(ctx, e.l.quit, delay, w.c, &t) {
+			case wakeCtx, wakeClosed:
 				return
 			}
 		}
-	}()
-	return out
+		asked := e.l.env.now()
+		now, err := e.leader(ctx)
+		if err != nil || now.Term < last.Term || now.Term == last.Term && now.Value == last.Value {
+			continue
+		}
+		if !deliver(now, asked) {
+			return
+		}
+		last = now
+	}
 }

@@ -36,7 +36,7 @@ type Lock struct {
 	locker *Locker
 	target
 	token   string
-	queueID string // the member in the masters' queue of the waiter the masters handed it to ("" otherwise)
+	queueID string // the member in the masters' queue of the waiter the masters handed it to ("" otherwise); set under mu once the lock is registered
 	fence   uint64
 	permits int       // a semaphore's permit: the semaphore's permits (0 for other locks)
 	mayHold []bool    // masters where the acquisition's SET may have landed
@@ -53,7 +53,7 @@ type Lock struct {
 	budget   validity.Budget // for ttl
 	deadline time.Time
 	released bool
-	waited   bool     // acquired by a Lock that waited: its release hands the key on (set before mu is used)
+	waited   bool     // acquired by a Lock that waited: its release hands the key on (set under mu: a Shutdown may be releasing the lock then)
 	held     *keeping // set once by Keep, Done, Err or Context, under mu
 
 	hold *holdEntry // for the hold-time metrics (telemetry.go); nil when not metering
@@ -289,7 +289,7 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 		return &Error{Op: "unlock", Resource: lk.resource, Need: l.need, kind: ErrUnlocked}
 	}
 	lk.released = true
-	h, deadline := lk.held, lk.deadline
+	h, deadline, waited, queueID := lk.held, lk.deadline, lk.waited, lk.queueID
 	if h != nil {
 		h.endForUnlock() // before any release is sent
 	}
@@ -305,7 +305,7 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 	if l.beforeRelease != nil {
 		l.beforeRelease(lk.resource)
 	}
-	res := l.release(ctx, lk.target, lk.token, lk.mayHold, lk.waited, lk.queueID)
+	res := l.release(ctx, lk.target, lk.token, lk.mayHold, waited, queueID)
 	if ref := l.refusalIn(res); ref != nil {
 		// Keys stay where the release was refused (until their TTL): say
 		// so rather than return nil.

@@ -48,9 +48,9 @@ type Locker struct {
 	quit           context.Context // done when Close begins (the keeper's long waits end then)
 	endQuit        context.CancelFunc
 	closeOwnedOnce sync.Once
-	ops            sync.WaitGroup // operations in progress; Close waits for them
-	ids            identities     // which server each master reaches (transport.go)
-	tried          atomic.Int32   // streams whose first dial has ended
+	ops            opsGroup     // operations in progress; Close waits for them
+	ids            identities   // which server each master reaches (transport.go)
+	tried          atomic.Int32 // streams whose first dial has ended
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition; afterLock, between the Lock of
@@ -269,7 +269,7 @@ func (l *Locker) Close() error {
 	l.closing = true
 	l.endQuit()
 	l.mu.Unlock()
-	l.ops.Wait()
+	l.ops.wait(l.env)
 	l.wake.close()
 	for _, s := range l.streams {
 		s.close()
@@ -390,6 +390,13 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 		end(span, err)
 	}()
 	d.run()
+	if d.lk != nil && d.lk.isReleased() {
+		// Our own Shutdown released the lock while the wait ended (the
+		// lock is registered when its round decides, and the wait then
+		// leaves the queue): the acquisition fails, as one in its round
+		// does (§17).
+		return nil, closedError("acquire", t.resource)
+	}
 	return d.lk, d.err
 }
 

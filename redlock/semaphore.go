@@ -104,6 +104,13 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, 
 	if err != nil {
 		return nil, err
 	}
+	// The whole wait is one operation of the Locker's, as Lock's is:
+	// Close waits for it to end, and ends its wait (l.quit)
+	// (docs/design.md §9).
+	if l.live.isClosed() || !l.enter() { // Shutdown or Close
+		return nil, closedError("acquire", s.name)
+	}
+	defer l.ops.Done()
 	ctx, span := l.tel.start(ctx, "Acquire", s.name)
 	defer func() { end(span, err) }()
 	var timer *time.Timer

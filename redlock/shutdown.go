@@ -1,9 +1,13 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // liveLocks is the set of locks a Locker handed out and that were not
@@ -11,7 +15,8 @@ import (
 // acquisition that completes after that releases what it took.
 type liveLocks struct {
 	mu     sync.Mutex
-	locks  map[*Lock]struct{}
+	locks  map[*Lock]uint64 // by the order added (seq)
+	seq    uint64
 	closed bool
 	prune  int // prune lapsed locks when the set reaches this size
 }
@@ -28,9 +33,10 @@ func (s *liveLocks) add(lk *Lock) bool {
 		return false
 	}
 	if s.locks == nil {
-		s.locks = map[*Lock]struct{}{}
+		s.locks = map[*Lock]uint64{}
 	}
-	s.locks[lk] = struct{}{}
+	s.seq++
+	s.locks[lk] = s.seq
 	var scan []*Lock
 	if len(s.locks) >= max(s.prune, minPrune) {
 		scan = s.listLocked()
@@ -78,11 +84,15 @@ func (s *liveLocks) close() []*Lock {
 	return s.listLocked()
 }
 
+// listLocked lists the locks in the order they were added: Shutdown
+// releases them in a fixed order, which the simulator's replays need
+// (docs/design.md §20).
 func (s *liveLocks) listLocked() []*Lock {
 	out := make([]*Lock, 0, len(s.locks))
 	for lk := range s.locks {
 		out = append(out, lk)
 	}
+	slices.SortFunc(out, func(a, b *Lock) int { return cmp.Compare(s.locks[a], s.locks[b]) })
 	return out
 }
 
@@ -117,10 +127,15 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 			helds[i].endForUnlock()
 		}
 	}
+	// The releases run at once, each on a goroutine of the Locker's own
+	// (env.spawn: the simulator's coroutines), and the waits below go
+	// through the env too (docs/design.md §20).
 	errs := make([]error, len(locks))
-	var wg sync.WaitGroup
+	var left atomic.Int64
+	left.Store(int64(len(locks)))
+	released := make(chan struct{}, 1)
 	for i, lk := range locks {
-		wg.Go(func() {
+		l.env.spawn(func() {
 			var err error
 			if helds[i] != nil {
 				_, err = helds[i].unlock(context.WithoutCancel(ctx))
@@ -130,19 +145,34 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 			if !errors.Is(err, ErrUnlocked) { // the owner unlocked it meanwhile
 				errs[i] = err
 			}
+			if left.Add(-1) == 0 {
+				released <- struct{}{}
+			}
 		})
 	}
-	released := make(chan struct{})
-	go func() { wg.Wait(); close(released) }()
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	done := len(locks) == 0
 	var err error
-	select {
-	case <-released:
-		err = errors.Join(errs...)
-	case <-ctx.Done():
-		err = context.Cause(ctx)
+	for !done {
+		if l.env.sleep(ctx, context.Background(), time.Hour, released, &t) == wakeWoken {
+			done = true
+		} else if ctx.Err() != nil {
+			err = context.Cause(ctx)
+			break
+		}
 	}
 	l.Close() // waits for the releases in progress (registered operations)
-	<-released
+	for !done {
+		done = l.env.sleep(context.Background(), context.Background(), time.Hour, released, &t) == wakeWoken
+	}
+	if err == nil {
+		err = errors.Join(errs...)
+	}
 	if len(locks) > 0 {
 		l.log.Info("redlock: shutdown released the locks still held", "locks", len(locks), "took", l.env.now().Sub(begun))
 	}

@@ -159,6 +159,40 @@ func simRows() []*simRow {
 		}(), world: lossy, chaos: &simFaults, every: 2},
 		// Elections: campaigns, readings of the leader, resignations.
 		{name: "election", procs: 3, cfg: simElection(), world: lossy, chaos: &simFaultsKept, every: 2},
+		// The rest of the surface (sim_surface_test.go), which the swarm
+		// draws too, in rows of their own so that each short run makes
+		// every call: hand-overs and adoptions, and locks on several of 3
+		// resources, fenced; Holders readers; Leader readers and
+		// observers; and in each, processes that end by Shutdown or Close
+		// at a drawn instant (in surface-kept, every process, its locks
+		// kept). Liveness is not judged with hand-overs and locks on
+		// several resources: its bound counts neither.
+		{name: "surface-mutex", procs: 3, cfg: func() simConfig {
+			c := simMutex()
+			c.opts.Fencing, c.resources, c.adopt, c.multi, c.shut = true, []string{"a", "b", "c"}, 0.3, 0.3, 0.5
+			c.extend, c.hold = true, 20*time.Millisecond // extended and adopted locks: keys of unequal lives
+			return c
+		}(), world: lossy, chaos: &simFaultsKept, every: 4, noLiveness: true},
+		{name: "surface-semaphore", procs: 3, cfg: func() simConfig {
+			c := simMutex()
+			c.permits, c.callers, c.watch, c.shut = 2, 3, 0.3, 0.5
+			return c
+		}(), world: func(o *world.Options) {
+			// Messages within half the MasterTimeout (10 ms): each
+			// reading of the holders is judged (world.Holders).
+			lossy(o)
+			o.Delay = world.Dist{Min: 50 * time.Microsecond, Mean: 150 * time.Microsecond, Max: 2 * time.Millisecond}
+		}, every: 4},
+		{name: "surface-election", procs: 3, cfg: func() simConfig {
+			c := simElection()
+			c.watch, c.observe, c.shut = 0.3, true, 0.5
+			return c
+		}(), world: lossy, chaos: &simFaultsKept, every: 4},
+		{name: "surface-kept", procs: 3, cfg: func() simConfig {
+			c := simKept(simMutex())
+			c.shut = 1
+			return c
+		}(), world: lossy, chaos: &simFaults, every: 4},
 		// The fault lab's rows (tests/chaos, on containers): its
 		// workload and time scale, handed and fenced, with its faults;
 		// and handed without faults, where callers that do not queue
@@ -185,6 +219,13 @@ func simRows() []*simRow {
 		}()},
 		// An election whose masters restart empty: terms repeat.
 		{name: "election-restart-empty", procs: 3, outside: true, chaos: &simRestartsEmpty, cfg: simElection()},
+		// An election whose masters restart empty and come back at once:
+		// its Leader readers and observers read terms that go back.
+		{name: "election-restart-at-once", procs: 3, outside: true, chaos: &simRestartsAtOnce, cfg: func() simConfig {
+			c := simElection()
+			c.watch, c.observe = 0.3, true
+			return c
+		}(), world: func(o *world.Options) { o.Outside.RestartEmptyAtOnce = true }},
 	}
 }
 

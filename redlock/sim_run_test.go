@@ -44,6 +44,9 @@ type simRow struct {
 	swarm      bool
 	tags       []string
 	noLiveness bool
+	// noSurface: the swarm row draws its worlds as before it drew the
+	// rest of the surface (swarmRowBefore).
+	noSurface bool
 }
 
 // simRun is what one seed of a row gave.
@@ -60,6 +63,7 @@ type simRun struct {
 	// the Lock calls (a TryLock's context allows it nothing).
 	liveness, judged, calls int
 	tags                    []string // a swarm world's (simRow.tags)
+	surface                 [numSurface]int
 }
 
 // livenessPremises are the premises of liveness and their bounds
@@ -100,7 +104,7 @@ func runSim(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, e
 // into.
 func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, *world.World, error) {
 	if row.swarm {
-		row = drawSwarm(seed)
+		row = drawSwarm(seed, !row.noSurface)
 	}
 	scripts, err := simScripts()
 	if err != nil {
@@ -118,8 +122,9 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 		return simRun{}, nil, err
 	}
 	procs := make([]*simProc, row.procs)
+	shared := &simShared{span: span}
 	for i := range row.procs {
-		p, err := newSimProc(w, i, &row.cfg)
+		p, err := newSimProc(w, i, &row.cfg, shared)
 		if err != nil {
 			return simRun{}, nil, err
 		}
@@ -160,6 +165,9 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	vs = append(vs, world.Exclusion(h.Intervals, row.cfg.permits)...)
 	vs = append(vs, world.Fences(h.Intervals)...)
 	vs = append(vs, world.Readings(&h)...)
+	vs = append(vs, world.Terms(&h)...)
+	vs = append(vs, world.Holders(&h, keyLife(o), holdersJudged(row, o))...)
+	vs = append(vs, world.Closings(&h)...)
 	if row.cfg.keep == 1 { // every section kept: each one's Done is a promise
 		vs = append(vs, world.DoneByDeadline(h.Intervals)...)
 	}
@@ -182,7 +190,7 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 		vs = append(vs, lv...)
 	}
 	r := simRun{seed: seed, hash: w.Hash(), sections: w.Sections(), events: w.Events(), violations: vs, liveness: len(lv)}
-	r.judged, r.tags = judged, row.tags
+	r.judged, r.tags, r.surface = judged, row.tags, shared.count
 	for _, c := range h.Calls {
 		if c.Limit-c.Start > time.Microsecond {
 			r.calls++
@@ -194,12 +202,39 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	return r, w, nil
 }
 
+// keyLife is the longest a key may stand on a master after the last
+// command that set or extended it was sent: a TTL on a master's clock
+// running slow by up to the DriftFactor, with the drift constant, and an
+// extension in flight (a MasterTimeout).
+func keyLife(o Options) time.Duration {
+	return o.TTL + time.Duration(float64(o.TTL)*2*o.DriftFactor) + o.DriftConstant + o.MasterTimeout
+}
+
+// holdersJudged says which readings of a semaphore's holders must count
+// every permit held throughout them (world.Holders): in a row whose
+// messages are all within half a MasterTimeout, so that every master
+// answers a reading in time when nothing stalls it.
+func holdersJudged(row *simRow, o Options) func(world.Observation) bool {
+	var wo world.Options
+	if row.world != nil {
+		row.world(&wo)
+	}
+	d := wo.Delay
+	if d == (world.Dist{}) {
+		d.Max = 5 * time.Millisecond // the world's default
+	}
+	ok := d.Tail == 0 && 2*d.Max < o.MasterTimeout
+	return func(world.Observation) bool { return ok }
+}
+
 // leftBehind checks what the processes left on the masters once they all
 // stopped and the world drained. Left by design: counters (fences, a
 // read-write lock's count of write grants, ":wg"), and keys that expire a
 // TTL after their last use (a semaphore's permits record, sem_acquire.lua;
 // a writer's intent, ":wi", rw_write.lua). When a process closed early
-// (simConfig.closeEarly), what it dropped may still be there: every such
+// (simConfig.closeEarly), or by Close (simConfig.shut), or a lock was
+// handed over and not adopted (simConfig.adopt), what it dropped or left
+// may still be there: every such
 // key must have an expiry, and once the longest life a key or queue member
 // is given has passed (the TTL, or a queue's life, docs/design.md §14.1),
 // on the slowest clock, nothing may be left.
@@ -212,7 +247,7 @@ func leftBehind(w *world.World, row *simRow, o Options) []world.Violation {
 		}
 		return false
 	}
-	if row.cfg.closeEarly == 0 {
+	if row.cfg.closeEarly == 0 && row.cfg.adopt == 0 && row.cfg.shut == 0 {
 		return world.Leftovers(w, byDesign)
 	}
 	var vs []world.Violation

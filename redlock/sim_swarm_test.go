@@ -21,12 +21,17 @@ import (
 // swarmRow is the row whose world each seed draws (drawSwarm).
 func swarmRow() *simRow { return &simRow{name: "swarm", swarm: true} }
 
+// swarmRowBefore is the swarm row as it drew its worlds before it drew
+// the rest of the surface (drawSurface): the regressions found then
+// replay their worlds.
+func swarmRowBefore() *simRow { return &simRow{name: "swarm", swarm: true, noSurface: true} }
+
 // pick is one of xs, uniformly.
 func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
 // drawSwarm is seed's world for the swarm row, from a source of its own
 // (the world's is drawn from the same seed, apart).
-func drawSwarm(seed uint64) *simRow {
+func drawSwarm(seed uint64, surface bool) *simRow {
 	r := rand.New(rand.NewPCG(seed, 0x5a4a4d))
 	row := &simRow{name: "swarm", swarm: true, procs: 2 + r.IntN(3)}
 	var tags []string
@@ -152,8 +157,54 @@ func drawSwarm(seed uint64) *simRow {
 	if row.chaos == nil {
 		tag("faults=off")
 	}
+	if surface {
+		drawSurface(r, row, tag)
+	}
 	row.tags = tags
 	return row
+}
+
+// drawSurface draws the rest of the public surface into a swarm world,
+// after every other draw (so that a world drawn before keeps its other
+// parameters): hand-overs and adoptions, locks on several resources, for
+// a mutex; readers of the holders or of the leader, and observers, for a
+// semaphore and an election. Liveness is not judged with hand-overs
+// (a lock handed over and not adopted is left to expire, as a holder that
+// dies leaves it, any number of times) nor with locks on several
+// resources (the bound counts one resource's callers).
+func drawSurface(r *rand.Rand, row *simRow, tag func(string, ...any)) {
+	cfg := &row.cfg
+	if r.IntN(3) == 0 {
+		cfg.shut = pick(r, 0.5, 1)
+		tag("surface=shutdown")
+	}
+	switch {
+	case cfg.permits > 0:
+		if r.IntN(2) == 0 {
+			cfg.watch = pick(r, 0.1, 0.3)
+			tag("surface=holders")
+		}
+	case cfg.election:
+		if r.IntN(2) == 0 {
+			cfg.watch = pick(r, 0.1, 0.3)
+			tag("surface=leader")
+		}
+		if r.IntN(2) == 0 {
+			cfg.observe = true
+			tag("surface=observe")
+		}
+	case cfg.readers == 0:
+		if r.IntN(3) == 0 {
+			cfg.adopt = pick(r, 0.1, 0.3)
+			row.noLiveness = true
+			tag("surface=adopt")
+		}
+		if len(cfg.resources) > 1 && r.IntN(3) == 0 {
+			cfg.multi = pick(r, 0.1, 0.3)
+			row.noLiveness = true
+			tag("surface=lock-all")
+		}
+	}
 }
 
 func primName(o Options, cfg simConfig) string {

@@ -89,6 +89,21 @@ type simConfig struct {
 	// dropped, as when a service restarts during an incident. The run
 	// then lets every key's life pass before it looks for leftovers.
 	closeEarly float64
+	// The rest of the surface (sim_surface_test.go). adopt: the chance
+	// that a holder of a mutex's lock hands it over by its token instead
+	// of unlocking it. multi: the chance that a call locks several
+	// resources (LockAll, TryLockAll for a poller); each process has an
+	// adopter, a caller that adopts what the others hand over, at once
+	// (sim_surface_test.go). watch: the chance that
+	// a caller reads who holds its resource before its call (Holders, or
+	// Leader for an election). observe: each process of an election row
+	// runs an observer (Observe's loop) on one election.
+	adopt, multi, watch float64
+	observe             bool
+	// shut: the chance that a process ends by a closer of its own, at an
+	// instant drawn in the run's span: Shutdown or Close, racing its
+	// callers in whatever state they are (sim_surface_test.go).
+	shut float64
 }
 
 // simProc is one process: a Locker and its callers. It is the world's
@@ -126,6 +141,12 @@ type simProc struct {
 	cancelBase context.CancelFunc
 
 	broken []world.Violation // promises the process saw broken (checkLife)
+
+	shared    *simShared       // what the run's processes share (handed-over locks)
+	held      map[uint64]*Lock // with a closer: the locks of the sections open, by call
+	closing   bool             // the closer began: calls that fail now are its
+	obsCtx    context.Context
+	cancelObs context.CancelFunc // ends the observers (simConfig.observe) at Stop
 }
 
 var (
@@ -134,8 +155,8 @@ var (
 )
 
 // newSimProc makes the process that will be the world's client id.
-func newSimProc(w *world.World, id int, cfg *simConfig) (*simProc, error) {
-	p := &simProc{w: w, rng: w.Rand(), id: id, cfg: cfg, timers: map[uint64]*simTimer{},
+func newSimProc(w *world.World, id int, cfg *simConfig, shared *simShared) (*simProc, error) {
+	p := &simProc{w: w, rng: w.Rand(), id: id, cfg: cfg, timers: map[uint64]*simTimer{}, shared: shared,
 		sems: map[string]*Semaphore{}, rws: map[string]*RWMutex{}, elects: map[*simCaller]map[string]*Election{}}
 	n := w.Masters()
 	masters := make([]driver.Master, n)
@@ -156,6 +177,7 @@ func newSimProc(w *world.World, id int, cfg *simConfig) (*simProc, error) {
 	}
 	p.l = l
 	p.base, p.cancelBase = context.WithCancel(context.Background())
+	p.obsCtx, p.cancelObs = context.WithCancel(context.Background())
 	if cfg.closeEarly > 0 {
 		p.early = p.rng.Float64() < cfg.closeEarly
 	}
@@ -349,6 +371,9 @@ func (p *simProc) section(c *simCaller) {
 	if cfg.limit > 0 {
 		defer p.afterFunc(cfg.limit, cancel).Stop()
 	}
+	if p.surface(ctx, c, res) {
+		return
+	}
 	limit := cfg.limit
 	if c.try {
 		limit = time.Nanosecond // a TryLock waits for nothing: no liveness to judge
@@ -366,37 +391,8 @@ func (p *simProc) section(c *simCaller) {
 		p.lead(ctx, c, call, res, lk)
 		return
 	}
-	switch {
-	case cfg.toDeadline:
-		if lo, hi := cfg.extendTTL[0], cfg.extendTTL[1]; hi > 0 {
-			c.pause(lk.Deadline().Sub(p.now()) - p.l.opts.MasterTimeout)
-			ttl := lo + p.draw(hi-lo)/time.Millisecond*time.Millisecond
-			if p.now().Before(lk.Deadline()) && lk.Extend(ctx, WithTTL(ttl)) == nil {
-				p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
-				p.checkKeys(lk, "extended")
-				c.pause(cfg.stall)
-			}
-		}
-		c.pause(lk.Deadline().Sub(p.now()) - 100*time.Microsecond)
-		if p.now().Before(lk.Deadline()) {
-			c.pause(cfg.stall)
-		}
-	case cfg.extend:
-		h := p.draw(cfg.hold)
-		c.pause(h / 2)
-		if lk.Extend(ctx) == nil {
-			p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
-			p.checkKeys(lk, "extended")
-		}
-		c.pause(h - h/2)
-	default:
-		c.pause(p.draw(cfg.hold))
-	}
-	p.record(world.Note{Kind: world.Exit, Call: call})
-	p.checkPast(lk, lk.Deadline(), "at its exit")
-	_ = lk.Unlock(context.Background())
-	p.checkReleased(lk)
-	c.pause(p.draw(cfg.think))
+	p.hold(ctx, c, lk, []uint64{call})
+	p.release(c, lk, []uint64{call}, 0)
 }
 
 // take is c's Lock call for res (p.lock), recorded: Acquired (and
@@ -408,7 +404,7 @@ func (p *simProc) take(ctx context.Context, c *simCaller, call uint64, res strin
 		c.pause(p.draw(p.cfg.think))
 		return nil
 	}
-	p.record(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)})
+	p.acquired(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)}, lk)
 	p.checkAcquired(lk)
 	return lk
 }
@@ -417,7 +413,7 @@ func (p *simProc) take(ctx context.Context, c *simCaller, call uint64, res strin
 // cancelled it (closeEarly), its context ended then.
 func (p *simProc) failed(call uint64) {
 	n := world.Note{Kind: world.Failed, Call: call}
-	if ended(p.base) {
+	if ended(p.base) || p.closing {
 		n.Limit = 1
 	}
 	p.record(n)
@@ -434,7 +430,7 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 		var held *Lock
 		err := p.l.Do(ctx, res, func(fctx context.Context) error {
 			held, _ = FromContext(fctx)
-			p.record(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: held.Fence(), Deadline: p.until(held)})
+			p.acquired(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: held.Fence(), Deadline: p.until(held)}, held)
 			p.checkAcquired(held)
 			p.keptHold(c, call, held, fctx, hold)
 			p.record(world.Note{Kind: world.Exit, Call: call})
@@ -505,7 +501,7 @@ func (p *simProc) checkAcquired(lk *Lock) {
 // cover; §14.3 for a handed lock, whose start is since(G)). The masters'
 // keyspaces are read, not asked: the check sends nothing.
 func (p *simProc) checkKeys(lk *Lock, when string) {
-	if lk.mode != 0 || lk.permits > 0 || lk.resources != nil {
+	if lk.mode != 0 || lk.permits > 0 {
 		return
 	}
 	end := lk.Deadline().Add(lk.budget.SafetyMargin)
@@ -513,9 +509,15 @@ func (p *simProc) checkKeys(lk *Lock, when string) {
 		return
 	}
 	until := p.w.Global(p.id, end.Sub(simEpoch))
-	if n, need := p.w.Holding(lk.key, lk.token, until), p.w.Masters()/2+1; n < need {
-		p.violates("keys", fmt.Sprintf("%s, its token is on %d masters until its deadline and margin %v from now, of %d needed (token %s, queue member %q)",
-			when, n, end.Sub(p.now()), need, lk.token, lk.queueID))
+	keys := lk.keys // a lock on several resources: each of its keys
+	if keys == nil {
+		keys = []string{lk.key}
+	}
+	for _, key := range keys {
+		if n, need := p.w.Holding(key, lk.token, until), p.w.Masters()/2+1; n < need {
+			p.violates("keys", fmt.Sprintf("%s, its token is on %d masters for %s until its deadline and margin %v from now, of %d needed (token %s, queue member %q)",
+				when, n, key, end.Sub(p.now()), need, lk.token, lk.queueID))
+		}
 	}
 }
 
@@ -586,27 +588,16 @@ func (p *simProc) lock(ctx context.Context, c *simCaller, res string) (*Lock, wo
 	cfg := p.cfg
 	switch {
 	case cfg.election:
-		if p.elects[c] == nil {
-			p.elects[c] = map[string]*Election{}
-		}
-		e := p.elects[c][res]
-		if e == nil {
-			var err error
-			if e, err = p.l.Election(res); err != nil {
-				return nil, 0, err
-			}
-			p.elects[c][res] = e
+		e, err := p.election(c, res)
+		if err != nil {
+			return nil, 0, err
 		}
 		lk, err := e.campaign(ctx, "p"+strconv.Itoa(p.id), false, nil)
 		return lk, world.Exclusive, err
 	case cfg.permits > 0:
-		sem := p.sems[res]
-		if sem == nil {
-			var err error
-			if sem, err = p.l.Semaphore(res, cfg.permits); err != nil {
-				return nil, 0, err
-			}
-			p.sems[res] = sem
+		sem, err := p.semaphore(res)
+		if err != nil {
+			return nil, 0, err
 		}
 		if c.try {
 			lk, err := sem.TryAcquire(ctx)
@@ -666,7 +657,19 @@ func (p *simProc) draw(d time.Duration) time.Duration {
 }
 
 func (p *simProc) record(n world.Note) {
+	if n.Kind == world.Exit && p.held != nil {
+		delete(p.held, n.Call)
+	}
 	p.out = append(p.out, world.Action{Kind: world.Record, Note: n})
+}
+
+// acquired records n, the acquisition of lk, and with a closer
+// (simConfig.shut) keeps lk until its section's Exit.
+func (p *simProc) acquired(n world.Note, lk *Lock) {
+	if p.held != nil {
+		p.held[n.Call] = lk
+	}
+	p.record(n)
 }
 
 // settle runs what the event made ready, in a fixed order, until nothing
@@ -767,6 +770,28 @@ func (p *simProc) Start(now time.Duration) []world.Action {
 		c.next, c.stop = iter.Pull(c.run)
 		p.callers = append(p.callers, c)
 	}
+	if p.cfg.shut > 0 && p.rng.Float64() < p.cfg.shut {
+		p.held = map[uint64]*Lock{}
+		c := &simCaller{p: p, wait: waitStart}
+		at, shutdown := p.draw(p.shared.span), p.rng.IntN(2) == 0
+		c.body = func() { p.closer(c, at, shutdown) }
+		c.next, c.stop = iter.Pull(c.run)
+		p.callers = append(p.callers, c)
+	}
+	if p.cfg.adopt > 0 {
+		c := &simCaller{p: p, wait: waitStart}
+		c.body = func() { p.adopter(c) }
+		c.next, c.stop = iter.Pull(c.run)
+		p.callers = append(p.callers, c)
+	}
+	if p.cfg.observe {
+		res := p.cfg.resources[p.rng.IntN(len(p.cfg.resources))]
+		c := &simCaller{p: p, wait: waitStart}
+		id := uint64(len(p.callers) + 1)
+		c.body = func() { p.observe(res, id) }
+		c.next, c.stop = iter.Pull(c.run)
+		p.callers = append(p.callers, c)
+	}
 	p.settle()
 	return p.out
 }
@@ -842,6 +867,7 @@ func (p *simProc) Timer(now time.Duration, id uint64) []world.Action {
 func (p *simProc) Stop(now time.Duration) []world.Action {
 	p.event(now)
 	p.stopping, p.stopped = true, now
+	p.cancelObs()
 	if p.early {
 		p.cancelBase()
 	}

@@ -196,10 +196,17 @@ func (d *waitDriver) finish() {
 			l.leaveWhere(ctx, t, w, func(i int) bool { return lk.mayHold[i] })
 		}
 	}
-	if lk != nil && d.m.Waited() {
+	if lk == nil {
+		return
+	}
+	// Under mu: the lock is registered (live) already, and a Shutdown
+	// may be releasing it.
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if d.m.Waited() {
 		lk.waited = true // others may be waiting too: its release hands on
 	}
-	if lk != nil && lk.queueID == "" && w != nil && d.m.EverJoined() {
+	if lk.queueID == "" && w != nil && d.m.EverJoined() {
 		// A join of its may have reached a master after the release that
 		// named it there: its release takes the member off (release.lua).
 		lk.queueID = l.wake.member(w, false, time.Time{})

@@ -152,7 +152,10 @@ func Fences(ivs []Interval) []Violation {
 			}
 			prevX = i
 		}
-		if before >= 0 && cur.Fence <= ivs[before].Fence && len(out) < maxViolations {
+		// A lock adopted by its token keeps its fence: a holder of its
+		// lineage may enter with the fence of the one before it.
+		adopted := cur.Lineage != 0 && before >= 0 && ivs[before].Lineage == cur.Lineage && cur.Fence == ivs[before].Fence
+		if before >= 0 && cur.Fence <= ivs[before].Fence && !adopted && len(out) < maxViolations {
 			out = append(out, Violation{Check: "fence", At: cur.Enter,
 				What: fmt.Sprintf("%q: fence %d after %d:\n\t%v\n\tafter %v", cur.Resource, cur.Fence, ivs[before].Fence, *cur, ivs[before])})
 		}
@@ -341,4 +344,154 @@ func (w *World) Holding(key, value string, until time.Duration) int {
 // (Interval.Deadline is one).
 func (w *World) Global(c int, local time.Duration) time.Duration {
 	return w.clients[c].clk.global(local)
+}
+
+// Holders checks each count of a semaphore's holders (Observations of
+// Mode Permit) against the history, resource by resource. It never
+// counts a permit nobody may hold: at most as many as the calls on the
+// resource whose keys may stand on the masters during the reading (a
+// call from its start until keyLife after it returned or its holder
+// exited; keyLife is a TTL on the slowest clock, and an extension in
+// flight). And it counts every permit held throughout the reading and
+// since before it began, when the reading is judged: judge(o) says
+// the masters answered the reader in time (no outage for it, and
+// messages within the MasterTimeout), and no master lost a key (an
+// outage of every client's) from the earliest such holder's entry to the
+// reading's end.
+func Holders(h *History, keyLife time.Duration, judge func(o Observation) bool) []Violation {
+	var out []Violation
+	exit := map[callKey]time.Duration{}
+	for _, iv := range h.Intervals {
+		exit[callKey{iv.Client, iv.Call}] = iv.Exit
+	}
+	for _, o := range h.Observations {
+		if o.Mode != Permit || len(out) >= maxViolations {
+			continue
+		}
+		may := 0
+		for _, c := range h.Calls {
+			if c.Resource != o.Resource || c.Start > o.End {
+				continue
+			}
+			last := c.End
+			if x, ok := exit[callKey{c.Client, c.Call}]; ok {
+				last = max(last, x)
+			}
+			if last == Never || last+keyLife >= o.Start {
+				may++
+			}
+		}
+		held, from := 0, o.Start
+		for _, iv := range h.Intervals {
+			if iv.Resource == o.Resource && iv.Mode == Permit && iv.Enter <= o.Start && iv.End() >= o.End {
+				held++
+				from = min(from, iv.Enter)
+			}
+		}
+		switch {
+		case int(o.Value) > may:
+			out = append(out, Violation{Check: "holders", At: o.End,
+				What: fmt.Sprintf("client %d counted %d holders of %q in [%v, %v], when at most %d calls' keys may stand", o.Client, o.Value, o.Resource, o.Start, o.End, may)})
+		case int(o.Value) < held && judge(o) && !h.outage(o.Client, from, o.End):
+			out = append(out, Violation{Check: "holders", At: o.End,
+				What: fmt.Sprintf("client %d counted %d holders of %q in [%v, %v], when %d held throughout it (since %v) with every master answering", o.Client, o.Value, o.Resource, o.Start, o.End, held, from)})
+		}
+	}
+	return out
+}
+
+// outage reports whether any master had an outage for client (its own,
+// or every client's) in [from, to].
+func (h *History) outage(client int, from, to time.Duration) bool {
+	for _, o := range h.Outages {
+		if (o.Client == -1 || o.Client == client) && o.From <= to && o.To >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// Terms checks the readings of who leads (Observations of Mode
+// Exclusive), election by election: an observer's terms never go back
+// (each Observe channel's, each reader's Leader calls), and a reading
+// begun after another returned reports a term no older than it: a term
+// read was on a majority of the masters, and no older term is after it.
+func Terms(h *History) []Violation {
+	var obs []int
+	for i, o := range h.Observations {
+		if o.Mode == Exclusive {
+			obs = append(obs, i)
+		}
+	}
+	var out []Violation
+	type seq struct {
+		client   int
+		observer uint64
+		resource string
+	}
+	last := map[seq]int{}
+	for _, i := range obs { // in the order they returned
+		o := &h.Observations[i]
+		k := seq{o.Client, o.Observer, o.Resource}
+		if j, ok := last[k]; ok && h.Observations[j].Value > o.Value && len(out) < maxViolations {
+			out = append(out, Violation{Check: "terms", At: o.End,
+				What: fmt.Sprintf("client %d observer %d of %q read term %d after term %d", o.Client, o.Observer, o.Resource, o.Value, h.Observations[j].Value)})
+		}
+		last[k] = i
+	}
+	byStart := slices.Clone(obs)
+	slices.SortStableFunc(byStart, func(a, b int) int {
+		oa, ob := &h.Observations[a], &h.Observations[b]
+		return cmp.Or(strings.Compare(oa.Resource, ob.Resource), cmp.Compare(oa.Start, ob.Start))
+	})
+	byEnd := obs
+	slices.SortStableFunc(byEnd, func(a, b int) int {
+		oa, ob := &h.Observations[a], &h.Observations[b]
+		return cmp.Or(strings.Compare(oa.Resource, ob.Resource), cmp.Compare(oa.End, ob.End))
+	})
+	j, top := 0, -1 // top: the reading returned so far with the greatest term, on this resource
+	for _, i := range byStart {
+		cur := &h.Observations[i]
+		if top >= 0 && h.Observations[top].Resource != cur.Resource {
+			top = -1
+		}
+		for j < len(byEnd) {
+			e := &h.Observations[byEnd[j]]
+			if c := strings.Compare(e.Resource, cur.Resource); c > 0 || c == 0 && e.End >= cur.Start {
+				break
+			} else if c == 0 && (top < 0 || e.Value > h.Observations[top].Value) {
+				top = byEnd[j]
+			}
+			j++
+		}
+		if top >= 0 && cur.Value < h.Observations[top].Value && len(out) < maxViolations {
+			t := &h.Observations[top]
+			out = append(out, Violation{Check: "terms", At: cur.End,
+				What: fmt.Sprintf("%q: client %d read term %d in [%v, %v], after client %d read term %d in [%v, %v]",
+					cur.Resource, cur.Client, cur.Value, cur.Start, cur.End, t.Client, t.Value, t.Start, t.End)})
+		}
+	}
+	return out
+}
+
+// Closings checks each client's Shutdown and Close: once it returned, no
+// call of the client's is still running, and the client sends nothing
+// more to the masters (nothing it held is extended, nothing is taken).
+func Closings(h *History) []Violation {
+	var out []Violation
+	for _, c := range h.Closings {
+		what := "Close"
+		if c.Shutdown {
+			what = "Shutdown"
+		}
+		if len(c.Running) > 0 && len(out) < maxViolations {
+			out = append(out, Violation{Check: "closing", At: c.At,
+				What: fmt.Sprintf("client %d: %s returned with calls %v still running", c.Client, what, c.Running)})
+		}
+		if c.SentAfter > 0 && len(out) < maxViolations {
+			out = append(out, Violation{Check: "closing", At: c.FirstAfter,
+				What: fmt.Sprintf("client %d: %d commands sent after %s returned at %v", c.Client, c.SentAfter, what, c.At)})
+		}
+	}
+	return out
 }

@@ -201,3 +201,68 @@ func TestLeftovers(t *testing.T) {
 		t.Fatalf("left: %v, want the queue", vs[0])
 	}
 }
+
+func TestFencesAdopted(t *testing.T) {
+	first, adopted, other := iv(0, world.Exclusive, 0, 10), iv(1, world.Exclusive, 12, 20), iv(2, world.Exclusive, 12, 20)
+	first.Fence, adopted.Fence, other.Fence = 5, 5, 5
+	first.Lineage, adopted.Lineage = 7, 7
+	wantViolations(t, world.Fences([]world.Interval{first, adopted}), 0, "fence")
+	wantViolations(t, world.Fences([]world.Interval{first, other}), 1, "fence") // no lineage: the same fence again
+	adopted.Fence = 4
+	wantViolations(t, world.Fences([]world.Interval{first, adopted}), 1, "fence") // an adopted lock's fence went back
+}
+
+// obs is client c's reading of mode on "r" from start to end (ms).
+func obs(c int, observer uint64, mode world.Mode, start, end time.Duration, v uint64) world.Observation {
+	return world.Observation{Client: c, Observer: observer, Resource: "r", Mode: mode, Start: start * ms, End: end * ms, Value: v}
+}
+
+func TestTerms(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		obs  []world.Observation
+		n    int
+	}{
+		{"increasing", []world.Observation{obs(0, 1, world.Exclusive, 0, 1, 3), obs(1, 1, world.Exclusive, 2, 3, 4)}, 0},
+		{"overlapping readings may disagree", []world.Observation{obs(0, 1, world.Exclusive, 0, 5, 4), obs(1, 1, world.Exclusive, 2, 6, 3)}, 0},
+		{"a later reading older", []world.Observation{obs(0, 1, world.Exclusive, 0, 1, 4), obs(1, 1, world.Exclusive, 2, 3, 3)}, 1},
+		{"an observer going back", []world.Observation{obs(0, 1, world.Exclusive, 0, 5, 4), obs(0, 1, world.Exclusive, 2, 6, 3)}, 1},
+		{"holders are not terms", []world.Observation{obs(0, 1, world.Permit, 0, 1, 4), obs(1, 1, world.Permit, 2, 3, 3)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &world.History{Observations: tc.obs}
+			wantViolations(t, world.Terms(h), tc.n, "terms")
+		})
+	}
+}
+
+func TestHolders(t *testing.T) {
+	held := iv(0, world.Permit, 0, 20)
+	call := world.Call{Client: 0, Call: 1, Resource: "r", Start: 0, End: 0, Acquired: true, Limit: world.Never}
+	yes := func(world.Observation) bool { return true }
+	for _, tc := range []struct {
+		name  string
+		h     world.History
+		judge func(world.Observation) bool
+		n     int
+	}{
+		{"counts the holder", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 1)}}, yes, 0},
+		{"misses the holder", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 0)}}, yes, 1},
+		{"misses it, not judged", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 0)}},
+			func(world.Observation) bool { return false }, 0},
+		{"misses it under an outage", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 0)},
+			Outages: []world.Outage{{Client: -1, Master: 2, From: 1 * ms, To: 2 * ms}}}, yes, 0},
+		{"counts one nobody may hold", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 2)}}, yes, 1},
+		{"counts one whose keys may stand", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 25, 26, 1)}}, yes, 0},
+		{"counts one whose keys are gone", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 40, 41, 1)}}, yes, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantViolations(t, world.Holders(&tc.h, 10*ms, tc.judge), tc.n, "holders")
+		})
+	}
+}
+
+func TestClosings(t *testing.T) {
+	h := &world.History{Closings: []world.Closing{{Client: 0, At: ms}, {Client: 1, At: ms, Running: []uint64{4}}, {Client: 2, At: ms, Shutdown: true, SentAfter: 2, FirstAfter: 2 * ms}}}
+	wantViolations(t, world.Closings(h), 2, "closing")
+}

@@ -108,6 +108,14 @@ type NoteKind uint8
 // channel closes (if it does), and Exit when the holder leaves its
 // critical section (calls Unlock). Read: while holding, the holder read
 // who holds the lock (an election's leader), and Fence is the term read.
+// Observed: a reading by any client, holding or not, that returned now:
+// Mode Permit, how many permits of the semaphore Resource are held (a
+// Holders call; Fence the count); Exclusive, who leads the election
+// Resource (a Leader call or an Observe delivery; Fence the term). Since
+// is when the reading began, Call names the observer (its readings form
+// a sequence: one Observe channel, say). Closed: the client's Shutdown
+// (Limit > 0) or Close returned now; Fence is 1 when Shutdown returned
+// nil.
 const (
 	_ NoteKind = iota
 	Begin
@@ -117,9 +125,11 @@ const (
 	Done
 	Exit
 	Read
+	Observed
+	Closed
 )
 
-var noteNames = [...]string{"", "Begin", "Acquired", "Failed", "Extended", "Done", "Exit", "Read"}
+var noteNames = [...]string{"", "Begin", "Acquired", "Failed", "Extended", "Done", "Exit", "Read", "Observed", "Closed"}
 
 // String returns the kind's name, e.g. "Acquired".
 func (k NoteKind) String() string {
@@ -148,4 +158,10 @@ type Note struct {
 	Mode     Mode
 	Fence    uint64
 	Deadline time.Duration
+	// Acquired or Exit: the lock's lineage (0: none). A lock handed over
+	// by its token (Adopt) is one lock held in turn: its holders share a
+	// lineage, and its fence.
+	Lineage uint64
+	// Observed: when the reading began, on the client's clock.
+	Since time.Duration
 }

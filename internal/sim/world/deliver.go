@@ -1,6 +1,7 @@
 package world
 
 import (
+	"slices"
 	"time"
 
 	"github.com/quorumlab/redlock/internal/sim"
@@ -78,6 +79,13 @@ func (w *World) act(c int, acts []Action) {
 		a := &acts[i]
 		switch a.Kind {
 		case Send:
+			if i, ok := w.closing[c]; ok {
+				cl := &w.hist.Closings[i]
+				if cl.SentAfter == 0 {
+					cl.FirstAfter = w.now
+				}
+				cl.SentAfter++
+			}
 			x := c*len(w.masters) + a.Master
 			p := &w.pairs[x]
 			if w.opts.Trace {
@@ -135,8 +143,21 @@ func (w *World) note(c int, n *Note) {
 		if n.Kind == Acquired {
 			w.open[k] = len(w.hist.Intervals)
 			w.hist.Intervals = append(w.hist.Intervals, Interval{Client: c, Call: n.Call, Resource: res, Mode: n.Mode,
-				Fence: n.Fence, Enter: w.now, Exit: Never, Deadline: deadline(clk, n.Deadline), Done: Never})
+				Fence: n.Fence, Enter: w.now, Exit: Never, Deadline: deadline(clk, n.Deadline), Done: Never, Lineage: n.Lineage})
 		}
+	case Observed:
+		w.hist.Observations = append(w.hist.Observations, Observation{Client: c, Observer: n.Call, Resource: n.Resource,
+			Mode: n.Mode, Start: clk.global(n.Since), End: w.now, Value: n.Fence})
+	case Closed:
+		cl := Closing{Client: c, At: w.now, Shutdown: n.Limit > 0, Released: n.Fence == 1}
+		for ck := range w.calls {
+			if ck.client == c {
+				cl.Running = append(cl.Running, ck.call)
+			}
+		}
+		slices.Sort(cl.Running)
+		w.closing[c] = len(w.hist.Closings)
+		w.hist.Closings = append(w.hist.Closings, cl)
 	case Extended, Done, Exit, Read:
 		i, ok := w.open[k]
 		if !ok {
@@ -152,6 +173,9 @@ func (w *World) note(c int, n *Note) {
 			iv.Done = min(iv.Done, w.now)
 		case Exit:
 			iv.Exit = w.now
+			if n.Lineage != 0 {
+				iv.Lineage = n.Lineage
+			}
 			delete(w.open, k)
 		}
 	}

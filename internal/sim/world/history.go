@@ -48,6 +48,9 @@ type Interval struct {
 	Exit     time.Duration
 	Deadline time.Duration
 	Done     time.Duration
+	// Lineage: holders of one lock handed over by its token (Adopt)
+	// share it (0: none).
+	Lineage uint64
 }
 
 // End is when the holder stopped counting on the lock: the first of
@@ -95,13 +98,42 @@ type Reading struct {
 	Fence    uint64
 }
 
+// Observation is a reading by a client that may hold nothing: how many
+// permits of a semaphore are held (Mode Permit, Value the count), or who
+// leads an election (Mode Exclusive, Value the term), asked at Start and
+// answered at End. Observer names the sequence it belongs to (one
+// Observe channel, one reader's Leader calls).
+type Observation struct {
+	Client     int
+	Observer   uint64
+	Resource   string
+	Mode       Mode
+	Start, End time.Duration
+	Value      uint64
+}
+
+// Closing is a client's Shutdown or Close: when it returned, whether it
+// was a Shutdown that returned nil (every lock released), the calls of the
+// client still running then, and the commands it sent afterwards.
+type Closing struct {
+	Client     int
+	At         time.Duration
+	Shutdown   bool
+	Released   bool
+	Running    []uint64 // calls begun, not returned when it returned
+	SentAfter  int      // commands sent to the masters after it returned
+	FirstAfter time.Duration
+}
+
 // History is what a run recorded, on the global clock.
 type History struct {
-	Masters   int
-	Intervals []Interval
-	Calls     []Call
-	Outages   []Outage
-	Readings  []Reading
+	Masters      int
+	Intervals    []Interval
+	Calls        []Call
+	Outages      []Outage
+	Readings     []Reading
+	Observations []Observation
+	Closings     []Closing
 	// End is the last event's time.
 	End time.Duration
 }

@@ -157,7 +157,9 @@ type World struct {
 	hist  History
 	open  map[callKey]int // a held lock's interval, by (client, call)
 	calls map[callKey]int // a call not yet returned
-	trace []TraceEvent
+	// closing: a client whose Shutdown or Close returned, its Closing
+	closing map[int]int
+	trace   []TraceEvent
 }
 
 type callKey struct {
@@ -210,7 +212,7 @@ func New(opts Options) (*World, error) {
 		return nil, err
 	}
 	w := &World{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
-		hash: fnvOffset, open: map[callKey]int{}, calls: map[callKey]int{}}
+		hash: fnvOffset, open: map[callKey]int{}, calls: map[callKey]int{}, closing: map[int]int{}}
 	w.hist.Masters = opts.Masters
 	for i := range opts.Masters {
 		clk := w.drawClock()
