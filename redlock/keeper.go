@@ -40,8 +40,9 @@ const keepAhead = 10 * time.Millisecond
 // signal.
 type keeper struct {
 	mu      sync.Mutex
-	base    time.Time // due times count from it (monotonic); set once
-	env     env       // the Locker's clock
+	base    time.Time       // due times count from it (monotonic); set once
+	env     env             // the Locker's clock
+	quit    context.Context // the Locker's: done when Close begins, and the goroutine then returns
 	due     dueHeap
 	live    int           // Helds kept (added and not left)
 	running bool          // the goroutine runs
@@ -149,7 +150,7 @@ func (k *keeper) signal() {
 
 // run moves the extensions that are due to the workers, starting workers
 // as needed, and sleeps until the next falls due. It returns when no Held
-// is kept.
+// is kept, or once the Locker's Close has begun.
 func (k *keeper) run() {
 	var t *time.Timer // env.sleep's, kept for reuse
 	defer func() {
@@ -159,9 +160,12 @@ func (k *keeper) run() {
 	}()
 	for {
 		k.mu.Lock()
-		if k.live == 0 {
+		if k.live == 0 || k.quit.Err() != nil {
+			// Nothing is kept, or the Locker is closing: no extension
+			// can succeed from now on (Close), and the kept locks end
+			// by their own loss timers, which need no goroutine.
 			k.running = false
-			k.due = nil // only stale items are left
+			k.due = nil // only stale items are left, or none that can run
 			k.mu.Unlock()
 			return
 		}
@@ -188,7 +192,7 @@ func (k *keeper) run() {
 			wait = k.due[0].at - now
 		}
 		k.mu.Unlock()
-		k.env.sleep(context.Background(), context.Background(), wait, k.wakeup, &t)
+		k.env.sleep(context.Background(), k.quit, wait, k.wakeup, &t)
 	}
 }
 

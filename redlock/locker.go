@@ -171,6 +171,7 @@ func newLocker(masters []driver.Master, opts *Options, e env, path func(cfg *pat
 	l.ids.addrs = addrs
 	l.keeper.env = e
 	l.quit, l.endQuit = context.WithCancel(context.Background())
+	l.keeper.quit = l.quit
 	l.wake = newWaker(l)
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
