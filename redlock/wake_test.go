@@ -60,7 +60,10 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	subscribed(t, c, "redlock:{baton}")
-	time.Sleep(50 * time.Millisecond) // both waiters past their first round
+	// Both waiters past their first round and registered for a wake: a
+	// release before a waiter registered is no test of one wake per
+	// release (a 50 ms sleep here let one through beside stress-ng).
+	waitFor(t, "both waiters registered", func() bool { return redlock.Waiting(waiters) == 2 })
 	released := time.Now()
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
