@@ -3,12 +3,13 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/quorumlab/redlock/lab"
 	"github.com/quorumlab/redlock/redlock"
@@ -345,27 +346,6 @@ func TestDoAndResignErrors(t *testing.T) {
 	}
 }
 
-// keeperGoroutines counts the goroutines running the keeper's loop or
-// one of its workers.
-func keeperGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "redlock.(*keeper).run") || strings.Contains(g, "redlock.(*keeper).work") {
-			n++
-		}
-	}
-	return n
-}
-
 // Close leaves no goroutine behind, even with locks kept: nothing can
 // extend them once it has begun (§9), so the keeper's loop returns then
 // instead of sleeping until their next extension falls due (two thirds
@@ -373,6 +353,7 @@ func keeperGoroutines() int {
 // timers, which need no goroutine.
 func TestCloseEndsTheKeeper(t *testing.T) {
 	c := lab.ForTest(t, 3, nil)
+	ignore := goleak.IgnoreCurrent()
 	l := newLocker(t, c, &redlock.Options{TTL: 30 * time.Second})
 	lk, err := l.TryLock(t.Context(), "kept-at-close")
 	if err != nil {
@@ -381,21 +362,16 @@ func TestCloseEndsTheKeeper(t *testing.T) {
 	if err := lk.Keep(); err != nil {
 		t.Fatal(err)
 	}
-	for start := time.Now(); keeperGoroutines() == 0; time.Sleep(time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
-			t.Fatal("no keeper goroutine 10 s after Keep")
-		}
+	if err := goleak.Find(ignore); err == nil || !strings.Contains(err.Error(), "(*keeper).run") {
+		t.Fatalf("no keeper goroutine while a lock is kept (goleak: %v)", err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Well under the 20 s to the lock's next extension.
-	deadline := time.Now().Add(10 * time.Second)
-	for keeperGoroutines() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the keeper's goroutine still runs 10 s after Close returned")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// goleak retries for about a second: well under the 20 s to the
+	// lock's next extension.
+	if err := goleak.Find(ignore); err != nil {
+		t.Fatalf("goroutines left after Close: %v", err)
 	}
 	if err := lk.Extend(t.Context()); !errors.Is(err, redlock.ErrClosed) {
 		t.Errorf("Extend after Close: %v, want ErrClosed", err)
