@@ -266,7 +266,11 @@ func TestWriterReleaseWakesEveryReader(t *testing.T) {
 		})
 	}
 	subscribed(t, c, "redlock:{shelf}:w")
-	time.Sleep(50 * time.Millisecond) // every reader past its first round
+	// Every reader past its first round and registered for a wake: a
+	// release before one registered would leave that reader to its
+	// backoff, which is no test of the wake (a fixed sleep here depends on
+	// the machine's load).
+	waitFor(t, "every reader registered", func() bool { return redlock.Waiting(readers) == n })
 	if err := wlk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
