@@ -170,7 +170,7 @@ func simRows() []*simRow {
 		{name: "surface-mutex", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.opts.Fencing, c.resources, c.adopt, c.multi, c.shut = true, []string{"a", "b", "c"}, 0.3, 0.3, 0.5
-			c.extend, c.hold = true, 20*time.Millisecond // extended and adopted locks: keys of unequal lives
+			c.extend, c.extendDrawn, c.hold = true, true, 20*time.Millisecond // extended and adopted locks: keys of unequal lives
 			return c
 		}(), world: lossy, chaos: &simFaultsKept, every: 4, noLiveness: true},
 		{name: "surface-semaphore", procs: 3, cfg: func() simConfig {

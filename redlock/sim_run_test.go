@@ -234,10 +234,10 @@ func holdersJudged(row *simRow, o Options) func(world.Observation) bool {
 // a writer's intent, ":wi", rw_write.lua). When a process closed early
 // (simConfig.closeEarly), or by Close (simConfig.shut), or a lock was
 // handed over and not adopted (simConfig.adopt), what it dropped or left
-// may still be there: every such
-// key must have an expiry, and once the longest life a key or queue member
-// is given has passed (the TTL, or a queue's life, docs/design.md §14.1),
-// on the slowest clock, nothing may be left.
+// may still be there: every such key must have an expiry, and once the
+// longest life a key or queue member is given has passed (the TTL, the
+// longest an Extend draws, or a queue's life, docs/design.md §14.1), on
+// the slowest clock, nothing may be left.
 func leftBehind(w *world.World, row *simRow, o Options) []world.Violation {
 	byDesign := func(k string) bool {
 		for _, suffix := range []string{fenceSuffix, metaSuffix, ":wg", ":wi", leaderSuffix} {
@@ -260,7 +260,11 @@ func leftBehind(w *world.World, row *simRow, o Options) []world.Violation {
 			}
 		}
 	}
-	life := max(o.TTL, 8*(o.Retry.MaxDelay+o.MasterTimeout))
+	ttl := o.TTL
+	if row.cfg.extendDrawn {
+		ttl *= extendDrawnMax // the longest TTL an Extend draws
+	}
+	life := max(ttl, 8*(o.Retry.MaxDelay+o.MasterTimeout))
 	w.Run(w.Now() + life + time.Duration(float64(life)*2*o.DriftFactor) + o.DriftConstant)
 	return append(vs, world.Leftovers(w, byDesign)...)
 }

@@ -266,13 +266,37 @@ func (p *simProc) hold(ctx context.Context, c *simCaller, lk *Lock, calls []uint
 	case cfg.extend:
 		h := p.draw(cfg.hold)
 		c.pause(h / 2)
-		if lk.Extend(ctx) == nil {
+		if p.extend(ctx, lk) == nil {
 			extended()
 		}
 		c.pause(h - h/2)
 	default:
 		c.pause(p.draw(cfg.hold))
 	}
+}
+
+// extendDrawnMax is the longest TTL an Extend draws (simConfig.extendDrawn),
+// in lock TTLs.
+const extendDrawnMax = 3
+
+// extend is a section's Extend (simConfig.extend), its TTL and context
+// drawn with extendDrawn.
+func (p *simProc) extend(ctx context.Context, lk *Lock) error {
+	if !p.cfg.extendDrawn {
+		return lk.Extend(ctx)
+	}
+	var opts []LockOption
+	if p.rng.IntN(2) == 0 {
+		ttl := lk.ttl/2 + p.draw(extendDrawnMax*lk.ttl-lk.ttl/2)
+		opts = append(opts, WithTTL(max(ttl.Truncate(time.Millisecond), time.Millisecond)))
+	}
+	if p.rng.IntN(2) == 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		p.afterFunc(p.draw(2*p.l.opts.MasterTimeout), cancel)
+	}
+	return lk.Extend(ctx, opts...)
 }
 
 // release ends a section: the holder hands its lock over (handOver) or

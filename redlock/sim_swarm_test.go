@@ -205,6 +205,15 @@ func drawSurface(r *rand.Rand, row *simRow, tag func(string, ...any)) {
 			tag("surface=lock-all")
 		}
 	}
+	if cfg.extend && r.IntN(2) == 0 {
+		cfg.extendDrawn = true
+		tag("surface=extend-drawn")
+		if row.chaos != nil {
+			// Assumption 2 counts the longest TTL a lock may be given.
+			longest := extendDrawnMax * cfg.opts.TTL
+			row.chaos.EmptyDown = longest + time.Duration(float64(longest)*cfg.opts.DriftFactor) + time.Millisecond
+		}
+	}
 }
 
 func primName(o Options, cfg simConfig) string {

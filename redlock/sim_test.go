@@ -65,7 +65,14 @@ type simConfig struct {
 	permits int
 	readers float64
 	// extend: a holder extends its lock halfway through its section.
-	extend bool
+	// extendDrawn: that Extend draws its TTL (WithTTL, whole milliseconds
+	// from half the lock's TTL to three times it) one time in two, and
+	// its context one time in two ends at an instant drawn up to twice
+	// MasterTimeout into the round, as a caller's deadline does: an
+	// extension then reaches some masters and not others, and the keys'
+	// lives differ from master to master (what Adopt and Unlock must read
+	// right).
+	extend, extendDrawn bool
 	// election: each resource is an election (Options.Fencing); a call
 	// is a Campaign (unkept), a section reads the Leader and may Proclaim,
 	// and the holder Resigns.
