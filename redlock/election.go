@@ -112,6 +112,14 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 	}
 	e.lead = nil
 	e.mu.Unlock()
+	// The whole campaign is one operation of the Locker's, its pauses
+	// between publishes and between campaigns included: Close waits for
+	// it and ends its pauses (l.quit), as it does a Lock's wait
+	// (docs/design.md §9).
+	if e.l.live.isClosed() || !e.l.enter() { // Shutdown or Close
+		return nil, closedError("campaign", e.name)
+	}
+	defer e.l.ops.Done()
 	var t *time.Timer
 	defer func() {
 		if t != nil {

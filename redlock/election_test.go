@@ -430,7 +430,7 @@ func TestCampaignThatNeverPublishesGivesUpWithItsContext(t *testing.T) {
 
 // A Close while a Campaign pauses between giving a lock back and
 // campaigning again ends the Campaign with ErrClosed (our own Close), not
-// the publish's ErrLost.
+// the publish's ErrLost, and returns only once the Campaign has.
 func TestCampaignClosedWhileItPausesIsClosed(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	l := newLocker(t, c, &redlock.Options{Fencing: true, TTL: 30 * time.Second, MasterTimeout: 200 * time.Millisecond,
@@ -468,7 +468,14 @@ func TestCampaignClosedWhileItPausesIsClosed(t *testing.T) {
 		return true
 	})
 	l.Close()
-	r := <-got
+	// Close waits for the calls in progress (design §9): the Campaign has
+	// returned by the time it does.
+	var r campaign
+	select {
+	case r = <-got:
+	default:
+		t.Fatal("Close returned while the Campaign was still running")
+	}
 	if r.lk != nil || !errors.Is(r.err, redlock.ErrClosed) || errors.Is(r.err, redlock.ErrLost) {
 		t.Fatalf("Campaign: %v, %v; want ErrClosed alone", r.lk, r.err)
 	}

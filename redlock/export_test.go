@@ -145,3 +145,6 @@ func SetBeforeRelease(l *Locker, f func(resource string)) { l.beforeRelease = f 
 // SetAfterKeep makes Campaign run f between the Keep of its leadership
 // and the publishing of its value (the window a Shutdown can fall into).
 func SetAfterKeep(l *Locker, f func()) { l.afterKeep = f }
+
+// Closing reports whether l's Shutdown or Close has begun.
+func Closing(l *Locker) bool { return l.isClosing() }

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -289,8 +290,20 @@ func TestCampaignRacingShutdownIsClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		redlock.SetAfterKeep(l, func() { _ = l.Shutdown(ctx) })
+		// Shutdown begins between the Keep and the publish, from another
+		// goroutine (it waits for the Campaign, an operation in progress,
+		// before it returns).
+		shut := make(chan error, 1)
+		redlock.SetAfterKeep(l, func() {
+			go func() { shut <- l.Shutdown(ctx) }()
+			for !redlock.Closing(l) {
+				runtime.Gosched()
+			}
+		})
 		lk, err := e.Campaign(ctx, "v"+strconv.Itoa(i))
+		if err := <-shut; err != nil {
+			t.Fatalf("run %d: Shutdown: %v", i, err)
+		}
 		if lk != nil {
 			t.Fatalf("run %d: Campaign returned a leadership after Shutdown", i)
 		}
