@@ -99,6 +99,20 @@ func held(t *testing.T, i int, resource string) string {
 	return v
 }
 
+// lockKeysLeft is lockKeysEverywhere once no lock key is left, or within
+// has passed: Unlock waits at most MasterTimeout for each master, and a
+// slower master's release lands after it returned (on a loaded machine,
+// past an immediate look). within must be shorter than the keys' TTL, so that
+// a key gone by then was released, not expired.
+func lockKeysLeft(t *testing.T, prefix string, within time.Duration) []string {
+	t.Helper()
+	for end := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		if left := lockKeysEverywhere(t, prefix); len(left) == 0 || time.Now().After(end) {
+			return left
+		}
+	}
+}
+
 // lockKeysEverywhere lists the lock keys (not fence counters) starting
 // with prefix on every node of every cluster.
 func lockKeysEverywhere(t *testing.T, prefix string) []string {
@@ -165,7 +179,7 @@ func TestMutualExclusion(t *testing.T) {
 	if got, want := acquired.Load(), int64(lockers*workers*rounds); got != want {
 		t.Fatalf("%d acquisitions, want %d", got, want)
 	}
-	if left := lockKeysEverywhere(t, "mx"); len(left) > 0 {
+	if left := lockKeysLeft(t, "mx", redlock.DefaultTTL/2); len(left) > 0 {
 		t.Fatalf("lock keys left after every Unlock: %v", left)
 	}
 }
@@ -232,7 +246,8 @@ func TestReleaseAfterHolderCrash(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*ttl)
 	defer cancel()
-	lk2, err := b.Lock(ctx, r)
+	// Its keys live 30 s: any gone within 10 s of its Unlock was released.
+	lk2, err := b.Lock(ctx, r, redlock.WithTTL(30*time.Second))
 	if err != nil {
 		t.Fatalf("Lock after the TTL: %v", err)
 	}
@@ -242,7 +257,7 @@ func TestReleaseAfterHolderCrash(t *testing.T) {
 	if err := lk2.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if left := lockKeysEverywhere(t, "crash"); len(left) > 0 {
+	if left := lockKeysLeft(t, "crash", 10*time.Second); len(left) > 0 {
 		t.Fatalf("lock keys left after Unlock: %v", left)
 	}
 }
@@ -453,7 +468,7 @@ func TestViaClientPlainPath(t *testing.T) {
 		if err := lk.Unlock(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if left := lockKeysEverywhere(t, r); len(left) > 0 {
+		if left := lockKeysLeft(t, r, redlock.DefaultTTL/2); len(left) > 0 {
 			t.Fatalf("left after Unlock: %v", left)
 		}
 	}
@@ -600,7 +615,7 @@ func TestMovedRefreshesTheSlotTable(t *testing.T) {
 	if n := calls.Load(); n < 2 {
 		t.Fatalf("slot table fetched %d times, want a refresh after the MOVED", n)
 	}
-	if left := lockKeysEverywhere(t, "moved"); len(left) > 0 {
+	if left := lockKeysLeft(t, "moved", redlock.DefaultTTL/2); len(left) > 0 {
 		t.Fatalf("left: %v", left)
 	}
 }
