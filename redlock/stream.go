@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -419,10 +420,15 @@ func (s *stream) answer(ln link, r raw, now time.Time) {
 // Releases and extensions may run late at any time (compare-and-delete,
 // compare-and-expire on a token no one else has). An acquisition may not
 // run after a release of its own token, so it is sent again only if no
-// such release is queued, in flight or parked ahead of it. Each command is
+// such release is queued, in flight or parked ahead of it; nor may a
+// waiter's join run after its leave (its member would stay in the queue,
+// named by the next releases, until the queue expires). Each command is
 // sent again once: a master that keeps answering NOSCRIPT fails it.
 func (s *stream) resendLocked(c *cmd) bool {
 	if c.resent || c.lua() == nil {
+		return false
+	}
+	if c.kind == cmdJoin && s.leaveAheadLocked(c.key, c.token) {
 		return false
 	}
 	if !c.isRelease() && c.kind != cmdExtend && c.kind != cmdExtendMulti && c.kind != cmdExtendBatch && s.releaseAheadLocked(c.token) {
@@ -435,6 +441,23 @@ func (s *stream) resendLocked(c *cmd) bool {
 		s.kick()
 	}
 	return true
+}
+
+// leaveAheadLocked reports whether a leave of member (its waiter's id,
+// the member's first field) from key's queue is queued, in flight or
+// parked.
+func (s *stream) leaveAheadLocked(key, member string) bool {
+	id, _, _ := strings.Cut(member, " ")
+	for _, q := range [][]*cmd{s.queue, s.inflight[s.head:], s.parked} {
+		for _, c := range q {
+			if c.kind == cmdLeave && c.key == key {
+				if other, _, _ := strings.Cut(c.token, " "); other == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // releaseAheadLocked reports whether a release of token is queued, in

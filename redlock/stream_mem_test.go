@@ -458,4 +458,26 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 		t.Fatalf("release sent again: %v", o)
 	}
 	// newMem's cleanup checks that "c" was not written after its release.
+
+	// A join with its waiter's leave behind it is not sent again either
+	// (its member would stay in the queue); the leave goes as it is.
+	j := &cmd{kind: cmdJoin, key: "k:w", token: "w1 1000 grant", n: 1, pass: 1000, round: round()}
+	lv := &cmd{kind: cmdLeave, key: "k:w", token: "w1", round: round()}
+	s.submit(j, t0)
+	wantBatch(t, m.next(t), j)
+	s.submit(lv, t0)
+	wantBatch(t, m.next(t), lv)
+	s.answer(ln, rNoScript, t0)
+	if o := outcome(j).Outcome; o != quorum.Failed {
+		t.Fatalf("join with its leave behind: %v, want Failed", o)
+	}
+	s.answer(ln, raw{typ: ':', n: 1}, t0)
+	if o := outcome(lv).Outcome; o != quorum.OK {
+		t.Fatalf("leave: %v", o)
+	}
+	// The next batch: the scripts' loads (j's NOSCRIPT asked for them)
+	// and the next command, not j again.
+	d := acquireCmd("d")
+	s.submit(d, t0)
+	wantBatch(t, m.next(t), append(loads, d)...)
 }
