@@ -132,14 +132,24 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 				}
 				lk.Unlock(ctx) // seen too late: again
 			}
-			if err := lk.Keep(); err != nil {
-				t.Error(err)
-			}
 			h := lk
+			keepErr := h.Keep()
+			switch {
+			case keepErr == nil:
+			case errors.Is(keepErr, redlock.ErrLost) && !time.Now().Before(h.Deadline()):
+				// The deadline passed between nearDeadline's look and
+				// Keep (a loaded machine): Keep must then fail, and the
+				// run goes on as one whose release came too late.
+			default:
+				t.Errorf("run %d: Keep: %v", run, keepErr)
+			}
 			ready <- h.Context()
-			err = h.Unlock(ctx)
+			err := h.Unlock(ctx)
 			if h.Err() == nil {
 				t.Errorf("run %d: Err() nil after Unlock", run)
+			}
+			if err == nil && keepErr != nil {
+				t.Errorf("run %d: Unlock of a lock lost before Keep returned nil", run)
 			}
 			return h, err
 		})
