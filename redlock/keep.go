@@ -272,6 +272,12 @@ func (h *keeping) rearmLocked() {
 // decides no longer counts once the lock is released), then releases the
 // keys; lost reports that the lock had been declared lost before it.
 func (h *keeping) unlock(ctx context.Context) (lost bool, err error) {
+	// A loss whose timer runs late (the process was paused, say) is
+	// declared here, as Done, Err, Context and Keep declare it: the
+	// context's cause and Unlock's error then agree (docs/design.md §8).
+	h.lk.mu.Lock()
+	h.lapseLocked()
+	h.lk.mu.Unlock()
 	h.endForUnlock()
 	h.stop()
 	lost = errors.Is(context.Cause(h.ctx), ErrLost)

@@ -291,6 +291,7 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 	lk.released = true
 	h, deadline, waited, queueID := lk.held, lk.deadline, lk.waited, lk.queueID
 	if h != nil {
+		h.lapseLocked()  // a loss whose timer runs late, as keeping.unlock
 		h.endForUnlock() // before any release is sent
 	}
 	lk.mu.Unlock()

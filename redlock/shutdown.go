@@ -122,6 +122,9 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 	for i, lk := range locks {
 		lk.mu.Lock()
 		helds[i] = lk.held
+		if helds[i] != nil {
+			helds[i].lapseLocked() // a loss whose timer runs late, as Unlock
+		}
 		lk.mu.Unlock()
 		if helds[i] != nil {
 			helds[i].endForUnlock()

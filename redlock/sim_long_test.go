@@ -378,14 +378,17 @@ func TestSimElectionLiveness(t *testing.T) {
 // Shutdown had released while the wait left the queue). And the seeds of
 // the hand-made rows that the long run found failing: election 20000712
 // (a waiter's join sent again after NOSCRIPT, behind its own leave, left
-// its member in the queue of a restarted master).
+// its member in the queue of a restarted master), surface-kept 30002772
+// (Do's Unlock found the deadline passed while the loss timer of a paused
+// process had not run: Do returned ErrLost, its context's cause was not).
 func TestSimSwarmRegressions(t *testing.T) {
 	election := func() *simRow { return simRowNamed(t, "election") }
+	kept := func() *simRow { return simRowNamed(t, "surface-kept") }
 	for _, c := range []struct {
 		seed uint64
 		row  func() *simRow
 	}{{75, swarmRowBefore}, {89, swarmRowBefore}, {945, swarmRowBefore}, {1975, swarmRowBefore}, {112, swarmRow}, {229, swarmRow}, {981, swarmRow},
-		{20000712, election}} {
+		{20000712, election}, {30002772, kept}} {
 		row := c.row()
 		r, err := runSim(row, c.seed, rowSpan(row), false)
 		if err != nil {
