@@ -64,6 +64,18 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 	// release before a waiter registered is no test of one wake per
 	// release (a 50 ms sleep here let one through beside stress-ng).
 	waitFor(t, "both waiters registered", func() bool { return redlock.Waiting(waiters) == 2 })
+	// And both queued on every master: a master that has only one of
+	// them names that one, so masters that disagree on the queue's head
+	// each wake their own (two wakes for one release, as designed; beside
+	// stress-ng a join still in flight at the release did this).
+	waitFor(t, "both waiters queued on every master", func() bool {
+		for i := range c.N() {
+			if n, err := c.Client(i).ZCard(ctx, "redlock:{baton}:waiters").Result(); err != nil || n != 2 {
+				return false
+			}
+		}
+		return true
+	})
 	released := time.Now()
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
