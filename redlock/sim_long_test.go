@@ -308,15 +308,7 @@ func TestSimTrace(t *testing.T) {
 	if *simRowName == "" {
 		t.Skip("give -sim.row (and -sim.seed, -sim.grep)")
 	}
-	var row *simRow
-	for _, r := range simRows() {
-		if r.name == *simRowName {
-			row = r
-		}
-	}
-	if row == nil {
-		t.Fatalf("no row %q", *simRowName)
-	}
+	row := simRowNamed(t, *simRowName)
 	r, w, err := runSimWorld(row, *simSeed, rowSpan(row), true)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -448,26 +449,24 @@ func (s *stream) resendLocked(c *cmd) bool {
 // parked.
 func (s *stream) leaveAheadLocked(key, member string) bool {
 	id, _, _ := strings.Cut(member, " ")
-	for _, q := range [][]*cmd{s.queue, s.inflight[s.head:], s.parked} {
-		for _, c := range q {
-			if c.kind == cmdLeave && c.key == key {
-				if other, _, _ := strings.Cut(c.token, " "); other == id {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return s.aheadLocked(func(c *cmd) bool {
+		other, _, _ := strings.Cut(c.token, " ")
+		return c.kind == cmdLeave && c.key == key && other == id
+	})
 }
 
 // releaseAheadLocked reports whether a release of token is queued, in
 // flight or parked.
 func (s *stream) releaseAheadLocked(token string) bool {
+	return s.aheadLocked(func(c *cmd) bool { return c.isRelease() && c.token == token })
+}
+
+// aheadLocked reports whether a command matching is queued, in flight or
+// parked.
+func (s *stream) aheadLocked(matching func(*cmd) bool) bool {
 	for _, q := range [][]*cmd{s.queue, s.inflight[s.head:], s.parked} {
-		for _, c := range q {
-			if c.isRelease() && c.token == token {
-				return true
-			}
+		if slices.ContainsFunc(q, matching) {
+			return true
 		}
 	}
 	return false
