@@ -422,8 +422,9 @@ func (s *stream) answer(ln link, r raw, now time.Time) {
 // compare-and-expire on a token no one else has). An acquisition may not
 // run after a release of its own token, so it is sent again only if no
 // such release is queued, in flight or parked ahead of it; nor may a
-// waiter's join run after its leave (its member would stay in the queue,
-// named by the next releases, until the queue expires). Each command is
+// waiter's join run after its leave, or after the release that removes
+// its member (its member would stay in the queue, named or handed the key
+// by the next releases, until the queue expires). Each command is
 // sent again once: a master that keeps answering NOSCRIPT fails it.
 func (s *stream) resendLocked(c *cmd) bool {
 	if c.resent || c.lua() == nil {
@@ -444,14 +445,23 @@ func (s *stream) resendLocked(c *cmd) bool {
 	return true
 }
 
-// leaveAheadLocked reports whether a leave of member (its waiter's id,
-// the member's first field) from key's queue is queued, in flight or
-// parked.
+// leaveAheadLocked reports whether a command that takes member off key's
+// queue is queued, in flight or parked: a leave of its waiter's id (the
+// member's first field), or a release that removes this very member
+// first (Unlock of a handed lock, §14.3 item 6; a give-back's release
+// removes a member that its waiter's later join, with its bare id, does
+// not bring back).
 func (s *stream) leaveAheadLocked(key, member string) bool {
 	id, _, _ := strings.Cut(member, " ")
 	return s.aheadLocked(func(c *cmd) bool {
+		if c.key != key {
+			return false
+		}
+		if c.isRelease() {
+			return c.waiter != "" && c.waiter == member
+		}
 		other, _, _ := strings.Cut(c.token, " ")
-		return c.kind == cmdLeave && c.key == key && other == id
+		return c.kind == cmdLeave && other == id
 	})
 }
 

@@ -480,4 +480,29 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	d := acquireCmd("d")
 	s.submit(d, t0)
 	wantBatch(t, m.next(t), append(loads, d)...)
+	answerLoads()
+	s.answer(ln, rOK, t0)
+
+	// Nor a join with the release of its member's handed lock behind it
+	// (Unlock removes the member first, §14.3 item 6): run after it, the
+	// join would put back a member whose waiter has gone, which the next
+	// release finding the key absent hands the key to (the simulator's
+	// swarm, seed 50003599 at d5d6e8a). The release is sent again.
+	j2 := &cmd{kind: cmdJoin, key: "k:w", token: "w2 1000 g2", n: 1, pass: 1000, round: round()}
+	rel := &cmd{kind: cmdRelease, key: "k:w", token: "g2", waiter: "w2 1000 g2", n: 2, pass: 1000, round: round()}
+	s.submit(j2, t0)
+	wantBatch(t, m.next(t), j2)
+	s.submit(rel, t0)
+	wantBatch(t, m.next(t), rel)
+	s.answer(ln, rNoScript, t0)
+	if o := outcome(j2).Outcome; o != quorum.Failed {
+		t.Fatalf("join with the release of its member behind: %v, want Failed", o)
+	}
+	s.answer(ln, rNoScript, t0)
+	wantBatch(t, m.next(t), append(loads, rel)...)
+	answerLoads()
+	s.answer(ln, rDeleted, t0)
+	if o := outcome(rel).Outcome; o != quorum.OK {
+		t.Fatalf("release sent again: %v", o)
+	}
 }
