@@ -34,7 +34,9 @@ import (
 //     that caller's Locker listens (redlock's docs/design.md §14.3).
 //     ZREMRANGEBYSCORE, ZCARD, ZCOUNT, ZSCORE, PTTL and
 //     TIME for the read-write lock's readers, a sorted set that its
-//     scripts expire by the master's clock (redlock's docs/design.md §19).
+//     scripts expire by the master's clock (redlock's docs/design.md §19);
+//     TIME also scores a waiter's join of the queue by the master's clock
+//     (§14.1), and without it the queue is skipped as without ZADD.
 //     The queue's key is the lock key + ":waiters", and a release names a
 //     waiter on the channel lock key + ":w:" + the waiter's Locker id.
 //     CLIENT ID and CLIENT KILL let a new connection end the one it

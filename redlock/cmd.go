@@ -29,9 +29,10 @@ const (
 	cmdReleaseMulti   // release_multi.lua
 	// The key's queue of waiting callers (docs/design.md §14); token is
 	// the waiter's queue member (its id, or for a waiter a release may
-	// hand the key to, "<id> <TTL ms> <grant token>", §14.3), n its score,
-	// pass its life in ms (§14.1 item 7).
-	cmdJoin  // join.lua: ZADD queue NX score member, then PEXPIRE queue life
+	// hand the key to, "<id> <TTL ms> <grant token>", §14.3), n its
+	// waiter's age in µs (the master scores it TIME − age), pass its life
+	// in ms (§14.1 item 7).
+	cmdJoin  // join.lua: ZADD queue NX (TIME − age) member, then PEXPIRE queue life
 	cmdLeave // ZREM queue member
 	cmdProbe // PTTL key: a waiter's poll, which takes nothing, and when the holder's key expires
 	cmdRank  // ZRANK queue member: the waiter's place, when its poll found the key free

@@ -77,6 +77,10 @@ var (
 
 func ReleaseScript() *redis.Script { return redis.NewScript(releaseSrc) }
 
+// JoinScript is join.lua: KEYS[1] the queue; ARGV the waiter's age in µs,
+// the member, the queue's life in ms.
+func JoinScript() *redis.Script { return redis.NewScript(joinSrc) }
+
 // The limits on input, named in the docs rather than exported.
 const (
 	MaxTokenLen      = maxTokenLen

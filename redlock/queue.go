@@ -265,8 +265,12 @@ func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKi
 		// Never a PEXPIRE of 0, which would delete the queue.
 		life = uint64(l.memberLife(l.opts.TTL).Milliseconds())
 	}
+	// The waiter's age, by this process's clock, not the instant: the
+	// masters score it on theirs, so hosts whose clocks disagree queue in
+	// the order their waiters began (docs/design.md §14.1 item 1).
+	age := uint64(max(start.Sub(w.began), 0).Microseconds())
 	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.pass = kind, t.key, member, w.score, life
+		c.kind, c.key, c.token, c.n, c.pass = kind, t.key, member, age, life
 		return true
 	})
 }

@@ -209,6 +209,11 @@ func testHandsOnAcrossLockers(t *testing.T, waited bool) {
 				locks[i] <- lk
 			}
 		})
+		time.Sleep(time.Second)
+		for m := range c.N() {
+			zs, _ := c.Client(m).ZRangeWithScores(ctx, key+":waiters", 0, -1).Result()
+			t.Log(i, m, zs)
+		}
 		queued(t, c, key, int64(i+1)) // one after the other: a known order
 	}
 	wakes := func() (sum int64) {
@@ -402,4 +407,106 @@ func TestWaiterBehindDeadHeadAcquiresWhenHolderVanishes(t *testing.T) {
 		t.Errorf("%d wakes: nothing was released", n)
 	}
 	queued(t, c, key, 0)
+}
+
+// Queue members are scored by when their waiters began, on each master's
+// clock: a join sends its waiter's age, and join.lua takes it from the
+// master's TIME (docs/design.md §14.1), so hosts whose clocks disagree
+// still queue in the order their waiters began. Two Lockers' waiters
+// join one after the other: on every master the first is the head, and
+// each member's score lies between the master's TIME before the first
+// began and its TIME once both had joined. A member joined with an age
+// of 10 s then scores 10 s before its join and goes ahead of both. The
+// releases hand on to the first waiter, then to the second.
+func TestQueueScoresWaitersOnTheMastersClock(t *testing.T) {
+	c := lab.ForTest(t, 5, nil)
+	ctx := t.Context()
+	holder := newLocker(t, c, nil)
+	slow := &redlock.Options{Retry: slowRetry} // no round but on a release
+	waiters := []*redlock.Locker{newLocker(t, c, slow), newLocker(t, c, slow)}
+	const resource, key = "scores", "redlock:{scores}"
+	lk := holding(t, c, holder, resource, true)
+	before := masterTimes(t, c)
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	type acquired struct {
+		waiter int
+		lk     *redlock.Lock
+	}
+	got := make(chan acquired, len(waiters))
+	for i, w := range waiters {
+		wg.Go(func() {
+			if lk, err := w.Lock(wctx, resource); err == nil {
+				got <- acquired{i, lk}
+			}
+		})
+		queued(t, c, key, int64(i+1)) // one after the other
+	}
+	after := masterTimes(t, c)
+	const age = 10_000_000 // µs
+	for m := range c.N() {
+		zs := scoresOn(t, c, m, key, 2)
+		if head := zs[0].Member.(string); !strings.HasPrefix(head, lockerID(waiters[0], key)+".") {
+			t.Errorf("master %d: head %q, want the waiter that joined first", m, head)
+		}
+		for _, z := range zs {
+			if z.Score < float64(before[m]) || z.Score > float64(after[m]) {
+				t.Errorf("master %d: %v scored %.0f, outside this master's TIME %d to %d (µs)", m, z.Member, z.Score, before[m], after[m])
+			}
+		}
+		joined := masterTimes(t, c)[m]
+		if err := redlock.JoinScript().Run(ctx, c.Client(m), []string{key + ":waiters"}, age, "older", 30000).Err(); err != nil {
+			t.Fatal(err)
+		}
+		zs = scoresOn(t, c, m, key, 3)
+		if zs[0].Member != "older" || zs[0].Score < float64(joined-age) || zs[0].Score > float64(masterTimes(t, c)[m]-age) {
+			t.Errorf("master %d: a member joined with an age of %d µs at TIME %d: queue %v, want it first, scored by TIME less its age", m, age, joined, zs)
+		}
+		if err := c.Client(m).ZRem(ctx, key+":waiters", "older").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range waiters {
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-got:
+			if a.waiter != i {
+				t.Errorf("release %d: the lock went to waiter %d, want %d (they joined in that order)", i, a.waiter, i)
+			}
+			lk = a.lk
+		case <-time.After(10 * time.Second):
+			t.Fatalf("release %d: no waiter acquired within 10s", i)
+		}
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// masterTimes is each master's TIME, in µs.
+func masterTimes(t *testing.T, c *lab.Masters) []int64 {
+	t.Helper()
+	out := make([]int64, c.N())
+	for m := range out {
+		now, err := c.Client(m).Time(t.Context()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[m] = now.UnixMicro()
+	}
+	return out
+}
+
+// scoresOn is key's queue on master m, which must hold n members.
+func scoresOn(t *testing.T, c *lab.Masters, m int, key string, n int) []redis.Z {
+	t.Helper()
+	zs, err := c.Client(m).ZRangeWithScores(t.Context(), key+":waiters", 0, -1).Result()
+	if err != nil || len(zs) != n {
+		t.Fatalf("master %d: queue %v (%v), want %d members", m, zs, err, n)
+	}
+	return zs
 }

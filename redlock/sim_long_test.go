@@ -402,3 +402,27 @@ func simRowNamed(t *testing.T, name string) *simRow {
 	t.Fatalf("no row %q", name)
 	return nil
 }
+
+// TestSimSwarmQueueOrderUnderSkew replays drawn worlds, without faults,
+// in which a process whose clock ran far behind the others' took the
+// lock over and over while a process whose clock ran ahead waited past
+// the liveness bound: a queue member was scored by its waiter's own
+// clock, so the behind process's every new waiter queued ahead of the
+// others' older ones. Members are scored by each master's clock less the
+// waiter's age (join.lua, docs/design.md §14.1): 40000177 (a mutex on 4
+// masters, 3 processes of 2 callers holding to their deadlines, calls
+// waiting 1.55 s and 2.2 s against a bound of 1.35 s) and 40001184 (kept
+// sections, 3 calls past a bound of 952 ms). Each must pass with no call
+// over its bound.
+func TestSimSwarmQueueOrderUnderSkew(t *testing.T) {
+	for _, seed := range []uint64{40000177, 40001184} {
+		row := swarmRow()
+		r, err := runSim(row, seed, rowSpan(row), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.violations) > 0 || r.liveness > 0 || r.judged == 0 {
+			t.Errorf("swarm seed %d: %d of %d judged calls over the liveness bound; %v", seed, r.liveness, r.judged, r.violations)
+		}
+	}
+}

@@ -123,10 +123,12 @@ type waiter struct {
 	ch     chan struct{} // one buffered wake
 	keys   []string
 	queued bool // registered in the queues (not when the Locker was closing)
-	// Its entry in the key's queue on the masters: id, and score, the
-	// instant (Unix µs) it started waiting, kept when it joins again.
+	// Its entry in the key's queue on the masters: id, and began, when
+	// it started waiting: each join sends its age since then, which the
+	// master takes from its own clock for the score (join.lua), and a
+	// member joined again keeps its score.
 	id    string
-	score uint64
+	began time.Time
 	// life: how long, in ms, each master keeps its member past a join
 	// (memberLife).
 	life uint64
@@ -241,7 +243,7 @@ func (w *waker) wait(t target) *waiter {
 		keys = []string{t.key[:len(t.key)-1] + "w"}
 	}
 	wt := &waiter{ch: make(chan struct{}, 1), keys: keys, reader: reader,
-		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), score: uint64(w.l.env.now().UnixMicro())}
+		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), began: w.l.env.now()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {

@@ -637,7 +637,7 @@ func (m *Master) dropZSet(key string, z *zset) {
 
 // zaddNumber is ZADD key score member called from a script with a Lua
 // number for the score.
-func (m *Master) zaddNumber(now int64, key string, score float64, member string) (int64, string) {
+func (m *Master) zaddNumber(now int64, key string, score float64, member string, f zaddFlags) (int64, string) {
 	if math.IsNaN(score) {
 		return 0, errNotFloat
 	}
@@ -645,7 +645,7 @@ func (m *Master) zaddNumber(now int64, key string, score float64, member string)
 	if err != "" {
 		return 0, err
 	}
-	a, _ := m.zadd(now, key, &z, score, member, zaddFlags{})
+	a, _ := m.zadd(now, key, &z, score, member, f)
 	return a, ""
 }
 

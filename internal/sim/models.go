@@ -94,7 +94,7 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 				// Did not ask: name it, or where the key is absent put
 				// it back.
 				if !has {
-					m.zaddNumber(c.ms, k2, head.score, head.member) // pcall
+					m.zaddNumber(c.ms, k2, head.score, head.member, zaddFlags{}) // pcall
 					if life, ok := at(argv, 4); ok {
 						m.pexpire(c.ms, k2, life) // pcall
 					}
@@ -128,18 +128,23 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 	return intReply(r)
 }
 
-// join.lua: ZADD NX of the member, then PEXPIRE of the queue to its
-// life.
+// join.lua: ZADD NX of the member, scored by this master's TIME in µs
+// less the waiter's age, then PEXPIRE of the queue to its life.
 func joinModel(m *Master, c clock, keys, argv []string) Reply {
+	a, _ := at(argv, 1)
+	age, okA := tonumber(a)
+	if !okA {
+		return luaError("attempt to perform arithmetic on a nil value")
+	}
+	score := float64(c.us) - age
 	q, okQ := at(keys, 1)
-	score, okS := at(argv, 1)
 	member, okM := at(argv, 2)
-	if !okQ || !okS || !okM {
+	if !okQ || !okM {
 		return errReply(errArgType)
 	}
-	r := m.cmdZAdd(c.ms, []string{"ZADD", q, "NX", score, member})
-	if r.Kind == Error {
-		return r
+	added, err := m.zaddNumber(c.ms, q, score, member, zaddFlags{nx: true})
+	if err != "" {
+		return errReply(err)
 	}
 	life, ok := at(argv, 3)
 	if !ok {
@@ -148,7 +153,7 @@ func joinModel(m *Master, c clock, keys, argv []string) Reply {
 	if _, err := m.pexpire(c.ms, q, life); err != "" {
 		return errReply(err)
 	}
-	return r
+	return intReply(added)
 }
 
 // grant is release.lua's message to a waiter handed the key:
@@ -829,7 +834,7 @@ func rwReadModel(m *Master, c clock, keys, argv []string) Reply {
 	if !okTok {
 		return errReply(errArgType)
 	}
-	if _, err := m.zaddNumber(c.ms, readers, now+ttl, tok); err != "" {
+	if _, err := m.zaddNumber(c.ms, readers, now+ttl, tok, zaddFlags{}); err != "" {
 		return errReply(err)
 	}
 	if float64(m.pttl(c.ms, readers)) < ttl {

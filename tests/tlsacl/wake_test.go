@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,14 +82,19 @@ func TestReleaseWithoutPublish(t *testing.T) {
 	})
 }
 
-// A user without the queue's commands (ZADD, ZREM, ZPOPMIN) still
-// releases (the script's ZPOPMIN is under pcall), and the release, naming
-// nobody, wakes the waiter as the per-Locker wake did.
+// A user without the queue's commands (ZADD, ZREM, ZPOPMIN), or without
+// TIME (join.lua scores a member by the master's clock), still releases
+// (the script's ZPOPMIN is under pcall), and the release, naming nobody,
+// wakes the waiter as the per-Locker wake did.
 func TestWakeWithoutQueueCommands(t *testing.T) {
 	c := secure(t, 5, "")
-	setUser(t, c, "-zadd -zrem -zpopmin", "+zadd +zrem +zpopmin")
-	if d := waitAfterRelease(t, c, "no-queue"); d > 2*time.Second {
-		t.Fatalf("the waiter acquired %v after the release: not woken", d)
+	for i, cmds := range [][]string{{"zadd", "zrem", "zpopmin"}, {"time"}} {
+		t.Run(strings.Join(cmds, "-"), func(t *testing.T) {
+			setUser(t, c, "-"+strings.Join(cmds, " -"), "+"+strings.Join(cmds, " +"))
+			if d := waitAfterRelease(t, c, "no-queue-"+strconv.Itoa(i)); d > 2*time.Second {
+				t.Fatalf("the waiter acquired %v after the release: not woken", d)
+			}
+		})
 	}
 }
 
