@@ -373,6 +373,9 @@ func TestSimElectionLiveness(t *testing.T) {
 // its member in the queue of a restarted master), surface-kept 30002772
 // (Do's Unlock found the deadline passed while the loss timer of a paused
 // process had not run: Do returned ErrLost, its context's cause was not).
+// And swarm 50001755, where the keys check asked an adopted lock on 6
+// masters for its token on 4 of them, more than §16 claims (3 keep every
+// other token from a majority).
 func TestSimSwarmRegressions(t *testing.T) {
 	election := func() *simRow { return simRowNamed(t, "election") }
 	kept := func() *simRow { return simRowNamed(t, "surface-kept") }
@@ -380,7 +383,7 @@ func TestSimSwarmRegressions(t *testing.T) {
 		seed uint64
 		row  func() *simRow
 	}{{75, swarmRowBefore}, {89, swarmRowBefore}, {945, swarmRowBefore}, {1975, swarmRowBefore}, {112, swarmRow}, {229, swarmRow}, {981, swarmRow},
-		{20000712, election}, {30002772, kept}} {
+		{20000712, election}, {30002772, kept}, {50001755, swarmRow}} {
 		row := c.row()
 		r, err := runSim(row, c.seed, rowSpan(row), false)
 		if err != nil {

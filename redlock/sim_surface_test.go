@@ -172,7 +172,8 @@ func (p *simProc) adopter(c *simCaller) {
 
 // adoptSection is a section on a lock adopted by its token (Adopt): the
 // adopted holder excludes every other, its fence is the one the lock was
-// granted, and its keys stand until its deadline (checkAcquired).
+// granted, and its keys keep every other token from a majority until its
+// deadline (checkAdopted).
 func (p *simProc) adoptSection(ctx context.Context, c *simCaller, h simHandover) {
 	p.calls++
 	call := p.calls
@@ -187,7 +188,7 @@ func (p *simProc) adoptSection(ctx context.Context, c *simCaller, h simHandover)
 	}
 	p.shared.count[cAdopted]++
 	p.acquired(world.Note{Kind: world.Acquired, Call: call, Mode: world.Exclusive, Fence: lk.Fence(), Deadline: p.until(lk), Lineage: h.lineage}, lk)
-	p.checkAcquired(lk)
+	p.checkAdopted(lk)
 	if lk.Fence() != h.fence {
 		p.violates("adopt", fmt.Sprintf("adopted token %s with fence %d, granted %d", h.token, lk.Fence(), h.fence))
 	}

@@ -443,9 +443,17 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 			p.record(world.Note{Kind: world.Exit, Call: call})
 			return nil
 		})
-		if held == nil {
+		switch {
+		case held == nil && errors.Is(err, ErrLost):
+			// Do's Lock acquired, but the lock's deadline passed before
+			// fn could start (a validity window barely longer than the
+			// round, as the swarm draws): fn never ran on it, which
+			// checkDo's promise is; the acquisition was not late, so
+			// the call is not judged for liveness (docs/design.md §20).
+			p.record(world.Note{Kind: world.Failed, Call: call, Limit: 1})
+		case held == nil:
 			p.failed(call)
-		} else {
+		default:
 			p.checkDo(held, err)
 			p.checkReleased(held)
 		}
@@ -493,11 +501,25 @@ func (p *simProc) keptHold(c *simCaller, call uint64, lk *Lock, ctx context.Cont
 // is still ahead. (Lock may return later than the decision: a pause of
 // the process, which the SafetyMargin covers.)
 func (p *simProc) checkAcquired(lk *Lock) {
+	p.checkDecided(lk)
+	p.checkKeys(lk, "acquired")
+}
+
+// checkAdopted is checkAcquired for a lock Adopt made, whose claim
+// (docs/design.md §16) is that no other token holds a majority before its
+// deadline: N − M + 1 masters holding ours bring that about, M the
+// majority (for an odd N, M of them; for an even N, one fewer).
+func (p *simProc) checkAdopted(lk *Lock) {
+	p.checkDecided(lk)
+	n := p.w.Masters()
+	p.checkKeysOn(lk, "adopted", n-(n/2+1)+1)
+}
+
+func (p *simProc) checkDecided(lk *Lock) {
 	a := lk.Acquisition()
 	if decided := a.Start.Add(a.Elapsed); !decided.Before(lk.Deadline()) {
 		p.breaks(fmt.Sprintf("a lock was decided %v past its deadline (elapsed %v; token %s)", decided.Sub(lk.Deadline()), a.Elapsed, lk.token))
 	}
-	p.checkKeys(lk, "acquired")
 }
 
 // checkKeys: a lock on one key (a mutex's, fenced or not, or an
@@ -508,6 +530,11 @@ func (p *simProc) checkAcquired(lk *Lock) {
 // cover; §14.3 for a handed lock, whose start is since(G)). The masters'
 // keyspaces are read, not asked: the check sends nothing.
 func (p *simProc) checkKeys(lk *Lock, when string) {
+	p.checkKeysOn(lk, when, p.w.Masters()/2+1)
+}
+
+// checkKeysOn is checkKeys asking need masters.
+func (p *simProc) checkKeysOn(lk *Lock, when string, need int) {
 	if lk.mode != 0 || lk.permits > 0 {
 		return
 	}
@@ -521,7 +548,7 @@ func (p *simProc) checkKeys(lk *Lock, when string) {
 		keys = []string{lk.key}
 	}
 	for _, key := range keys {
-		if n, need := p.w.Holding(key, lk.token, until), p.w.Masters()/2+1; n < need {
+		if n := p.w.Holding(key, lk.token, until); n < need {
 			p.violates("keys", fmt.Sprintf("%s, its token is on %d masters for %s until its deadline and margin %v from now, of %d needed (token %s, queue member %q)",
 				when, n, key, end.Sub(p.now()), need, lk.token, lk.queueID))
 		}
