@@ -166,7 +166,11 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	vs = append(vs, world.Fences(h.Intervals)...)
 	vs = append(vs, world.Readings(&h)...)
 	vs = append(vs, world.Terms(&h)...)
-	vs = append(vs, world.Holders(&h, keyLife(o), holdersJudged(row, o))...)
+	// A master lost to a process is tried again by its stream's probe,
+	// every max(MasterTimeout, 1 s), answered within a MasterTimeout
+	// (docs/design.md §10): until then its Holders skips it.
+	reprobe := max(o.MasterTimeout, time.Second) + o.MasterTimeout
+	vs = append(vs, world.Holders(&h, keyLife(o), reprobe, holdersJudged(row, o))...)
 	vs = append(vs, world.Closings(&h)...)
 	if row.cfg.keep == 1 { // every section kept: each one's Done is a promise
 		vs = append(vs, world.DoneByDeadline(h.Intervals)...)

@@ -357,8 +357,10 @@ func (w *World) Global(c int, local time.Duration) time.Duration {
 // the masters answered the reader in time (no outage for it, and
 // messages within the MasterTimeout), and no master lost a key (an
 // outage of every client's) from the earliest such holder's entry to the
-// reading's end.
-func Holders(h *History, keyLife time.Duration, judge func(o Observation) bool) []Violation {
+// reading's end, nor for the reader within reprobe before the reading (a
+// Locker skips a master it lost until its probe is answered, docs/design.md
+// §10).
+func Holders(h *History, keyLife, reprobe time.Duration, judge func(o Observation) bool) []Violation {
 	var out []Violation
 	exit := map[callKey]time.Duration{}
 	for _, iv := range h.Intervals {
@@ -392,7 +394,7 @@ func Holders(h *History, keyLife time.Duration, judge func(o Observation) bool) 
 		case int(o.Value) > may:
 			out = append(out, Violation{Check: "holders", At: o.End,
 				What: fmt.Sprintf("client %d counted %d holders of %q in [%v, %v], when at most %d calls' keys may stand", o.Client, o.Value, o.Resource, o.Start, o.End, may)})
-		case int(o.Value) < held && judge(o) && !h.outage(o.Client, from, o.End):
+		case int(o.Value) < held && judge(o) && !h.outage(o.Client, min(from, o.Start-reprobe), o.End):
 			out = append(out, Violation{Check: "holders", At: o.End,
 				What: fmt.Sprintf("client %d counted %d holders of %q in [%v, %v], when %d held throughout it (since %v) with every master answering", o.Client, o.Value, o.Resource, o.Start, o.End, held, from)})
 		}

@@ -240,24 +240,31 @@ func TestHolders(t *testing.T) {
 	held := iv(0, world.Permit, 0, 20)
 	call := world.Call{Client: 0, Call: 1, Resource: "r", Start: 0, End: 0, Acquired: true, Limit: world.Never}
 	yes := func(world.Observation) bool { return true }
+	later := iv(0, world.Permit, 10, 30)
+	lost := []world.Outage{{Client: -1, Master: 2, From: 3 * ms, To: 5 * ms}}
 	for _, tc := range []struct {
-		name  string
-		h     world.History
-		judge func(world.Observation) bool
-		n     int
+		name    string
+		h       world.History
+		reprobe time.Duration
+		judge   func(world.Observation) bool
+		n       int
 	}{
-		{"counts the holder", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 1)}}, yes, 0},
-		{"misses the holder", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 0)}}, yes, 1},
+		{"counts the holder", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 1)}}, 0, yes, 0},
+		{"misses the holder", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 0)}}, 0, yes, 1},
 		{"misses it, not judged", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 0)}},
-			func(world.Observation) bool { return false }, 0},
+			0, func(world.Observation) bool { return false }, 0},
 		{"misses it under an outage", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 0)},
-			Outages: []world.Outage{{Client: -1, Master: 2, From: 1 * ms, To: 2 * ms}}}, yes, 0},
-		{"counts one nobody may hold", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 2)}}, yes, 1},
-		{"counts one whose keys may stand", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 25, 26, 1)}}, yes, 0},
-		{"counts one whose keys are gone", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 40, 41, 1)}}, yes, 1},
+			Outages: []world.Outage{{Client: -1, Master: 2, From: 1 * ms, To: 2 * ms}}}, 0, yes, 0},
+		{"counts one nobody may hold", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 5, 6, 2)}}, 0, yes, 1},
+		{"counts one whose keys may stand", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 25, 26, 1)}}, 0, yes, 0},
+		{"counts one whose keys are gone", world.History{Intervals: []world.Interval{held}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 40, 41, 1)}}, 0, yes, 1},
+		// An outage over before the holder entered: judged, unless the reader
+		// may still skip that master (within reprobe of the reading).
+		{"misses it after an outage", world.History{Intervals: []world.Interval{later}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 15, 16, 0)}, Outages: lost}, 0, yes, 1},
+		{"misses it while the reader may skip a master", world.History{Intervals: []world.Interval{later}, Calls: []world.Call{call}, Observations: []world.Observation{obs(1, 1, world.Permit, 15, 16, 0)}, Outages: lost}, 20 * ms, yes, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantViolations(t, world.Holders(&tc.h, 10*ms, tc.judge), tc.n, "holders")
+			wantViolations(t, world.Holders(&tc.h, 10*ms, tc.reprobe, tc.judge), tc.n, "holders")
 		})
 	}
 }
