@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 )
 
 // One keeper per Locker: 1 000 kept leases add a bounded number of
-// goroutines (not one each), none is lost over several TTLs, and when
+// goroutines (not one each), none is lost over several TTLs while the
+// process is scheduled (watchStarvation), and when
 // extensions fail (3 of 5 masters SIGSTOPped) every lease is over with
 // ErrLost for a holder that looks past its own Deadline(), and its Done
 // closes, however many fall due together (lostByDeadline).
@@ -46,19 +48,32 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	}()
 	// The keeper, its (at most 64) workers, and the Locker's own.
 	const bound = 100
+	// A lease lost while the process was starved for half a MasterTimeout
+	// or more (its rounds then time out: a pause, assumption 4) is not
+	// the keeper's fault: it is logged and left out of what follows.
+	starved := watchStarvation(t)
+	lostEarly := map[int]bool{}
 	start := time.Now()
 	for time.Since(start) < 3*ttl {
 		if g := runtime.NumGoroutine(); g-base > bound {
 			t.Fatalf("%d leases kept with %d goroutines more than before any (bound %d)", n, g-base, bound)
 		}
 		for i, h := range hs {
-			if err := h.Err(); err != nil {
-				t.Fatalf("lease %d lost after %v: %v", i, time.Since(start), err)
+			if err := h.Err(); err != nil && !lostEarly[i] {
+				if gap := starved(); gap < 150*time.Millisecond {
+					t.Fatalf("lease %d lost after %v, the process never starved for more than %v: %v", i, time.Since(start), gap, err)
+				} else {
+					t.Logf("lease %d lost after %v, the process starved for up to %v: %v", i, time.Since(start), gap, err)
+				}
+				lostEarly[i] = true
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	for _, i := range []int{0, n / 2, n - 1} {
+		if lostEarly[i] {
+			continue
+		}
 		r := fmt.Sprintf("many-%d", i)
 		if got := majorityHolder(t, c, r); got != hs[i].Token() {
 			t.Fatalf("%s: the majority does not hold the token: %q", r, keyState(t, c, r))
@@ -73,6 +88,9 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	stalled := time.Now()
 	worst := -time.Hour // latest declaration relative to its deadline
 	for i, h := range hs {
+		if lostEarly[i] {
+			continue
+		}
 		if deadline := h.Deadline(); deadline.Before(stalled) {
 			t.Fatalf("lease %d: its deadline passed %v before the stall", i, stalled.Sub(deadline))
 		}
@@ -308,4 +326,31 @@ func lostByDeadline(t *testing.T, name string, h *redlock.Lock, within time.Dura
 		t.Fatalf("%s: lost with no instant of declaration", name)
 	}
 	return at.Sub(deadline)
+}
+
+// watchStarvation samples how late a goroutine that sleeps 5 ms at a time
+// wakes, until the test ends, and returns a reader of the latest wake so
+// far: how long the process went without being scheduled, the premise of
+// a keeper that extends in time.
+func watchStarvation(t *testing.T) func() time.Duration {
+	var worst atomic.Int64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		const tick = 5 * time.Millisecond
+		for {
+			at := time.Now()
+			select {
+			case <-done:
+				return
+			case <-time.After(tick):
+			}
+			if late := int64(time.Since(at) - tick); late > worst.Load() {
+				worst.Store(late)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return func() time.Duration { return time.Duration(worst.Load()) }
 }
