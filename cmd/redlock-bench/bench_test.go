@@ -832,16 +832,21 @@ func TestLockers(t *testing.T) {
 	if rep.Config.Lockers != 3 || len(rep.Results) != 4 {
 		t.Fatalf("JSON of a -lockers 3 run: config %+v, %d results", rep.Config, len(rep.Results))
 	}
+	// A contended cell has a fairness when any of its Lockers acquired:
+	// on a loaded machine a 300 ms cell may see none, and then has none
+	// (min ÷ max of zeros), and no fairness line.
+	served := false
 	for _, r := range rep.Results {
-		if r.Lockers != 3 || (r.Scenario == "contended") != (r.Fairness != nil) {
-			t.Errorf("%s/%s: lockers %d, fairness %v", r.Scenario, r.Impl, r.Lockers, r.Fairness)
+		if r.Lockers != 3 || (r.Scenario == "contended" && r.Ops > 0) != (r.Fairness != nil) {
+			t.Errorf("%s/%s: lockers %d, %d acquisitions, fairness %v", r.Scenario, r.Impl, r.Lockers, r.Ops, r.Fairness)
 		}
 		if r.Fairness != nil && (*r.Fairness < 0 || *r.Fairness > 1) {
 			t.Errorf("%s/%s: fairness %v outside [0, 1]", r.Scenario, r.Impl, *r.Fairness)
 		}
+		served = served || r.Scenario == "contended" && r.Impl == "redlock" && r.Ops > 0
 	}
-	if !strings.Contains(out.String(), "contended 3L×2w redlock: fairness") {
-		t.Fatalf("table lacks the fairness line:\n%s", out.String())
+	if served != strings.Contains(out.String(), "contended 3L×2w redlock: fairness") {
+		t.Fatalf("the table's fairness line for a contended cell with acquisitions %v:\n%s", served, out.String())
 	}
 }
 
