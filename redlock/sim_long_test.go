@@ -432,3 +432,35 @@ func TestSimSwarmQueueOrderUnderSkew(t *testing.T) {
 		}
 	}
 }
+
+var simSwarmLive = flag.Int("sim.swarmlive", 0, "TestSimSwarmLiveness: run this many of the swarm's worlds from -sim.seed and report their liveness")
+
+// TestSimSwarmLiveness runs the swarm's worlds one seed after another,
+// past any violation, and reports how many judged calls were over their
+// world's bound, printing each world with one over and its calls: the
+// swarm's liveness, which the long run reports but stops at the first
+// violation of any checker (docs/design.md §20).
+func TestSimSwarmLiveness(t *testing.T) {
+	if *simSwarmLive == 0 {
+		t.Skip("give -sim.swarmlive (and -sim.seed)")
+	}
+	over, judged, worlds := 0, 0, 0
+	for seed := *simSeed; seed < *simSeed+uint64(*simSwarmLive); seed++ {
+		row := drawSwarm(seed, true)
+		r, w, err := runSimWorld(swarmRow(), seed, rowSpan(row), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		over, judged = over+r.liveness, judged+r.judged
+		if r.liveness == 0 {
+			continue
+		}
+		worlds++
+		lv, _ := world.LivenessJudged(w.History(), livenessPremises(row)...)
+		t.Logf("seed %d: %v", seed, row.tags)
+		for _, v := range lv {
+			t.Logf("  %v", v)
+		}
+	}
+	t.Logf("swarm seeds %d to %d: %d of %d judged calls over their bound, in %d worlds", *simSeed, *simSeed+uint64(*simSwarmLive)-1, over, judged, worlds)
+}
