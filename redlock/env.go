@@ -28,6 +28,9 @@ type env interface {
 	sleep(ctx, quit context.Context, delay time.Duration, woken <-chan struct{}, t **time.Timer) wakeup
 	// afterFunc runs f once d has passed, unless stopped first.
 	afterFunc(d time.Duration, f func()) stopper
+	// afterDone runs f once ctx has ended, unless stop is called first
+	// (context.AfterFunc; stop reports whether it kept f from running).
+	afterDone(ctx context.Context, f func()) (stop func() bool)
 	// random is 64 random bits (tokens, ids: from a source fit for
 	// secrets in production); intN draws uniformly from [0, n), n > 0.
 	random() uint64
@@ -86,6 +89,10 @@ func (sysEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-chan
 }
 
 func (sysEnv) afterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+
+func (sysEnv) afterDone(ctx context.Context, f func()) func() bool {
+	return context.AfterFunc(ctx, f)
+}
 
 func (sysEnv) random() uint64 {
 	var b [8]byte

@@ -42,7 +42,7 @@ type keeping struct {
 	left    bool               // not in the keeper: before Keep, and once it left
 	extStop context.CancelFunc // ends the keeper's extension in flight (leave calls it)
 	joined  bool               // Keep or Do handed it to the keeper (under the Lock's mu)
-	unwatch func() bool        // stops the context.AfterFunc that leaves the keeper (Do only)
+	unwatch func() bool        // stops the env.afterDone that leaves the keeper (Do only)
 	// unlocked: an Unlock has begun (endForUnlock); from then on the
 	// timer declares no loss.
 	unlocked atomic.Bool
@@ -400,12 +400,10 @@ func (lk *Lock) keepLocked(h *keeping) {
 	// keeper themselves, or, for Do, when Do's ctx ends: only then is a
 	// context.AfterFunc needed to leave (a goroutine only once it runs;
 	// about 500 bytes a keeping, its registration and Done channel, which
-	// Hold and Keep do without).
-	// A detached Locker (the simulator) starts no goroutine of the
-	// context package's: the keeper finds the context ended when the
-	// extension falls due, and leaves then.
-	if h.cancellable && !lk.locker.env.detached() {
-		h.unwatch = context.AfterFunc(h.ctx, func() { k.leave(h) })
+	// Hold and Keep do without). The simulator runs it on the process's
+	// turn (env.afterDone).
+	if h.cancellable {
+		h.unwatch = lk.locker.env.afterDone(h.ctx, func() { k.leave(h) })
 	}
 }
 

@@ -344,7 +344,7 @@ func (l *Locker) keepWait(deadline time.Time) time.Duration {
 // not wait for keepWait.
 func (l *Locker) keepContext(ctx context.Context, start time.Time) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(l.quit, func() {
+	stop := l.env.afterDone(l.quit, func() {
 		l.env.afterFunc(start.Add(l.opts.MasterTimeout).Sub(l.env.now()), cancel)
 	})
 	return ctx, func() { stop(); cancel() }
@@ -570,7 +570,7 @@ func (l *Locker) extendRound(ctx context.Context, start time.Time, wait time.Dur
 			b.answered(i, false)
 		}
 	}
-	res := r.Wait(ctx, wait)
+	res := l.env.await(ctx, r, wait)
 	b.stop()
 	if errors.Is(context.Cause(ctx), errBatchDecided) {
 		res.Err = nil

@@ -131,7 +131,8 @@ type simProc struct {
 	cur     *simCaller
 	timers  map[uint64]*simTimer
 	timerID uint64
-	pending []func() // what later was handed, in order
+	pending []func()   // what later was handed, in order
+	dones   []*simDone // afterDone's, in the order registered
 	calls   uint64
 	sems    map[string]*Semaphore
 	rws     map[string]*RWMutex
@@ -236,6 +237,38 @@ func (p *simProc) setTimer(d time.Duration, t *simTimer) {
 	p.timerID++
 	p.timers[p.timerID] = t
 	p.out = append(p.out, world.Action{Kind: world.After, Tag: p.timerID, Delay: max(d, 0)})
+}
+
+// simDone is one afterDone: f, once ctx has ended, unless stopped.
+type simDone struct {
+	ctx  context.Context
+	f    func()
+	over bool // run or stopped
+}
+
+// afterDone registers f, which settle runs once ctx has ended: on the
+// process's own turn, not on a goroutine of the context package's.
+func (p *simProc) afterDone(ctx context.Context, f func()) func() bool {
+	d := &simDone{ctx: ctx, f: f}
+	p.dones = append(p.dones, d)
+	return func() bool {
+		stopped := !d.over
+		d.over = true
+		return stopped
+	}
+}
+
+// ended takes the first afterDone whose context has ended, and returns
+// its function; nil when there is none. Stopped ones are dropped.
+func (p *simProc) ended() func() {
+	p.dones = slices.DeleteFunc(p.dones, func(d *simDone) bool { return d.over })
+	for _, d := range p.dones {
+		if d.ctx.Err() != nil {
+			d.over = true
+			return d.f
+		}
+	}
+	return nil
 }
 
 func (p *simProc) random() uint64 { return p.rng.Uint64() }
@@ -715,6 +748,10 @@ func (p *simProc) settle() {
 		if len(p.pending) > 0 {
 			f := p.pending[0]
 			p.pending = p.pending[1:]
+			f()
+			continue
+		}
+		if f := p.ended(); f != nil {
 			f()
 			continue
 		}
