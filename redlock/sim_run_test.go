@@ -45,8 +45,9 @@ type simRow struct {
 	tags       []string
 	noLiveness bool
 	// noSurface: the swarm row draws its worlds as before it drew the
-	// rest of the surface (swarmRowBefore).
-	noSurface bool
+	// rest of the surface (swarmRowBefore). hoursApart: as before it drew
+	// the hosts' clocks (swarmRowAsFound), an hour apart.
+	noSurface, hoursApart bool
 }
 
 // simRun is what one seed of a row gave.
@@ -104,7 +105,7 @@ func runSim(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, e
 // into.
 func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simRun, *world.World, error) {
 	if row.swarm {
-		row = drawSwarm(seed, !row.noSurface)
+		row = drawSwarm(seed, !row.noSurface, row.hoursApart)
 	}
 	scripts, err := simScripts()
 	if err != nil {

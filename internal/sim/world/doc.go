@@ -47,13 +47,14 @@
 //     connections break, the script cache and subscriptions are gone); a
 //     client that pauses (nothing delivered to it, timers included, until
 //     it resumes).
-//   - Clocks. Every process has a clock of its own: an offset drawn from
-//     ±Options.Offset and a rate from 1 ± Options.Drift, to the part per
-//     million, in integer arithmetic (the same on every platform). A
-//     master's commands run at its own clock's reading (plus
-//     Options.Epoch), so its keys expire on its clock; a client is given
+//   - Clocks. Every process has a clock of its own: Options.Epoch plus
+//     an offset drawn from ±Options.Offset, and a rate from
+//     1 ± Options.Drift, to the part per million, in integer arithmetic
+//     (the same on every platform). A master's commands run at its own
+//     clock's reading, so its keys expire on its clock; a client is given
 //     its own clock's reading, and its timers run on it. Two clocks drawn
-//     so differ in rate by up to about 2 × Drift.
+//     so differ in rate by up to about 2 × Drift, and in reading by up
+//     to 2 × Offset.
 //   - The history (History): from the notes clients make (Note), each
 //     Lock call (Call) and each critical section (Interval) on the
 //     global clock, a holder's deadline put on the global clock through

@@ -55,11 +55,12 @@ type Options struct {
 	// above the clients' DriftFactor.
 	Drift float64
 	// Offset bounds every clock's offset: drawn uniformly from
-	// [−Offset, Offset] for a master (plus Epoch), from [0, 2 × Offset]
-	// for a client. Default: 1h.
+	// [−Offset, Offset], plus Epoch, for a master and a client alike.
+	// Default: 1h.
 	Offset time.Duration
-	// Epoch is added to every master's clock, so that TIME and PXAT see
-	// a plausible Unix time. Default: 1 800 000 000 s.
+	// Epoch is added to every clock, so that TIME and PXAT see a
+	// plausible Unix time, and a client's wall clock reads near the
+	// masters'. Default: 1 800 000 000 s.
 	Epoch time.Duration
 	// Trace keeps every event for TraceAround (costly: a failing seed is
 	// replayed with it).
@@ -256,7 +257,10 @@ func (w *World) MasterNow(i int) time.Duration { return w.masters[i].clk.read(w.
 func (w *World) Add(c Client) int {
 	i := len(w.clients)
 	clk := w.drawClock()
-	clk.offset += w.opts.Offset // a monotonic clock's reading: not negative
+	// On the masters' epoch, as a host's clock would be: its wall
+	// readings (a queue member's instant, join.lua) and the masters' TIME
+	// then differ by the two offsets, within 2 × Offset.
+	clk.offset += w.opts.Epoch
 	w.clients = append(w.clients, client{c: c, clk: clk})
 	for m := range w.masters {
 		w.pairs = append(w.pairs, pair{c: i, m: m})
