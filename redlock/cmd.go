@@ -30,9 +30,10 @@ const (
 	// The key's queue of waiting callers (docs/design.md §14); token is
 	// the waiter's queue member (its id, or for a waiter a release may
 	// hand the key to, "<id> <TTL ms> <grant token>", §14.3), n its
-	// waiter's age in µs (the master scores it TIME − age), pass its life
-	// in ms (§14.1 item 7).
-	cmdJoin  // join.lua: ZADD queue NX (TIME − age) member, then PEXPIRE queue life
+	// waiter's age in µs, wall the instant it began and slack how far a
+	// master moves that instant towards its own reckoning, TIME − age
+	// (§14.1 item 1), pass its life in ms (§14.1 item 7).
+	cmdJoin  // join.lua: ZADD queue NX (the waiter's instant, within the slack of TIME − age) member, then PEXPIRE queue life
 	cmdLeave // ZREM queue member
 	cmdProbe // PTTL key: a waiter's poll, which takes nothing, and when the holder's key expires
 	cmdRank  // ZRANK queue member: the waiter's place, when its poll found the key free
@@ -145,7 +146,7 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdProbeMine:
 		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
 	case cmdJoin:
-		return append(c.evalsha(dst, 1), queue(c.key), num(c.n), str(c.token), num(c.pass))
+		return append(c.evalsha(dst, 1), queue(c.key), num(c.n), str(c.token), num(c.pass), num(c.wall), num(c.slack))
 	case cmdLeave:
 		return append(dst, str("ZREM"), queue(c.key), str(c.token))
 	case cmdProbe:
@@ -248,7 +249,7 @@ func (c *cmd) parks() bool { return c.isRelease() || c.kind == cmdLeave }
 type cmd struct {
 	// The one-byte fields first, together: a round allocates one cmd per
 	// master in one slice, and padding between them would cost a size
-	// class (5 × 160 bytes: 896 allocated, against 704 for 5 × 136).
+	// class (5 × 160 bytes: 896 allocated, against 768 for 5 × 152).
 	kind   cmdKind
 	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
 	resent bool     // sent again after a NOSCRIPT reply
@@ -268,6 +269,10 @@ type cmd struct {
 	// queue, to take off. cmdLeaderWrite: the value (a field of its own
 	// would take the cmd to a larger size class).
 	waiter string
+	// cmdJoin: the instant its waiter began, in µs of the waiter's wall
+	// clock, and how far a master may move it towards its own reckoning,
+	// in µs (join.lua).
+	wall, slack uint64
 }
 
 // done hands the command's reply, which came at now, to its round, if the

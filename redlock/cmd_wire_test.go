@@ -32,7 +32,7 @@ func TestCommandWire(t *testing.T) {
 		{cmd{kind: cmdWritebackMulti, key: keys[0], keys: keys, token: "t", n: 9}, ev(writebackMultiScript, "4", "{r}a", "{r}b", "{r}a:fence", "{r}b:fence", "t", "9", "2")},
 		{cmd{kind: cmdExtendMulti, key: keys[0], keys: keys, token: "t", n: 30000}, ev(extendMultiScript, "2", "{r}a", "{r}b", "t", "30000")},
 		{cmd{kind: cmdReleaseMulti, key: keys[0], keys: keys, token: "t"}, ev(releaseMultiScript, "2", "{r}a", "{r}b", "t")},
-		{cmd{kind: cmdJoin, key: "k", token: "w", n: 12, pass: 3000}, ev(joinScript, "1", "k:waiters", "12", "w", "3000")},
+		{cmd{kind: cmdJoin, key: "k", token: "w", n: 12, pass: 3000, wall: 1800000000000000, slack: 50000}, ev(joinScript, "1", "k:waiters", "12", "w", "3000", "1800000000000000", "50000")},
 		{cmd{kind: cmdLeave, key: "k", token: "w"}, []string{"ZREM", "k:waiters", "w"}},
 		{cmd{kind: cmdProbe, key: "k"}, []string{"PTTL", "k"}},
 		{cmd{kind: cmdRank, key: "k", token: "w"}, []string{"ZRANK", "k:waiters", "w"}},

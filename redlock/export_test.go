@@ -78,7 +78,8 @@ var (
 func ReleaseScript() *redis.Script { return redis.NewScript(releaseSrc) }
 
 // JoinScript is join.lua: KEYS[1] the queue; ARGV the waiter's age in µs,
-// the member, the queue's life in ms.
+// the member, the queue's life in ms, the instant the waiter began in µs
+// of its clock, the slack in µs.
 func JoinScript() *redis.Script { return redis.NewScript(joinSrc) }
 
 // The limits on input, named in the docs rather than exported.

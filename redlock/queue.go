@@ -265,12 +265,18 @@ func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKi
 		// Never a PEXPIRE of 0, which would delete the queue.
 		life = uint64(l.memberLife(l.opts.TTL).Milliseconds())
 	}
-	// The waiter's age, by this process's clock, not the instant: the
-	// masters score it on theirs, so hosts whose clocks disagree queue in
-	// the order their waiters began (docs/design.md §14.1 item 1).
+	// The waiter's age on this process's monotonic clock, and the instant
+	// it began on its wall clock: each master scores the member that
+	// instant moved to within a MasterTimeout of its own reckoning (TIME
+	// less the age), so masters order their queues alike while the hosts'
+	// clocks agree, and a host whose clock does not gains or loses at most
+	// a MasterTimeout in line (docs/design.md §14.1 item 1).
 	age := uint64(max(start.Sub(w.began), 0).Microseconds())
+	wall := uint64(max(w.began.UnixMicro(), 0))
+	slack := uint64(l.opts.MasterTimeout.Microseconds())
 	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
 		c.kind, c.key, c.token, c.n, c.pass = kind, t.key, member, age, life
+		c.wall, c.slack = wall, slack
 		return true
 	})
 }

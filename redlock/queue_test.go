@@ -409,15 +409,17 @@ func TestWaiterBehindDeadHeadAcquiresWhenHolderVanishes(t *testing.T) {
 	queued(t, c, key, 0)
 }
 
-// Queue members are scored by when their waiters began, on each master's
-// clock: a join sends its waiter's age, and join.lua takes it from the
-// master's TIME (docs/design.md §14.1), so hosts whose clocks disagree
-// still queue in the order their waiters began. Two Lockers' waiters
-// join one after the other: on every master the first is the head, and
-// each member's score lies between the master's TIME before the first
-// began and its TIME once both had joined. A member joined with an age
-// of 10 s then scores 10 s before its join and goes ahead of both. The
-// releases hand on to the first waiter, then to the second.
+// Queue members are scored by when their waiters began: the instant on
+// the waiter's clock, moved to within a MasterTimeout of the master's
+// reckoning, its TIME less the waiter's age (docs/design.md §14.1), so
+// hosts whose clocks disagree still queue in about the order they began.
+// Two Lockers' waiters join one after the other: on every master the
+// first is the head, and each member's score lies between the master's
+// TIME before the first began and its TIME once both had joined. A member
+// joined with an age of 10 s and an instant an hour before that, with a
+// slack of 50 ms, scores 10 s and 50 ms before its join and goes ahead of
+// both; with the instant 20 ms before its reckoning and a slack of a
+// minute, it scores that instant. The releases hand on to the first waiter, then to the second.
 func TestQueueScoresWaitersOnTheMastersClock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()
@@ -456,15 +458,23 @@ func TestQueueScoresWaitersOnTheMastersClock(t *testing.T) {
 				t.Errorf("master %d: %v scored %.0f, outside this master's TIME %d to %d (µs)", m, z.Member, z.Score, before[m], after[m])
 			}
 		}
+		const slack, hour = 50_000, 3600_000_000 // µs
 		joined := masterTimes(t, c)[m]
-		if err := redlock.JoinScript().Run(ctx, c.Client(m), []string{key + ":waiters"}, age, "older", 30000).Err(); err != nil {
+		if err := redlock.JoinScript().Run(ctx, c.Client(m), []string{key + ":waiters"}, age, "older", 30000, joined-age-hour, slack).Err(); err != nil {
 			t.Fatal(err)
 		}
 		zs = scoresOn(t, c, m, key, 3)
-		if zs[0].Member != "older" || zs[0].Score < float64(joined-age) || zs[0].Score > float64(masterTimes(t, c)[m]-age) {
-			t.Errorf("master %d: a member joined with an age of %d µs at TIME %d: queue %v, want it first, scored by TIME less its age", m, age, joined, zs)
+		if zs[0].Member != "older" || zs[0].Score < float64(joined-age-slack) || zs[0].Score > float64(masterTimes(t, c)[m]-age-slack) {
+			t.Errorf("master %d: a member joined with an age of %d µs and an instant an hour earlier at TIME %d: queue %v, want it first, scored by TIME less its age and the slack", m, age, joined, zs)
 		}
-		if err := c.Client(m).ZRem(ctx, key+":waiters", "older").Err(); err != nil {
+		near := joined - age - 20_000
+		if err := redlock.JoinScript().Run(ctx, c.Client(m), []string{key + ":waiters"}, age, "near", 30000, near, 60*1000_000).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := c.Client(m).ZScore(ctx, key+":waiters", "near").Result(); err != nil || s != float64(near) {
+			t.Errorf("master %d: a member joined with an instant 20 ms before its reckoning scored %v (%v), want that instant %d", m, s, err, near)
+		}
+		if err := c.Client(m).ZRem(ctx, key+":waiters", "older", "near").Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -137,7 +137,30 @@ func (g *gen) life() string {
 
 // join is a waiter's join.lua.
 func (g *gen) join(q, member string) []string {
-	return g.evalsha("join.lua", []string{q}, []string{g.age(), member, g.life()})
+	age := g.age()
+	return g.evalsha("join.lua", []string{q}, []string{age, member, g.life(), g.began(age), g.slack()})
+}
+
+// began is the instant a waiter of that age began, in µs of its own
+// clock: the server's reckoning (its TIME less the age), or 20 s before
+// or after it, so that a slack either keeps it or moves it by far more
+// than the two clocks differ; or not a number.
+func (g *gen) began(age string) string {
+	a, err := strconv.ParseInt(age, 10, 64)
+	if err != nil || !g.chance(0.9) {
+		return g.pick("abc", "", "1.5")
+	}
+	off := []int64{-20_000_000, 0, 0, 20_000_000}[g.r.IntN(4)]
+	return strconv.FormatInt(time.Now().UnixMicro()-a+off, 10)
+}
+
+// slack is how far a master may move a waiter's instant, in µs: none,
+// less or more than began's 20 s; or not a number.
+func (g *gen) slack() string {
+	if g.chance(0.9) {
+		return g.pick("0", "5000000", "30000000")
+	}
+	return g.pick("abc", "", "-5")
 }
 
 // age is a join's age of its waiter, in µs: whole seconds apart, so that

@@ -128,15 +128,22 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 	return intReply(r)
 }
 
-// join.lua: ZADD NX of the member, scored by this master's TIME in µs
-// less the waiter's age, then PEXPIRE of the queue to its life.
+// join.lua: ZADD NX of the member, scored by the instant its waiter
+// began on its own clock, moved to within the slack of this master's
+// reckoning (TIME in µs less the waiter's age); then PEXPIRE of the queue
+// to its life.
 func joinModel(m *Master, c clock, keys, argv []string) Reply {
-	a, _ := at(argv, 1)
-	age, okA := tonumber(a)
-	if !okA {
-		return luaError("attempt to perform arithmetic on a nil value")
+	var n [3]float64
+	for i, arg := range []int{1, 5, 4} { // the script's order of reading
+		a, _ := at(argv, arg)
+		v, ok := tonumber(a)
+		if !ok {
+			return luaError("attempt to perform arithmetic on a nil value")
+		}
+		n[i] = v
 	}
-	score := float64(c.us) - age
+	reckoned, slack, wall := float64(c.us)-n[0], n[1], n[2]
+	score := math.Min(math.Max(wall, reckoned-slack), reckoned+slack)
 	q, okQ := at(keys, 1)
 	member, okM := at(argv, 2)
 	if !okQ || !okM {

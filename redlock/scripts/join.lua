@@ -4,16 +4,22 @@
 -- joining (its Locker closed before its leave reached this master, say)
 -- goes with the queue at most its life after the last join, if no
 -- release pops it first (§14.1 item 7).
--- The score is when the waiter began waiting, on this master's clock:
--- now (TIME) less the waiter's age, measured by the waiter's own clock,
--- so that waiters of hosts whose clocks disagree queue in the order they
--- began, not by their clocks' offsets.
--- KEYS[1] the queue (member -> the instant its waiter began waiting, in
--- µs of this master's clock). ARGV[1] the waiter's age in µs; ARGV[2]
--- member; ARGV[3] its life in ms.
+-- The score is when the waiter began waiting, in µs. This master reckons
+-- it on its own clock: now (TIME) less the waiter's age, measured on the
+-- waiter's monotonic clock. The waiter also sends the instant it began on
+-- its own wall clock, the same to every master; the score is that
+-- instant, moved to within the slack of this master's reckoning. So
+-- where the hosts' clocks agree within the slack, every master scores a
+-- waiter alike and the masters order their queues alike; a host whose
+-- clock disagrees gains or loses at most the slack in line.
+-- KEYS[1] the queue. ARGV[1] the waiter's age in µs; ARGV[2] member;
+-- ARGV[3] its life in ms; ARGV[4] the instant the waiter began, in µs of
+-- its wall clock; ARGV[5] the slack in µs.
 -- Returns ZADD's reply: 1 when added, 0 when it was there.
 local t = redis.call('TIME')
-local score = tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(ARGV[1])
+local m = tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(ARGV[1])
+local e = tonumber(ARGV[5])
+local score = math.min(math.max(tonumber(ARGV[4]), m - e), m + e)
 local r = redis.call('ZADD', KEYS[1], 'NX', score, ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return r
