@@ -66,7 +66,7 @@ func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
 	k := &respLink{s: s, conn: conn, respWriter: respWriter{bw: bufio.NewWriterSize(conn, 32<<10)}, nt: s.cfg.nodeTimeout}
 	br := bufio.NewReaderSize(conn, 32<<10)
 	// Close cuts the handshake short too (the stream's context).
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	stop := s.cfg.env.afterDone(ctx, func() { conn.Close() })
 	runID, err := k.handshake(br, o, s.cfg.env.now().Add(timeout))
 	if err == nil {
 		err = k.kill(br, s.staleLink(), s.cfg.env.now().Add(timeout))

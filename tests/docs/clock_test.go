@@ -21,16 +21,13 @@ var clockCalls = map[string]bool{
 // Round.Wait is the blocking driver sysEnv.await calls (the simulator
 // drives rounds with Finish instead), and context.AfterFunc starts a
 // goroutine the simulator cannot schedule (sysEnv.afterDone): neither is
-// called elsewhere, but for the dial of the transport, which the
-// simulator replaces (dialRESP).
+// called elsewhere.
 func TestOneClock(t *testing.T) {
 	eachLibraryFile(t, []string{"redlock", "internal/wait", "validity"}, func(_ string, fset *token.FileSet, f *ast.File) {
 		for _, decl := range f.Decls {
-			fd, ok := decl.(*ast.FuncDecl)
-			if ok && isSysEnvMethod(fd) {
+			if fd, ok := decl.(*ast.FuncDecl); ok && isSysEnvMethod(fd) {
 				continue
 			}
-			dial := ok && fd.Name.Name == "dialRESP"
 			ast.Inspect(decl, func(n ast.Node) bool {
 				call, ok := n.(*ast.CallExpr)
 				if !ok {
@@ -44,7 +41,7 @@ func TestOneClock(t *testing.T) {
 				switch {
 				case x != nil && x.Name == "time" && clockCalls[sel.Sel.Name]:
 					t.Errorf("%s: time.%s outside sysEnv: read the clock and set timers through the Locker's env", fset.Position(call.Pos()), sel.Sel.Name)
-				case x != nil && x.Name == "context" && sel.Sel.Name == "AfterFunc" && !dial:
+				case x != nil && x.Name == "context" && sel.Sel.Name == "AfterFunc":
 					t.Errorf("%s: context.AfterFunc outside sysEnv: use env.afterDone", fset.Position(call.Pos()))
 				case sel.Sel.Name == "Wait" && len(call.Args) == 2:
 					t.Errorf("%s: a round's Wait outside sysEnv: wait through env.await", fset.Position(call.Pos()))
