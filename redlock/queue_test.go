@@ -419,7 +419,8 @@ func TestWaiterBehindDeadHeadAcquiresWhenHolderVanishes(t *testing.T) {
 // joined with an age of 10 s and an instant an hour before that, with a
 // slack of 50 ms, scores 10 s and 50 ms before its join and goes ahead of
 // both; with the instant 20 ms before its reckoning and a slack of a
-// minute, it scores that instant. The releases hand on to the first waiter, then to the second.
+// minute, it scores that instant. The releases hand on to the first
+// waiter, then to the second.
 func TestQueueScoresWaitersOnTheMastersClock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()

@@ -130,6 +130,10 @@ func (o *Options) fill() error {
 		return fmt.Errorf("world: pub/sub loss %v and duplication %v must be chances", o.PubSubLoss, o.PubSubDup)
 	case o.Offset < 0:
 		return fmt.Errorf("world: Offset %v is negative", o.Offset)
+	case o.Offset > o.Epoch:
+		// A clock reads Epoch ± Offset: a client's reading, its
+		// monotonic clock too, must not go below 0.
+		return fmt.Errorf("world: Offset %v is beyond Epoch %v", o.Offset, o.Epoch)
 	case o.Assume.TTL > 0 && !o.Outside.DriftBeyond && (1+o.Drift)/(1-o.Drift) > 1+o.Assume.DriftFactor:
 		return fmt.Errorf("world: Drift %v lets two clocks differ in rate by more than the DriftFactor %v assumed (Outside.DriftBeyond for a run that means to)",
 			o.Drift, o.Assume.DriftFactor)

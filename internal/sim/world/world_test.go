@@ -293,3 +293,14 @@ func TestAssumptionsGuarded(t *testing.T) {
 		}
 	}
 }
+
+// A world whose clocks could read below 0 is refused: every clock reads
+// Epoch ± Offset.
+func TestOffsetBeyondEpochRefused(t *testing.T) {
+	if _, err := world.New(world.Options{Offset: 2 * time.Hour, Epoch: time.Hour}); err == nil {
+		t.Fatal("Offset 2h with Epoch 1h: no error")
+	}
+	if _, err := world.New(world.Options{Offset: time.Hour, Epoch: time.Hour}); err != nil {
+		t.Fatalf("Offset 1h with Epoch 1h: %v", err)
+	}
+}
