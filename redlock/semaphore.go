@@ -93,8 +93,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lock, 
 // (Options.Retry): a permit that expires, or a release message lost, is
 // found by the next round, at most MaxDelay later. Callers of one Locker
 // wait in line: a new Acquire behind waiting ones makes no round until a
-// release wakes it, and only the first in line polls on the backoff. A mismatch of permits
-// or a refused permission (ErrInvalid) is not retried.
+// release wakes it, and only the first in line polls on the backoff.
+// Callers of different Lockers are not in line: their rounds race for a
+// released permit, so one may pass another that began before it (the
+// mutex's queue, docs/design.md §14.1, has no counterpart here). A
+// mismatch of permits or a refused permission (ErrInvalid) is not retried.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, err error) {
 	if ctx == nil {
 		return nil, nilContext("Acquire")

@@ -130,11 +130,13 @@ func drawSwarm(seed uint64, surface, hoursApart bool) *simRow {
 			tag("pollers")
 		}
 	}
-	if cfg.pollers > 0 || o.Fencing {
+	if cfg.pollers > 0 || o.Fencing || cfg.permits > 0 {
 		// Pollers cut in line. A fenced lock's waiters (and so an
-		// election's campaigns) acquire by rounds, not through the
-		// queue's hand-off, which the bound counts on: drawn worlds found
-		// them past it (§20), so they are not judged.
+		// election's campaigns) and a semaphore's waiters of different
+		// Lockers acquire by rounds, racing for what a release freed
+		// (§18.2), not through the queue's hand-off, which the bound
+		// counts on: drawn worlds found them past it (§20), so they are
+		// not judged.
 		judged = false
 	}
 	if cfg.toDeadline && cfg.keep == 0 {
