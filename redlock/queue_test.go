@@ -410,17 +410,17 @@ func TestWaiterBehindDeadHeadAcquiresWhenHolderVanishes(t *testing.T) {
 }
 
 // Queue members are scored by when their waiters began: the instant on
-// the waiter's clock, moved to within a MasterTimeout of the master's
-// reckoning, its TIME less the waiter's age (docs/design.md §14.1), so
-// hosts whose clocks disagree still queue in about the order they began.
-// Two Lockers' waiters join one after the other: on every master the
-// first is the head, and each member's score lies between the master's
-// TIME before the first began and its TIME once both had joined. A member
-// joined with an age of 10 s and an instant an hour before that, with a
-// slack of 50 ms, scores 10 s and 50 ms before its join and goes ahead of
-// both; with the instant 20 ms before its reckoning and a slack of a
-// minute, it scores that instant. The releases hand on to the first
-// waiter, then to the second.
+// the waiter's clock where it lies within a MasterTimeout of the master's
+// reckoning, its TIME less the waiter's age, and that reckoning where it
+// does not (docs/design.md §14.1), so hosts whose clocks disagree still
+// queue in about the order they began. Two Lockers' waiters join one
+// after the other: on every master the first is the head, and each
+// member's score lies between the master's TIME before the first began
+// and its TIME once both had joined. A member joined with an age of 10 s
+// and an instant an hour before that, with a slack of 50 ms, scores 10 s
+// before its join and goes ahead of both; with the instant 20 ms before
+// its reckoning and a slack of a minute, it scores that instant. The
+// releases hand on to the first waiter, then to the second.
 func TestQueueScoresWaitersOnTheMastersClock(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
 	ctx := t.Context()
@@ -465,8 +465,8 @@ func TestQueueScoresWaitersOnTheMastersClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		zs = scoresOn(t, c, m, key, 3)
-		if zs[0].Member != "older" || zs[0].Score < float64(joined-age-slack) || zs[0].Score > float64(masterTimes(t, c)[m]-age-slack) {
-			t.Errorf("master %d: a member joined with an age of %d µs and an instant an hour earlier at TIME %d: queue %v, want it first, scored by TIME less its age and the slack", m, age, joined, zs)
+		if zs[0].Member != "older" || zs[0].Score < float64(joined-age) || zs[0].Score > float64(masterTimes(t, c)[m]-age) {
+			t.Errorf("master %d: a member joined with an age of %d µs and an instant an hour earlier at TIME %d: queue %v, want it first, scored by TIME less its age", m, age, joined, zs)
 		}
 		near := joined - age - 20_000
 		if err := redlock.JoinScript().Run(ctx, c.Client(m), []string{key + ":waiters"}, age, "near", 30000, near, 60*1000_000).Err(); err != nil {

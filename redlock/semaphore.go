@@ -94,9 +94,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lock, 
 // found by the next round, at most MaxDelay later. Callers of one Locker
 // wait in line: a new Acquire behind waiting ones makes no round until a
 // release wakes it, and only the first in line polls on the backoff.
-// Callers of different Lockers are not in line: their rounds race for a
-// released permit, so one may pass another that began before it (the
-// mutex's queue, docs/design.md §14.1, has no counterpart here). A
+// Callers of different Lockers race for a released permit: one may pass
+// another that began before it (no queue as the mutex's, §14.1). A
 // mismatch of permits or a refused permission (ErrInvalid) is not retried.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (lk *Lock, err error) {
 	if ctx == nil {

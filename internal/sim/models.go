@@ -129,9 +129,9 @@ func releaseModel(m *Master, c clock, keys, argv []string) Reply {
 }
 
 // join.lua: ZADD NX of the member, scored by the instant its waiter
-// began on its own clock, moved to within the slack of this master's
-// reckoning (TIME in µs less the waiter's age); then PEXPIRE of the queue
-// to its life.
+// began on its own clock where that lies within the slack of this
+// master's reckoning (TIME in µs less the waiter's age), else by the
+// reckoning; then PEXPIRE of the queue to its life.
 func joinModel(m *Master, c clock, keys, argv []string) Reply {
 	var n [3]float64
 	for i, arg := range []int{1, 5, 4} { // the script's order of reading
@@ -143,7 +143,10 @@ func joinModel(m *Master, c clock, keys, argv []string) Reply {
 		n[i] = v
 	}
 	reckoned, slack, wall := float64(c.us)-n[0], n[1], n[2]
-	score := math.Min(math.Max(wall, reckoned-slack), reckoned+slack)
+	score := reckoned
+	if math.Abs(wall-reckoned) <= slack {
+		score = wall
+	}
 	q, okQ := at(keys, 1)
 	member, okM := at(argv, 2)
 	if !okQ || !okM {

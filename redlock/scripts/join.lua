@@ -8,10 +8,14 @@
 -- it on its own clock: now (TIME) less the waiter's age, measured on the
 -- waiter's monotonic clock. The waiter also sends the instant it began on
 -- its own wall clock, the same to every master; the score is that
--- instant, moved to within the slack of this master's reckoning. So
--- where the hosts' clocks agree within the slack, every master scores a
--- waiter alike and the masters order their queues alike; a host whose
--- clock disagrees gains or loses at most the slack in line.
+-- instant where it lies within the slack of this master's reckoning, and
+-- the reckoning where it does not. So where the hosts' clocks agree
+-- within the slack, every master scores a waiter alike and the masters
+-- order their queues alike; a host whose clock disagrees gains or loses
+-- at most the slack in line, and where it disagrees by more, each master
+-- scores its waiters by its own reckoning, which differs between masters
+-- only by the joins' one-way delays (not by the slack, up or down as
+-- each master's clock reads ahead of the host's or behind it).
 -- KEYS[1] the queue. ARGV[1] the waiter's age in µs; ARGV[2] member;
 -- ARGV[3] its life in ms; ARGV[4] the instant the waiter began, in µs of
 -- its wall clock; ARGV[5] the slack in µs.
@@ -19,7 +23,11 @@
 local t = redis.call('TIME')
 local m = tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(ARGV[1])
 local e = tonumber(ARGV[5])
-local score = math.min(math.max(tonumber(ARGV[4]), m - e), m + e)
+local w = tonumber(ARGV[4])
+local score = m
+if math.abs(w - m) <= e then
+  score = w
+end
 local r = redis.call('ZADD', KEYS[1], 'NX', score, ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return r
