@@ -318,7 +318,15 @@ func (e *Election) leader(ctx context.Context) (Leader, error) {
 		return true
 	})
 	l.tel.round(ctx, l, "leader", res)
-	reads := texts.take()
+	return e.leaderOf(ctx, res, texts.take(), start)
+}
+
+// leaderOf is what a Leader round that began at start, with its replies
+// res and each master's answer in reads, reports: the leader a majority
+// names (the same term, token digest and value), its Deadline the
+// need-th latest of their keys' expiries; or why none.
+func (e *Election) leaderOf(ctx context.Context, res quorum.Result, reads []string, start time.Time) (Leader, error) {
+	l := e.l
 	type vote struct {
 		term        uint64
 		digest, val string

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/quorum"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
@@ -134,5 +136,129 @@ func TestMutateNewReturnsTelemetryErrors(t *testing.T) {
 	l, err := New([]redis.UniversalClient{c}, &Options{MeterProvider: failingMeterProvider{}})
 	if err == nil || l != nil {
 		t.Fatalf("New with a failing meter provider: %v, %v; want an error and no Locker", l, err)
+	}
+}
+
+// A Leader round's tally (Election.leaderOf), with no master: the leader
+// named alike by a majority of the masters that answered OK, its
+// Deadline the need-th latest expiry among them; no leader when the
+// majority is split or short, with the reason that says which; the
+// context's cause only when the round ended by it. (election.go: the
+// tally's conditions lived mutated; the simulator counts only the
+// readings that succeed.)
+func TestMutateLeaderTally(t *testing.T) {
+	e := &Election{l: &Locker{need: 3, addrs: make([]string, 5), env: sysEnv{}}, name: "e"}
+	start := time.Unix(1000, 0)
+	ok := func(lat time.Duration) quorum.Reply { return quorum.Reply{Outcome: quorum.OK, Latency: lat} }
+	res := func(rs ...quorum.Reply) quorum.Result {
+		r := quorum.Result{Replies: rs, Need: 3}
+		for _, x := range rs {
+			if x.Outcome == quorum.OK {
+				r.OK++
+			}
+		}
+		r.Reached = r.OK >= 3
+		return r
+	}
+	timeout := quorum.Reply{Outcome: quorum.TimedOut}
+	rec := func(ms, term int, digest, value string) string {
+		return fmt.Sprintf("2 %d %d %s %s", ms, term, digest, value)
+	}
+	ctx := t.Context()
+
+	// Three of five name term 7 ("v w", a value with a space); expiries at
+	// start+lat+pttl: 1.1 s, 1.2 s, 0.9 s: the third latest is 0.9 s.
+	r := res(ok(100*time.Millisecond), ok(200*time.Millisecond), ok(0), ok(0), quorum.Reply{Outcome: quorum.Failed})
+	reads := []string{rec(1000, 7, "d", "v w"), rec(1000, 7, "d", "v w"), rec(900, 7, "d", "v w"), rec(5000, 6, "c", "old"), rec(5000, 7, "d", "v w")}
+	lead, err := e.leaderOf(ctx, r, reads, start)
+	if err != nil || lead.Term != 7 || lead.Value != "v w" || !lead.Deadline.Equal(start.Add(900*time.Millisecond)) {
+		t.Errorf("three of five name term 7: %+v, %v; want term 7, value \"v w\", deadline start+900ms (the Failed master's read does not count)", lead, err)
+	}
+	// The first reply's vote must gather the others' (index 0 found).
+	r = res(ok(0), ok(0), ok(0), timeout, timeout)
+	reads = []string{rec(1000, 7, "d", "v"), rec(1000, 7, "d", "v"), rec(1000, 7, "d", "v"), "", ""}
+	if lead, err := e.leaderOf(ctx, r, reads, start); err != nil || lead.Term != 7 {
+		t.Errorf("exactly a majority names term 7: %+v, %v", lead, err)
+	}
+	// A majority split on the term, the token or the value: no leader;
+	// every master answered, so the reason is not a short answer.
+	for name, third := range map[string]string{"term": rec(1000, 8, "d", "v"), "digest": rec(1000, 7, "x", "v"), "value": rec(1000, 7, "d", "u")} {
+		reads = []string{rec(1000, 7, "d", "v"), rec(1000, 7, "d", "v"), third, "", ""}
+		_, err := e.leaderOf(ctx, res(ok(0), ok(0), ok(0), timeout, timeout), reads, start)
+		if !errors.Is(err, ErrNoLeader) || !strings.Contains(err.Error(), "no leader is reported by a majority") {
+			t.Errorf("a majority split on the %s: %v, want ErrNoLeader, no leader reported by a majority", name, err)
+		}
+		if errors.Is(err, context.Canceled) {
+			t.Errorf("a round not ended by its context: %v wraps context.Canceled", err)
+		}
+	}
+	// Two answered: short of a majority, whatever they say.
+	reads = []string{rec(1000, 7, "d", "v"), rec(1000, 7, "d", "v"), "", "", ""}
+	_, err = e.leaderOf(ctx, res(ok(0), ok(0), timeout, timeout, timeout), reads, start)
+	if !errors.Is(err, ErrNoLeader) || !strings.Contains(err.Error(), "fewer than a majority of masters answered") {
+		t.Errorf("two of five answered: %v, want fewer than a majority answered", err)
+	}
+	// A round its context ended wraps the context's cause.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	r = res(ok(0), timeout, timeout, timeout, timeout)
+	r.Err = context.Canceled
+	if _, err := e.leaderOf(done, r, []string{"", "", "", "", ""}, start); !errors.Is(err, context.Canceled) {
+		t.Errorf("a round ended by its context: %v, want it wrapping context.Canceled", err)
+	}
+}
+
+// parseLeaderRead takes only a holder's record ("2 <pttl> <term>
+// <digest> <value>", the value with spaces), with a pttl of 0 or more in
+// ms. (election.go: its conditions and its ms-to-Duration lived mutated.)
+func TestMutateParseLeaderRead(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		ok    bool
+		term  uint64
+		value string
+		pttl  time.Duration
+	}{
+		{"2 1500 7 d v", true, 7, "v", 1500 * time.Millisecond},
+		{"2 0 7 d a b", true, 7, "a b", 0},
+		{"1 1500 7 d v", false, 0, "", 0},
+		{"2 1500 7 d", false, 0, "", 0},
+		{"2 -1 7 d v", false, 0, "", 0},
+		{"2 x 7 d v", false, 0, "", 0},
+		{"2 1500 y d v", false, 0, "", 0},
+		{"0", false, 0, "", 0},
+	} {
+		term, digest, value, pttl, ok := parseLeaderRead(c.in)
+		if ok != c.ok || ok && (term != c.term || digest != "d" || value != c.value || pttl != c.pttl) {
+			t.Errorf("parseLeaderRead(%q) = %d %q %q %v %v, want ok %v term %d value %q pttl %v", c.in, term, digest, value, pttl, ok, c.ok, c.term, c.value, c.pttl)
+		}
+	}
+}
+
+// Observe polls every quarter of the TTL, at least every 50 ms and at
+// most every second. (election.go: observePoll's arithmetic lived
+// mutated.)
+func TestMutateObservePoll(t *testing.T) {
+	for ttl, want := range map[time.Duration]time.Duration{time.Second: 250 * time.Millisecond, 100 * time.Millisecond: 50 * time.Millisecond, 10 * time.Second: time.Second} {
+		e := &Election{l: &Locker{opts: Options{TTL: ttl}}}
+		if got := e.observePoll(); got != want {
+			t.Errorf("TTL %v: polls every %v, want %v", ttl, got, want)
+		}
+	}
+}
+
+// Leader checks its context, and a closed Locker's Leader says so.
+func TestMutateLeaderRefuses(t *testing.T) {
+	l := offlineLocker(t, 3, &Options{Fencing: true})
+	e, err := l.Election("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Leader(nil); !errors.Is(err, ErrInvalid) { //nolint:staticcheck // a nil context is the point
+		t.Errorf("Leader with a nil context: %v, want ErrInvalid", err)
+	}
+	l.Close()
+	if _, err := e.Leader(t.Context()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Leader after Close: %v, want ErrClosed", err)
 	}
 }
