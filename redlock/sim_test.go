@@ -555,6 +555,19 @@ func (p *simProc) checkDecided(lk *Lock) {
 	}
 }
 
+// checkPublished: a Campaign or a Proclaim that returned with its lock
+// before the deadline has its term and value recorded on a majority of the
+// masters (docs/design.md §21), read from their keyspaces (World.Recorded).
+func (p *simProc) checkPublished(lk *Lock, value, when string) {
+	if !p.now().Before(lk.Deadline()) {
+		return
+	}
+	need := p.w.Masters()/2 + 1
+	if n := p.w.Recorded(lk.key+leaderSuffix, "term", strconv.FormatUint(lk.Fence(), 10), "value", value); n < need {
+		p.violates("published", fmt.Sprintf("%s, term %d with value %q is recorded on %d masters, of %d needed (token %s)", when, lk.Fence(), value, n, need, lk.token))
+	}
+}
+
 // checkKeys: a lock on one key (a mutex's, fenced or not, or an
 // election's), just acquired or extended, has its token on a majority of
 // the masters until at least its deadline plus the SafetyMargin, the last
@@ -635,10 +648,11 @@ func (p *simProc) violates(check, what string) {
 // and resigns.
 func (p *simProc) lead(ctx context.Context, c *simCaller, call uint64, res string, lk *Lock) {
 	e := p.elects[c][res]
+	p.checkPublished(lk, "p"+strconv.Itoa(p.id), "Campaign returned")
 	h := p.draw(p.cfg.hold)
 	c.pause(h / 2)
-	if p.rng.IntN(2) == 0 {
-		_ = e.Proclaim(ctx, "again")
+	if p.rng.IntN(2) == 0 && e.Proclaim(ctx, "again") == nil {
+		p.checkPublished(lk, "again", "Proclaim returned")
 	}
 	if l, err := e.Leader(ctx); err == nil {
 		p.record(world.Note{Kind: world.Read, Call: call, Fence: l.Term})

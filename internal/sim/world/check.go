@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/sim"
 	"github.com/quorumlab/redlock/validity"
 )
 
@@ -326,14 +327,49 @@ func (w *World) Holding(key, value string, until time.Duration) int {
 				kept = m.clk.global(gone)
 			}
 		}
-		if m.down > 0 {
-			for j, f := range w.faults {
-				if w.active[j] && f.Kind == RestartMaster && f.Master == i && !f.Keep {
-					kept = max(kept, f.At+f.For)
-				}
-			}
+		if back, down := w.emptied(i); down {
+			kept = max(kept, back)
 		}
 		if kept >= until {
+			n++
+		}
+	}
+	return n
+}
+
+// emptied reports whether master i is down after a restart that emptied
+// it, and when it is back.
+func (w *World) emptied(i int) (back time.Duration, down bool) {
+	if w.masters[i].down == 0 {
+		return 0, false
+	}
+	for j, f := range w.faults {
+		if w.active[j] && f.Kind == RestartMaster && f.Master == i && !f.Keep {
+			back, down = max(back, f.At+f.For), true
+		}
+	}
+	return back, down
+}
+
+// Recorded is how many masters hold, in the hash key, field at value for
+// every pair of fields (field, value, field, value, ...), read from their
+// keyspaces; a master down after a restart that emptied it counts until
+// it is back, as in Holding: no write can be read from it, and none
+// replace it there, before then.
+func (w *World) Recorded(key string, fields ...string) int {
+	n := 0
+	for i := range w.masters {
+		if _, down := w.emptied(i); down {
+			n++
+			continue
+		}
+		m := &w.masters[i]
+		all := true
+		for f := 0; f+1 < len(fields) && all; f += 2 {
+			r := m.m.Do(m.clk.read(w.now), []string{"HGET", key, fields[f]})
+			all = r.Kind == sim.Bulk && r.Text == fields[f+1]
+		}
+		if all {
 			n++
 		}
 	}
