@@ -440,6 +440,7 @@ func (p *simProc) section(c *simCaller) {
 func (p *simProc) take(ctx context.Context, c *simCaller, call uint64, res string) *Lock {
 	lk, mode, err := p.lock(ctx, c, res)
 	if err != nil {
+		p.checkOpen(err, "a call")
 		p.failed(call)
 		c.pause(p.draw(p.cfg.think))
 		return nil
@@ -447,6 +448,14 @@ func (p *simProc) take(ctx context.Context, c *simCaller, call uint64, res strin
 	p.acquired(world.Note{Kind: world.Acquired, Call: call, Mode: mode, Fence: lk.Fence(), Deadline: p.until(lk)}, lk)
 	p.checkAcquired(lk)
 	return lk
+}
+
+// checkOpen: ErrClosed comes only from a Locker whose Shutdown or Close
+// began (docs/design.md §9, §17).
+func (p *simProc) checkOpen(err error, what string) {
+	if errors.Is(err, ErrClosed) && !p.closing && !p.closed {
+		p.breaks(fmt.Sprintf("%s returned %v while its Locker was open", what, err))
+	}
 }
 
 // failed records that call did not acquire; when the process's stop
@@ -485,6 +494,7 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 			// the call is not judged for liveness (docs/design.md §20).
 			p.record(world.Note{Kind: world.Failed, Call: call, Limit: 1})
 		case held == nil:
+			p.checkOpen(err, "Do")
 			p.failed(call)
 		default:
 			p.checkDo(held, err)
