@@ -277,6 +277,14 @@ func (e *Election) publish(ctx context.Context, lk *Lock, value string) (err err
 	if res.Reached && l.env.now().Before(lk.Deadline()) {
 		return nil
 	}
+	return e.publishFailed(ctx, res)
+}
+
+// publishFailed is the error of a publish round res that did not reach a
+// majority before the deadline: why, and the context's cause when it
+// ended the round.
+func (e *Election) publishFailed(ctx context.Context, res quorum.Result) error {
+	l := e.l
 	reason := "no majority of masters took the value before the leadership's deadline"
 	if res.Count(quorum.Refused) > len(res.Replies)-l.need {
 		reason = "the leadership's key is another owner's, or a later term is recorded, on too many masters"

@@ -262,3 +262,40 @@ func TestMutateLeaderRefuses(t *testing.T) {
 		t.Errorf("Leader after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A publish that fell short says why: the leadership's key another
+// owner's on more masters than a majority can spare, or no majority in
+// time; and wraps the context's cause only when the context ended the
+// round. (election.go: publishFailed's conditions lived mutated.)
+func TestMutatePublishFailed(t *testing.T) {
+	e := &Election{l: &Locker{need: 3, addrs: make([]string, 5), env: sysEnv{}}, name: "e"}
+	out := func(os ...quorum.Outcome) quorum.Result {
+		r := quorum.Result{Need: 3}
+		for _, o := range os {
+			r.Replies = append(r.Replies, quorum.Reply{Outcome: o})
+		}
+		return r
+	}
+	ok, no, late := quorum.OK, quorum.Refused, quorum.TimedOut
+	const owner, short = "another owner's", "no majority of masters took the value"
+	for _, c := range []struct {
+		res  quorum.Result
+		want string
+	}{
+		{out(no, no, no, ok, ok), owner},   // 3 refused: more than the 2 five masters can spare
+		{out(no, no, ok, ok, late), short}, // 2 refused: a majority could still have taken it
+		{out(ok, ok, late, late, late), short},
+	} {
+		err := e.publishFailed(t.Context(), c.res)
+		if !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), c.want) || errors.Is(err, context.Canceled) {
+			t.Errorf("%v: %v, want ErrLost saying %q and no context cause", c.res.Replies, err, c.want)
+		}
+	}
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	r := out(ok, late, late, late, late)
+	r.Err = context.Canceled
+	if err := e.publishFailed(done, r); !errors.Is(err, context.Canceled) {
+		t.Errorf("a publish its context ended: %v, want it wrapping context.Canceled", err)
+	}
+}
