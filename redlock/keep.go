@@ -438,12 +438,20 @@ func (h *keeping) stop() {
 // make it extend earlier), jittered by up to a thirtieth of the window so
 // that many holders do not extend in lockstep, and never sooner than a
 // tenth of the window (or half the time left, when less than a fifth of
-// the window is left). lk.mu is held. Pacing from the window rather than the TTL matters
-// when SafetyMargin takes most of the TTL: a third of the TTL could then
-// exceed the whole window and extensions would run back to back.
+// the window is left); and never at or past the instant the loss timer
+// declares the lock lost (leadLocked before the deadline), but halfway
+// there: a lock acquired with little of its window left, as a handed one
+// may be, is extended before it is declared lost. lk.mu is held. Pacing
+// from the window rather than the TTL matters when SafetyMargin takes
+// most of the TTL: a third of the TTL could then exceed the whole window
+// and extensions would run back to back.
 func (lk *Lock) extendInLocked() time.Duration {
 	w, deadline := lk.budget.Window(), lk.deadline
 	jitter := time.Duration(lk.locker.env.intN(int64(w/30) + 1))
 	left := deadline.Sub(lk.locker.env.now())
-	return max(min(w/10, left/2), left-lk.locker.pace.lead(w)-jitter)
+	in := max(min(w/10, left/2), left-lk.locker.pace.lead(w)-jitter)
+	if loss := left - lk.leadLocked(); in >= loss {
+		in = max(loss/2, 0)
+	}
+	return in
 }

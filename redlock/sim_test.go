@@ -149,6 +149,7 @@ type simProc struct {
 	cancelBase context.CancelFunc
 
 	broken []world.Violation // promises the process saw broken (checkLife)
+	losses []world.Loss      // kept locks lost while held (world.Kept judges them)
 
 	shared    *simShared       // what the run's processes share (handed-over locks)
 	held      map[uint64]*Lock // with a closer: the locks of the sections open, by call
@@ -523,13 +524,21 @@ func (p *simProc) keptSection(ctx context.Context, c *simCaller, call uint64, re
 // keptHold is a kept lock's section: up to hold, or until ctx (the
 // lock's) ends, which it records as Done the instant it wakes.
 func (p *simProc) keptHold(c *simCaller, call uint64, lk *Lock, ctx context.Context, hold time.Duration) {
-	end := p.now().Add(hold)
+	from, end := p.w.Now(), p.now().Add(hold)
+	key := lk.key // a lock on several resources: its first key
+	if len(lk.keys) > 0 {
+		key = lk.keys[0]
+	}
+	on := p.w.HeldOn(key, lk.token) // the masters that hold it as the keeping begins (none for a reader)
 	for !ended(ctx) && p.now().Before(end) {
 		p.sleep(ctx, context.Background(), end.Sub(p.now()), nil, nil)
 		p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
 	}
 	if ended(ctx) {
 		p.record(world.Note{Kind: world.Done, Call: call})
+		if cause := context.Cause(ctx); errors.Is(cause, ErrLost) && !p.closing && !p.stopping {
+			p.losses = append(p.losses, world.Loss{Client: p.id, Call: call, From: from, At: p.w.Now(), On: on, What: fmt.Sprintf("%v (token %s)", cause, lk.token)})
+		}
 		return
 	}
 	p.checkPast(lk, lk.Deadline(), "at its exit")

@@ -14,7 +14,8 @@
 # The fast set: validity, quorum and internal/wait run all their tests
 # (all in memory). Package redlock runs only the tests in REDLOCK_RUN
 # (passed as GOFLAGS=-run=..., which go test honours and gremlins passes
-# through): the simulator's short run (TestSim) and replay, and the tests
+# through): the simulator's short run (TestSim), replay and regression
+# seeds (TestSimSwarmRegressions), and the tests
 # that need no redis-server (in-memory streams, the waker and the wait's
 # state, the command wire format, and the mutate_*_test.go checks). The
 # tests on real masters are left out: each mutant's run then takes seconds
@@ -52,7 +53,7 @@ log() { echo "mutate: $*" >&2; }
 # streams, telemetry, options, errors, scripts' loading) are left out.
 REDLOCK_FILES="locker.go lock.go wait.go wake.go queue.go keep.go keeper.go pace.go semaphore.go rwmutex.go election.go primitives.go"
 # Package redlock's fast set: no test here starts a redis-server.
-REDLOCK_RUN='^(TestSim|TestSimReplay|TestMemStream.*|TestCommandWire|TestWriterRefusalAndPlace|TestExpiresAt|TestAcqRecordOutcome|TestGivenBackGrantsDoNotCount|TestNoHandedLockOnceClosing|TestClientPubSubReopens|TestMutate.*)$'
+REDLOCK_RUN='^(TestSim|TestSimReplay|TestSimSwarmRegressions|TestMemStream.*|TestCommandWire|TestWriterRefusalAndPlace|TestExpiresAt|TestAcqRecordOutcome|TestGivenBackGrantsDoNotCount|TestNoHandedLockOnceClosing|TestClientPubSubReopens|TestMutate.*)$'
 
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(validity quorum internal/wait redlock)

@@ -244,10 +244,22 @@ func judged(h History, c Call, window, bound time.Duration) (stable int, ok bool
 	if to > h.End || c.Limit < c.Start+bound {
 		return 0, false
 	}
+	stable = h.stableMasters(c.Client, from, to)
+	return stable, stable >= validity.Majority(h.Masters)
+}
+
+// stableMasters is how many masters (of those in on; nil: all) had no
+// outage for client (a stall, a cut or a restart of the master or of its
+// connection, or a pause of the client) from from to to.
+func (h *History) stableMasters(client int, from, to time.Duration, on ...int) int {
+	stable := 0
 	for m := range h.Masters {
+		if on != nil && !slices.Contains(on, m) {
+			continue
+		}
 		up := true
 		for _, o := range h.Outages {
-			if (o.Master == m || o.Master == -1) && (o.Client == -1 || o.Client == c.Client) && o.From <= to && o.To >= from {
+			if (o.Master == m || o.Master == -1) && (o.Client == -1 || o.Client == client) && o.From <= to && o.To >= from {
 				up = false
 				break
 			}
@@ -256,7 +268,35 @@ func judged(h History, c Call, window, bound time.Duration) (stable int, ok bool
 			stable++
 		}
 	}
-	return stable, stable >= validity.Majority(h.Masters)
+	return stable
+}
+
+// Loss is a kept lock that ended before its holder let it go: client's
+// holder began keeping it at From, when the masters On held its token,
+// and its Done closed at At, both on the global clock.
+type Loss struct {
+	Client   int
+	Call     uint64
+	From, At time.Duration
+	On       []int
+	What     string
+}
+
+// Kept checks that no kept lock was lost while a majority of the masters
+// held its token when its holder began keeping it and had no outage for
+// its client from then until the loss: the keeper extends a kept lock
+// before its deadline while a majority of the masters holding it answers
+// (docs/design.md §8). Only worlds whose messages come within the
+// MasterTimeout are to be judged so.
+func Kept(h *History, losses []Loss) []Violation {
+	var out []Violation
+	for _, l := range losses {
+		if n := h.stableMasters(l.Client, l.From, l.At, append(l.On, -1)...); n >= validity.Majority(h.Masters) && len(out) < maxViolations {
+			out = append(out, Violation{Check: "kept", At: l.At,
+				What: fmt.Sprintf("client %d call %d: a kept lock kept from %v was lost with %d of %d masters holding it and stable throughout: %s", l.Client, l.Call, l.From, n, h.Masters, l.What)})
+		}
+	}
+	return out
 }
 
 // Leftovers checks that no master holds a key, other than those keep
@@ -349,6 +389,18 @@ func (w *World) emptied(i int) (back time.Duration, down bool) {
 		}
 	}
 	return back, down
+}
+
+// HeldOn lists the masters whose keyspace holds key at value now.
+func (w *World) HeldOn(key, value string) []int {
+	var on []int
+	for i := range w.masters {
+		m := &w.masters[i]
+		if v, _, ok := m.m.Held(m.clk.read(w.now), key); ok && v == value {
+			on = append(on, i)
+		}
+	}
+	return on
 }
 
 // Recorded is how many masters hold, in the hash key, field at value for
