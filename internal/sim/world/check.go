@@ -244,14 +244,14 @@ func judged(h History, c Call, window, bound time.Duration) (stable int, ok bool
 	if to > h.End || c.Limit < c.Start+bound {
 		return 0, false
 	}
-	stable = h.stableMasters(c.Client, from, to)
+	stable = h.stableMasters(c.Client, from, to, nil)
 	return stable, stable >= validity.Majority(h.Masters)
 }
 
 // stableMasters is how many masters (of those in on; nil: all) had no
 // outage for client (a stall, a cut or a restart of the master or of its
 // connection, or a pause of the client) from from to to.
-func (h *History) stableMasters(client int, from, to time.Duration, on ...int) int {
+func (h *History) stableMasters(client int, from, to time.Duration, on []int) int {
 	stable := 0
 	for m := range h.Masters {
 		if on != nil && !slices.Contains(on, m) {
@@ -286,12 +286,15 @@ type Loss struct {
 // held its token when its holder began keeping it and had no outage for
 // its client from then until the loss: the keeper extends a kept lock
 // before its deadline while a majority of the masters holding it answers
-// (docs/design.md §8). Only worlds whose messages come within the
-// MasterTimeout are to be judged so.
+// (docs/design.md §8). Only worlds whose round trips are short beside the
+// validity window are to be judged so (the caller's premise).
 func Kept(h *History, losses []Loss) []Violation {
 	var out []Violation
 	for _, l := range losses {
-		if n := h.stableMasters(l.Client, l.From, l.At, append(l.On, -1)...); n >= validity.Majority(h.Masters) && len(out) < maxViolations {
+		if len(l.On) == 0 {
+			continue // held on no master's key (a reader's lock): not judged
+		}
+		if n := h.stableMasters(l.Client, l.From, l.At, l.On); n >= validity.Majority(h.Masters) && len(out) < maxViolations {
 			out = append(out, Violation{Check: "kept", At: l.At,
 				What: fmt.Sprintf("client %d call %d: a kept lock kept from %v was lost with %d of %d masters holding it and stable throughout: %s", l.Client, l.Call, l.From, n, h.Masters, l.What)})
 		}
