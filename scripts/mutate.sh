@@ -69,9 +69,45 @@ command -v jq >/dev/null 2>&1 || { log "needs jq (apt-get install -y jq)"; exit 
 # MUTATE_REPORT=DIR: run nothing, count the logs a run left in DIR (one
 # stopped part-way included).
 MUTATE_REPORT=${MUTATE_REPORT:-}
+# MUTATE_RECHECK=DIR: run again, against the fast set as it is now, each
+# mutant an earlier run left LIVED in DIR (not listed as equivalent), in a
+# copy of the repository, with scripts/mutant applying gremlins' token
+# change at the logged position; writes DIR/<pkg>.recheck (position,
+# mutator, KILLED, LIVED, TIMED OUT or MOVED when the position no longer
+# holds the token) and counts a recheck's kill as killed in the table.
+MUTATE_RECHECK=${MUTATE_RECHECK:-}
+[ -z "$MUTATE_RECHECK" ] || MUTATE_REPORT=$MUTATE_RECHECK
 out=${MUTATE_REPORT:-${MUTATE_OUT:-$(mktemp -d)}}
 mkdir -p "$out"
 log "gremlins $("$gremlins" --version 2>&1 | head -1); reports in $out"
+
+# recheck PKG GOFLAGS MUTANTS: one line per LIVED mutant of MUTANTS not
+# listed as equivalent, run in a copy of the repository (see MUTATE_RECHECK).
+recheck() {
+	local pkg=$1 flags=$2 copy pos typ file at rc
+	copy=$(mktemp -d)
+	(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$copy"
+	(cd "$repo" && GOWORK=off "$GO" build -o "$copy/.mutant" ./scripts/mutant) || return 1
+	grep ' LIVED$' "$3" | while read -r pos typ _; do
+		grep -q "^$pos $typ\b" "$equivalent" 2>/dev/null && continue
+		file=${pos%%:*} at=${pos#*:}
+		cp "$copy/$file" "$copy/.orig"
+		if ! "$copy/.mutant" "$copy/$file" "$at" "$typ" >/dev/null 2>&1; then
+			echo "$pos $typ MOVED"
+			continue
+		fi
+		args=(test -count=1 -timeout "${MUTATE_RECHECK_TIMEOUT:-5m}")
+		[ "$pkg" = redlock ] && args+=(-tags mutate)
+		(cd "$copy" && GOWORK=off GOFLAGS="$flags" "$GO" "${args[@]}" "./$pkg" >"$copy/.out" 2>&1)
+		rc=$?
+		cp "$copy/.orig" "$copy/$file"
+		if [ $rc -eq 0 ]; then echo "$pos $typ LIVED"
+		elif grep -q 'panic: test timed out' "$copy/.out"; then echo "$pos $typ TIMED OUT"
+		else echo "$pos $typ KILLED"; fi
+		log "recheck $pos $typ: rc $rc"
+	done
+	rm -rf "$copy"
+}
 
 rows=()
 survivors=()
@@ -114,7 +150,15 @@ for pkg in "${pkgs[@]}"; do
 		continue
 	fi
 	[ $rc -eq 0 ] || { log "$pkg: gremlins exit $rc (see $out/$name.log); counting the mutants it reported"; failed=1; }
+	[ -z "$MUTATE_RECHECK" ] || recheck "$pkg" "$goflags" "$out/$name.mutants" >"$out/$name.recheck"
 	eq=$(grep -v '^#' "$equivalent" 2>/dev/null | awk 'NF { print $1 " " $2 }' | sort -u)
+	if [ -s "$out/$name.recheck" ]; then
+		# A LIVED mutant the recheck killed counts as KILLED.
+		awk 'NR == FNR { if ($3 == "KILLED") dead[$1 " " $2] = 1; next }
+			($1 " " $2) in dead && $3 == "LIVED" { $3 = "KILLED" } { print }' \
+			"$out/$name.recheck" "$out/$name.mutants" >"$out/$name.mutants.now"
+		mv "$out/$name.mutants.now" "$out/$name.mutants"
+	fi
 	read -r k l nc to nv le <<<"$(awk -v eq="$eq" '
 		BEGIN { n = split(eq, e, "\n"); for (i = 1; i <= n; i++) equiv[e[i]] = 1 }
 		{ st = $3; for (i = 4; i <= NF; i++) st = st " " $i }
