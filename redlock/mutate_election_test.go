@@ -1,0 +1,114 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The election's publish on in-memory masters (simDriver, mutate_mem_test.go) whose
+// leader writes are refused: how many publish rounds a campaign makes,
+// and how long it pauses between them and between campaigns.
+
+// refusedPublishes is a Locker of 5 masters, 3 of them refusing every
+// leader write, with MasterTimeout mt and TTL ttl; writes counts the
+// leader writes the first master was sent. drift is the DriftFactor (0:
+// the default).
+func refusedPublishes(t *testing.T, mt, ttl time.Duration, drift float64) (*Election, *memClock, *atomic.Int64) {
+	t.Helper()
+	l, ms, clk := simDriverLocker(t, 5, &Options{Fencing: true, MasterTimeout: mt, TTL: ttl, DriftFactor: drift})
+	write := sha(t, "leader_write.lua")
+	var writes atomic.Int64
+	for i, m := range ms {
+		m.refuse = func(args []string) bool {
+			if !isScript(args, write) {
+				return false
+			}
+			if i == 0 {
+				writes.Add(1)
+			}
+			return i < 3
+		}
+	}
+	e, err := l.Election("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, clk, &writes
+}
+
+// A campaign publishes in publishAttempts rounds a MasterTimeout apart,
+// then gives the lock back and campaigns again after the backoff of its
+// attempt, MinDelay·2^(n−1) drawn in [d/2, d] (election.go: the
+// campaign's and the publish's attempt++ made --, the retry's conditions
+// negated, lived).
+func TestMutateCampaignPublishRetries(t *testing.T) {
+	mt := 20 * time.Millisecond
+	e, clk, writes := refusedPublishes(t, mt, 10*time.Second, 0)
+	clk.limit(12) // four campaigns: MT, MT, backoff(n), for n = 1..4; the fifth's first pause ends it
+	_, err := e.campaign(t.Context(), "v", false, nil)
+	if !errors.Is(err, ErrLost) {
+		t.Fatalf("Campaign whose publishes are refused on a majority: %v, want ErrLost", err)
+	}
+	if got := writes.Load(); got != 4*publishAttempts+1 {
+		t.Errorf("leader writes on a master: %d, want %d (4 campaigns of %d, and the fifth's first)", got, 4*publishAttempts+1, publishAttempts)
+	}
+	p := clk.pauses()
+	if len(p) != 12 {
+		t.Fatalf("pauses %v, want 12", p)
+	}
+	min := defaultMinDelay
+	for n := range 4 {
+		for k := range 2 {
+			if got := p[3*n+k]; got != mt {
+				t.Errorf("campaign %d, pause %d between publishes: %v, want MasterTimeout %v", n+1, k+1, got, mt)
+			}
+		}
+		d := min << n
+		if got := p[3*n+2]; got < d/2 || got > d {
+			t.Errorf("pause after campaign %d: %v, want in [%v, %v]", n+1, got, d/2, d)
+		}
+	}
+}
+
+// The publish stops once the lock has 2·MasterTimeout or less to run, and
+// pauses while it has more: with a validity of exactly 3 MasterTimeouts it
+// makes two rounds and then gives the lock back, the second pause being
+// the campaign's backoff (election.go: `<= 2*pause` made `<` or `2/pause`
+// lived).
+func TestMutatePublishStopsNearTheDeadline(t *testing.T) {
+	// The validity a lock of this TTL gets at once (no time passes in a
+	// round here), for a TTL that makes it a multiple of 3 ns (with the
+	// default DriftFactor each millisecond of TTL adds 990 µs, which
+	// leaves the remainder by 3 ns as it was: 0.02 moves it).
+	var left time.Duration
+	for ttl := 300 * time.Millisecond; left == 0 || left%3 != 0; ttl += time.Millisecond {
+		if ttl > time.Second {
+			t.Fatal("no TTL up to 1s gives a validity divisible by 3")
+		}
+		e, _, _ := refusedPublishes(t, time.Millisecond, ttl, 0.02)
+		lk, err := e.l.lock(context.Background(), "Campaign", e.t, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = lk.Deadline().Sub(e.l.env.now())
+		lk.Unlock(context.Background())
+		if left%3 == 0 {
+			mt := left / 3
+			e, clk, writes := refusedPublishes(t, mt, ttl, 0.02)
+			clk.limit(2)
+			if _, err := e.campaign(t.Context(), "v", false, nil); !errors.Is(err, ErrLost) {
+				t.Fatalf("Campaign: %v, want ErrLost", err)
+			}
+			p := clk.pauses()
+			if len(p) != 2 || p[0] != mt || p[1] > defaultMinDelay || p[1] < defaultMinDelay/2 {
+				t.Errorf("validity %v, MasterTimeout %v: pauses %v, want [%v, the backoff in [%v, %v]]", left, mt, p, mt, defaultMinDelay/2, defaultMinDelay)
+			}
+			if got := writes.Load(); got != 3 {
+				t.Errorf("leader writes on a master: %d, want 3 (two rounds, then the next campaign's first)", got)
+			}
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/internal/sim"
+)
+
+// In-memory masters for make mutate's fast set: the simulator's models of
+// Redis (internal/sim) behind driver.Master, on a clock the test steps. A
+// Locker over them runs its real rounds with no server and no timing: its
+// waits return at once and move the clock by what they would have waited,
+// and every wait is recorded, so a test can check how often and how long
+// a call paused.
+
+// memClock is the time of a memEnv and of its masters.
+type memClock struct {
+	mu   sync.Mutex
+	base time.Time     // the wall clock when the test began: a deadline the Locker sets with a context is one
+	at   time.Duration // since base
+	log  []time.Duration
+	max  int // sleeps past max end at once (wakeCtx); 0: none do
+}
+
+func (c *memClock) now() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+// pauses returns the waits recorded so far.
+func (c *memClock) pauses() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
+// memEnv is sysEnv with its clock, its sleeps and its draws replaced: a
+// sleep whose context and quit are live returns wakeTimer at once, the
+// clock moved by its delay, and a draw is the largest it may be.
+type memEnv struct {
+	sysEnv
+	clk *memClock
+}
+
+func (e memEnv) now() time.Time { return e.clk.base.Add(e.clk.now()) }
+
+// intN draws the largest value, n−1: a jittered wait is at its longest.
+func (memEnv) intN(n int64) int64 { return n - 1 }
+
+func (e memEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-chan struct{}, _ **time.Timer) wakeup {
+	switch {
+	case ctx.Err() != nil:
+		return wakeCtx
+	case quit.Err() != nil:
+		return wakeClosed
+	}
+	select {
+	case <-woken:
+		return wakeWoken
+	default:
+	}
+	e.clk.mu.Lock()
+	if e.clk.max > 0 && len(e.clk.log) >= e.clk.max {
+		e.clk.mu.Unlock()
+		return wakeCtx
+	}
+	e.clk.at += delay
+	e.clk.log = append(e.clk.log, delay)
+	e.clk.mu.Unlock()
+	return wakeTimer
+}
+
+// simDriver is one simulated master on the client path. refuse, when it
+// returns true for a command, makes the master answer it with an error
+// reply instead of running it.
+type simDriver struct {
+	mu     sync.Mutex
+	m      *sim.Master
+	clk    *memClock
+	addr   string
+	refuse func(args []string) bool
+}
+
+func (f *simDriver) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Duration(f.clk.base.UnixNano()) + f.clk.now()
+	out := make([]driver.Reply, len(cmds))
+	for i, args := range cmds {
+		if f.refuse != nil && f.refuse(args) {
+			out[i] = driver.Reply{Kind: driver.ReplyError, Text: "ERR refused by the test"}
+			continue
+		}
+		r := f.m.Do(now, args)
+		out[i] = driver.Reply{Kind: driver.ReplyKind(r.Kind), Int: r.Int, Text: r.Text}
+		if r.Kind == sim.Array {
+			out[i].Kind = driver.ReplyOther
+		}
+	}
+	return out, nil
+}
+
+func (f *simDriver) Addr() string { return f.addr }
+
+// simDriverLocker is a Locker over n memMasters on one memClock.
+func simDriverLocker(t *testing.T, n int, o *Options) (*Locker, []*simDriver, *memClock) {
+	t.Helper()
+	scripts, err := simScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &memClock{base: time.Now()}
+	ms := make([]*simDriver, n)
+	dm := make([]driver.Master, n)
+	for i := range ms {
+		ms[i] = &simDriver{m: sim.New("m"+string(rune('0'+i)), scripts), clk: clk, addr: "mem" + string(rune('0'+i))}
+		dm[i] = ms[i]
+	}
+	l, err := newLocker(dm, o, memEnv{clk: clk}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, ms, clk
+}
+
+// sha is the SHA1 the masters know the named script of redlock/scripts by.
+func sha(t *testing.T, name string) string {
+	t.Helper()
+	scripts, err := simScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := scripts.SHA(name)
+	if s == "" {
+		t.Fatalf("no script %s", name)
+	}
+	return s
+}
+
+// isScript reports whether args run the script of SHA1 s (EVALSHA).
+func isScript(args []string, s string) bool {
+	return len(args) > 1 && (args[0] == "EVALSHA" || args[0] == "evalsha") && args[1] == s
+}
+
+// limit makes the clock's sleeps past the first n end as if their
+// context had (wakeCtx), unrecorded: a call that pauses without end stops.
+func (c *memClock) limit(n int) *memClock {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.max = n
+	return c
+}
