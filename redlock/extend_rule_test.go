@@ -12,8 +12,9 @@ import (
 // Extend succeeds only when the new deadline is ahead once the majority
 // answered, the rule Acquire follows: WithTTL(160ms) leaves a 56ms window
 // with SafetyMargin 100ms, and masters answering in ≥ 80ms (40ms each way
-// through the lab proxy) cannot grant it. The shorter TTL may have landed
-// on every master, so the lock must not keep its old deadline either.
+// through the lab proxy) cannot grant it. The lock does not keep its old
+// deadline either: a failed extension with a shorter TTL moves the
+// deadline to its own window (§6, item 5).
 func TestExtendNeverSucceedsPastItsDeadline(t *testing.T) {
 	c := lab.ForTest(t, 3, &lab.Options{Proxy: true})
 	l := newLocker(t, c, &redlock.Options{TTL: 3 * time.Second, SafetyMargin: 100 * time.Millisecond, MasterTimeout: 150 * time.Millisecond})

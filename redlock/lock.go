@@ -116,15 +116,16 @@ func (lk *Lock) Valid() bool {
 func (lk *Lock) Acquisition() Acquisition { return lk.acq.unpack(lk.locker.addrs) }
 
 // Extend resets the TTL on every master that still holds this lock's
-// token (for a lock on several resources: every key of the set). It
+// token (for a lock on several resources: every key of the set), never
+// shortening a key that has longer to live. It
 // succeeds only when a majority did so before the current deadline and,
 // as for an acquisition, validity is left: the new deadline, counted from
 // the extension's own start, is still ahead. Otherwise it returns an error
 // wrapping ErrLost. After the deadline it sends nothing: a lapsed lock is
 // never silently re-acquired. A failed extension leaves the current
 // deadline in place (it may be retried while time remains), unless it
-// asked for a shorter TTL: the deadline then moves to the extension's, as
-// the masters may have taken it. After the Locker's Close it returns an
+// asked for a shorter TTL: the deadline then moves to the extension's
+// window, as the caller asked for no longer. After the Locker's Close it returns an
 // error wrapping ErrClosed: the lock may still be held until its keys
 // expire. WithTTL sets the TTL of this extension and of later ones; an
 // invalid one fails with ErrInvalid and sends nothing.
@@ -210,8 +211,8 @@ func (lk *Lock) extend(ctx context.Context, kept bool, opts []LockOption) (err e
 		return nil
 	}
 	if d := budget.Deadline(start); d.Before(lk.deadline) {
-		// A shorter TTL may have landed on any master asked: the lock
-		// is held no longer than the extension's window.
+		// A shorter TTL: the caller asked for no longer than the
+		// extension's window (the masters keep the longer life, §6).
 		lk.setDeadlineLocked(d)
 	}
 	fail := func(reason string, cause error) error {

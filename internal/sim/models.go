@@ -31,7 +31,26 @@ func holds(m *Master, c clock, keys, argv []string) (key string, mine bool, r Re
 	return k, has && hasTok && v == tok, nilReply()
 }
 
-// extend.lua: compare-and-PEXPIRE.
+// errCompareNil is Lua's error for a TTL the extension scripts cannot read
+// (tonumber's nil, compared with the key's PTTL).
+const errCompareNil = "attempt to compare number with nil"
+
+// extendKey is the extension scripts' step for one key that holds the
+// token: nothing where its PTTL is at least ms as tonumber reads it (1),
+// PEXPIRE otherwise (which wants an integer). An ms tonumber cannot read
+// is the Lua error of comparing with nil.
+func (m *Master) extendKey(now int64, key, ms string) (int64, string) {
+	d, ok := tonumber(ms)
+	if !ok {
+		return 0, "ERR user_script: " + errCompareNil
+	}
+	if float64(m.pttl(now, key)) >= d {
+		return 1, ""
+	}
+	return m.pexpire(now, key, ms)
+}
+
+// extend.lua: compare-and-PEXPIRE, never shortening the key.
 func extendModel(m *Master, c clock, keys, argv []string) Reply {
 	k, mine, r := holds(m, c, keys, argv)
 	if r.Kind == Error {
@@ -40,9 +59,9 @@ func extendModel(m *Master, c clock, keys, argv []string) Reply {
 	if mine {
 		ttl, ok := at(argv, 2)
 		if !ok {
-			return errReply(errArgType)
+			return luaError(errCompareNil)
 		}
-		n, err := m.pexpire(c.ms, k, ttl)
+		n, err := m.extendKey(c.ms, k, ttl)
 		if err != "" {
 			return errReply(err)
 		}
@@ -474,7 +493,8 @@ func writebackMultiModel(m *Master, c clock, keys, argv []string) Reply {
 	return intReply(1)
 }
 
-// extend_multi.lua: PEXPIRE every key, only if every key holds the token.
+// extend_multi.lua: PEXPIRE every key with less than the TTL to live, only
+// if every key holds the token.
 func extendMultiModel(m *Master, c clock, keys, argv []string) Reply {
 	tok, hasTok := at(argv, 1)
 	for _, k := range keys {
@@ -489,16 +509,16 @@ func extendMultiModel(m *Master, c clock, keys, argv []string) Reply {
 	for _, k := range keys {
 		ttl, ok := at(argv, 2)
 		if !ok {
-			return errReply(errArgType)
+			return luaError(errCompareNil)
 		}
-		if _, err := m.pexpire(c.ms, k, ttl); err != "" {
+		if _, err := m.extendKey(c.ms, k, ttl); err != "" {
 			return errReply(err)
 		}
 	}
 	return intReply(1)
 }
 
-// extend_batch.lua: compare-and-PEXPIRE per key; a '1' or '0' per key.
+// extend_batch.lua: extend.lua per key; a '1' or '0' per key.
 func extendBatchModel(m *Master, c clock, keys, argv []string) Reply {
 	var buf [64]byte
 	r := buf[:0]
@@ -511,9 +531,9 @@ func extendBatchModel(m *Master, c clock, keys, argv []string) Reply {
 		if tok, ok := at(argv, 2*(i+1)-1); has && ok && v == tok {
 			ttl, ok := at(argv, 2*(i+1))
 			if !ok {
-				return errReply(errArgType)
+				return luaError(errCompareNil)
 			}
-			n, err := m.pexpire(c.ms, k, ttl)
+			n, err := m.extendKey(c.ms, k, ttl)
 			if err != "" {
 				return errReply(err)
 			}
