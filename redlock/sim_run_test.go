@@ -178,16 +178,20 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	}
 	// A majority without an outage extends a kept lock in time (§8)
 	// where every round trip takes less than a tenth of the validity
-	// window (the keeper extends with a third of it left, or earlier);
-	// not where locks are handed over (the adopter's release ends the lock
-	// its giver kept). Judged in the hand-made rows only: in the swarm it
-	// flagged a kept semaphore permit not yet explained (seed 1603,
-	// docs/design.md §20).
-	keptJudged := !row.swarm && row.cfg.adopt == 0 && 2*wo.Delay.Max < o.budget().Window()/10
+	// window (the keeper extends with a third of it left, or earlier)
+	// and no longer than MasterTimeout (an extension waits at least that
+	// long for the masters' answers, a quarter of the time left if more:
+	// a round trip past it can fail every extension of a lock with all
+	// its masters up, as the swarm's seed 1603 showed); not where locks
+	// are handed over (the adopter's release ends the lock its giver
+	// kept). world.Kept also leaves out a lock kept with less than two
+	// round trips to spare (docs/design.md §20).
+	rtt := 2 * wo.Delay.Max
+	keptJudged := row.cfg.adopt == 0 && rtt < o.budget().Window()/10 && rtt <= o.MasterTimeout
 	for _, p := range procs {
 		vs = append(vs, p.broken...)
 		if keptJudged {
-			vs = append(vs, world.Kept(&h, p.losses)...)
+			vs = append(vs, world.Kept(&h, p.losses, rtt)...)
 		}
 	}
 	vs = append(vs, leftBehind(w, row, o)...)

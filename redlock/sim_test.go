@@ -530,6 +530,9 @@ func (p *simProc) keptHold(c *simCaller, call uint64, lk *Lock, ctx context.Cont
 		key = lk.keys[0]
 	}
 	on := p.w.HeldOn(key, lk.token) // the masters that hold it as the keeping begins (none for a reader)
+	lk.mu.Lock()
+	spare := lk.deadline.Sub(p.now()) - lk.leadLocked() // the keeper's time to extend it before it is declared lost
+	lk.mu.Unlock()
 	for !ended(ctx) && p.now().Before(end) {
 		p.sleep(ctx, context.Background(), end.Sub(p.now()), nil, nil)
 		p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
@@ -537,7 +540,7 @@ func (p *simProc) keptHold(c *simCaller, call uint64, lk *Lock, ctx context.Cont
 	if ended(ctx) {
 		p.record(world.Note{Kind: world.Done, Call: call})
 		if cause := context.Cause(ctx); errors.Is(cause, ErrLost) && !p.closing && !p.stopping {
-			p.losses = append(p.losses, world.Loss{Client: p.id, Call: call, From: from, At: p.w.Now(), On: on, What: fmt.Sprintf("%v (token %s)", cause, lk.token)})
+			p.losses = append(p.losses, world.Loss{Client: p.id, Call: call, From: from, At: p.w.Now(), Spare: spare, On: on, What: fmt.Sprintf("%v (token %s)", cause, lk.token)})
 		}
 		return
 	}

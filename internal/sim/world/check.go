@@ -273,30 +273,38 @@ func (h *History) stableMasters(client int, from, to time.Duration, on []int) in
 
 // Loss is a kept lock that ended before its holder let it go: client's
 // holder began keeping it at From, when the masters On held its token,
-// and its Done closed at At, both on the global clock.
+// and its Done closed at At, both on the global clock. Spare is the time
+// the keeper had, as the keeping began, to extend the lock before the
+// loss timer's instant: the validity left then less the timer's lead.
 type Loss struct {
 	Client   int
 	Call     uint64
 	From, At time.Duration
+	Spare    time.Duration
 	On       []int
 	What     string
 }
 
 // Kept checks that no kept lock was lost while a majority of the masters
 // held its token when its holder began keeping it and had no outage for
-// its client from then until the loss: the keeper extends a kept lock
-// before its deadline while a majority of the masters holding it answers
-// (docs/design.md §8). Only worlds whose round trips are short beside the
-// validity window are to be judged so (the caller's premise).
-func Kept(h *History, losses []Loss) []Violation {
+// its client from then until the loss, if the keeper had time for two
+// round trips of at most rtt before the loss timer's instant (Spare ≥
+// 2·rtt): the keeper extends a kept lock before it is declared lost while
+// a majority of the masters holding it answers, its first extension going
+// out by halfway to that instant (docs/design.md §8). A lock kept with
+// less spare (handed over late in its window, say) may be lost to a
+// round trip no slower than rtt, and is not judged. Only worlds whose
+// round trips are short beside the validity window are to be judged so
+// (the caller's premise).
+func Kept(h *History, losses []Loss, rtt time.Duration) []Violation {
 	var out []Violation
 	for _, l := range losses {
-		if len(l.On) == 0 {
-			continue // held on no master's key (a reader's lock): not judged
+		if len(l.On) == 0 || l.Spare < 2*rtt {
+			continue // held on no master's key (a reader's lock), or kept too late: not judged
 		}
 		if n := h.stableMasters(l.Client, l.From, l.At, l.On); n >= validity.Majority(h.Masters) && len(out) < maxViolations {
 			out = append(out, Violation{Check: "kept", At: l.At,
-				What: fmt.Sprintf("client %d call %d: a kept lock kept from %v was lost with %d of %d masters holding it and stable throughout: %s", l.Client, l.Call, l.From, n, h.Masters, l.What)})
+				What: fmt.Sprintf("client %d call %d: a kept lock kept from %v with %v to spare was lost with %d of %d masters holding it and stable throughout: %s", l.Client, l.Call, l.From, l.Spare, n, h.Masters, l.What)})
 		}
 	}
 	return out

@@ -273,3 +273,32 @@ func TestClosings(t *testing.T) {
 	h := &world.History{Closings: []world.Closing{{Client: 0, At: ms}, {Client: 1, At: ms, Running: []uint64{4}}, {Client: 2, At: ms, Shutdown: true, SentAfter: 2, FirstAfter: 2 * ms}}}
 	wantViolations(t, world.Closings(h), 2, "closing")
 }
+
+func TestKept(t *testing.T) {
+	const rtt = 10 * ms
+	loss := world.Loss{Client: 0, Call: 1, From: 100 * ms, At: 200 * ms, Spare: 2 * rtt, On: []int{0, 1, 2}, What: "lost"}
+	down := func(master int, from, to time.Duration) world.Outage {
+		return world.Outage{Client: -1, Master: master, From: from * ms, To: to * ms}
+	}
+	short, reader := loss, loss
+	short.Spare = 2*rtt - 1
+	reader.On = nil
+	for _, tc := range []struct {
+		name    string
+		l       world.Loss
+		outages []world.Outage
+		n       int
+	}{
+		{"a majority holding it stable", loss, nil, 1},
+		{"one of three holders down", loss, []world.Outage{down(1, 150, 160)}, 0},
+		{"a holder down before the keeping", loss, []world.Outage{down(1, 50, 90)}, 1},
+		{"a master not holding it down", loss, []world.Outage{down(4, 150, 160)}, 1},
+		{"kept with under two round trips to spare", short, nil, 0},
+		{"held on no master's key", reader, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := world.History{Masters: 5, End: time.Second, Outages: tc.outages}
+			wantViolations(t, world.Kept(&h, []world.Loss{tc.l}, rtt), tc.n, "kept")
+		})
+	}
+}
