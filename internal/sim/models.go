@@ -646,8 +646,8 @@ func keepRecord(m *Master, c clock, record, value, ttl string) Reply {
 	return nilReply()
 }
 
-// sem_extend.lua: compare-and-PEXPIRE of a permit's slot, keeping the
-// permits record alive at least as long.
+// sem_extend.lua: compare-and-PEXPIRE of a permit's slot, never shortening
+// it, keeping the permits record alive at least as long.
 func semExtendModel(m *Master, c clock, keys, argv []string) Reply {
 	slot, mine, r := holds(m, c, keys, argv)
 	if r.Kind == Error {
@@ -658,16 +658,16 @@ func semExtendModel(m *Master, c clock, keys, argv []string) Reply {
 	}
 	ttl, ok := at(argv, 2)
 	if !ok {
-		return errReply(errArgType)
+		return luaError(errCompareNil)
 	}
-	if _, err := m.pexpire(c.ms, slot, ttl); err != "" {
+	if _, err := m.extendKey(c.ms, slot, ttl); err != "" {
 		return errReply(err)
 	}
 	record, ok := at(keys, 2)
 	if !ok {
 		return errReply(errArgType)
 	}
-	n, _ := strconv.ParseFloat(ttl, 64)
+	n, _ := tonumber(ttl)
 	if float64(m.pttl(c.ms, record)) < n {
 		value, has, err := m.get(c.ms, record)
 		if err != "" {
