@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/internal/sim"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // In-memory masters for make mutate's fast set: the simulator's models of
@@ -40,15 +41,23 @@ func (c *memClock) pauses() []time.Duration {
 	return slices.Clone(c.log)
 }
 
-// memEnv is sysEnv with its clock, its sleeps and its draws replaced: a
+// memEnv is sysEnv with its clock, its waits and its draws replaced: a
 // sleep whose context and quit are live returns wakeTimer at once, the
-// clock moved by its delay, and a draw is the largest it may be.
+// clock moved by its delay; a round waits until decided; a draw is the
+// largest it may be.
 type memEnv struct {
 	sysEnv
 	clk *memClock
 }
 
 func (e memEnv) now() time.Time { return e.clk.base.Add(e.clk.now()) }
+
+// await waits for the round to be decided, whatever its timeout: the
+// masters answer every command at once, and a round that a loaded
+// machine slowed past MasterTimeout must not fail (and back off) here.
+func (memEnv) await(ctx context.Context, r *quorum.Round, _ time.Duration) quorum.Result {
+	return r.Wait(ctx, time.Minute)
+}
 
 // intN draws the largest value, n−1: a jittered wait is at its longest.
 func (memEnv) intN(n int64) int64 { return n - 1 }
