@@ -186,7 +186,7 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	// are handed over (the adopter's release ends the lock its giver
 	// kept). world.Kept also leaves out a lock kept with less than two
 	// round trips to spare (docs/design.md §20).
-	rtt := 2 * wo.Delay.Max
+	rtt := 2 * w.Options().Delay.Max // the delay as the world drew it, its default filled in
 	keptJudged := row.cfg.adopt == 0 && rtt < o.budget().Window()/10 && rtt <= o.MasterTimeout
 	for _, p := range procs {
 		vs = append(vs, p.broken...)

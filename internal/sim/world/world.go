@@ -211,6 +211,9 @@ type subOp struct {
 	on      bool
 }
 
+// Options returns the world's options with their defaults filled in.
+func (w *World) Options() Options { return w.opts }
+
 // New returns a world of opts.Masters masters and no client yet.
 func New(opts Options) (*World, error) {
 	if err := opts.fill(); err != nil {
