@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -87,13 +88,14 @@ func (e memEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-ch
 
 // simDriver is one simulated master on the client path. refuse, when it
 // returns true for a command, makes the master answer it with an error
-// reply instead of running it.
+// reply (refusal, or "ERR refused by the test") instead of running it.
 type simDriver struct {
-	mu     sync.Mutex
-	m      *sim.Master
-	clk    *memClock
-	addr   string
-	refuse func(args []string) bool
+	mu      sync.Mutex
+	m       *sim.Master
+	clk     *memClock
+	addr    string
+	refuse  func(args []string) bool
+	refusal string
 }
 
 func (f *simDriver) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
@@ -106,7 +108,7 @@ func (f *simDriver) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, er
 	out := make([]driver.Reply, len(cmds))
 	for i, args := range cmds {
 		if f.refuse != nil && f.refuse(args) {
-			out[i] = driver.Reply{Kind: driver.ReplyError, Text: "ERR refused by the test"}
+			out[i] = driver.Reply{Kind: driver.ReplyError, Text: cmp.Or(f.refusal, "ERR refused by the test")}
 			continue
 		}
 		r := f.m.Do(now, args)
@@ -120,7 +122,14 @@ func (f *simDriver) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, er
 
 func (f *simDriver) Addr() string { return f.addr }
 
-// simDriverLocker is a Locker over n memMasters on one memClock.
+// run runs one command on the master, as a test reads or changes it.
+func (f *simDriver) run(args ...string) sim.Reply {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m.Do(time.Duration(f.clk.base.UnixNano())+f.clk.now(), args)
+}
+
+// simDriverLocker is a Locker over n simDrivers on one memClock.
 func simDriverLocker(t *testing.T, n int, o *Options) (*Locker, []*simDriver, *memClock) {
 	t.Helper()
 	scripts, err := simScripts()
