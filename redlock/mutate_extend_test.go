@@ -42,15 +42,14 @@ func TestMutateExtend(t *testing.T) {
 	// lost lock.
 	ext := sha(t, "extend.lua")
 	for _, m := range ms[:2] {
-		m.refusal = "NOPERM this user has no permissions to run the 'evalsha' command"
-		m.refuse = func(args []string) bool { return isScript(args, ext) }
+		m.refuseWith("NOPERM this user has no permissions to run the 'evalsha' command", func(args []string) bool { return isScript(args, ext) })
 	}
 	if err := lk.Extend(ctx); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Extend refused by permission on 2 of 3: %v, want ErrInvalid", err)
 	}
 	// The key gone from two of three: no majority holds the token.
 	for _, m := range ms[:2] {
-		m.refuse = nil
+		m.refuseWith("", nil)
 		m.run("DEL", lk.key)
 	}
 	if err := lk.Extend(ctx); !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), "no majority still holds the token") {

@@ -35,6 +35,13 @@ func (c *memClock) now() time.Duration {
 	return c.at
 }
 
+// pass moves the clock by d, as time passing with nothing waiting.
+func (c *memClock) pass(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at += d
+}
+
 // pauses returns the waits recorded so far.
 func (c *memClock) pauses() []time.Duration {
 	c.mu.Lock()
@@ -89,6 +96,8 @@ func (e memEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-ch
 // simDriver is one simulated master on the client path. refuse, when it
 // returns true for a command, makes the master answer it with an error
 // reply (refusal, or "ERR refused by the test") instead of running it.
+// It never fails a batch: a lost connection would start the Locker's
+// reconnects, whose waits memEnv does not take.
 type simDriver struct {
 	mu      sync.Mutex
 	m       *sim.Master
@@ -96,6 +105,13 @@ type simDriver struct {
 	addr    string
 	refuse  func(args []string) bool
 	refusal string
+}
+
+// refuseWith sets refuse and refusal (nil: run every command).
+func (f *simDriver) refuseWith(refusal string, refuse func(args []string) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refusal, f.refuse = refusal, refuse
 }
 
 func (f *simDriver) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
