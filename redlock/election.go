@@ -99,8 +99,8 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 	return e.campaign(ctx, value, true, opts)
 }
 
-// campaign is Campaign; keep false leaves the leadership unkept (the
-// simulator, whose processes have no keeper goroutine, §20).
+// campaign is Campaign; keep false leaves the leadership unkept, as the
+// simulator's election rows campaign (the keeper runs in its kept rows).
 func (e *Election) campaign(ctx context.Context, value string, keep bool, opts []LockOption) (*Lock, error) {
 	if len(value) > maxValueLen {
 		return nil, invalid(fmt.Sprintf("Campaign: value is %d bytes, over the %d-byte limit", len(value), maxValueLen))
