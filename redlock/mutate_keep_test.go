@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -13,14 +14,7 @@ import (
 // lived, and kept seed 1042's fix has its proof here besides the
 // simulator).
 func TestMutateKeepFirstExtension(t *testing.T) {
-	l, _, _ := simDriverLocker(t, 3, &Options{TTL: time.Second})
-	lk, err := l.TryLock(t.Context(), "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Unlock(t.Context())
-	lk.mu.Lock()
-	defer lk.mu.Unlock()
+	l, lk := heldLock(t, time.Second)
 	w, lead := lk.budget.Window(), lk.leadLocked()
 	if lead != 10*time.Millisecond {
 		t.Fatalf("loss lead %v with a window of %v, want 10ms", lead, w)
@@ -64,15 +58,25 @@ func TestMutateKeepFirstExtension(t *testing.T) {
 // The loss timer's lead is 10ms, or a tenth of the window when less
 // (keep.go: `Window()/10` made `*10` lived).
 func TestMutateLossLead(t *testing.T) {
-	l, _, _ := simDriverLocker(t, 3, &Options{TTL: 50 * time.Millisecond})
+	_, lk := heldLock(t, 50*time.Millisecond)
+	if w, got := lk.budget.Window(), lk.leadLocked(); got != w/10 || got >= 10*time.Millisecond {
+		t.Errorf("loss lead %v with a window of %v, want a tenth of it", got, w)
+	}
+}
+
+// heldLock is a lock of ttl on in-memory masters (simDriver) with its
+// mutex held until the test ends, then unlocked.
+func heldLock(t *testing.T, ttl time.Duration) (*Locker, *Lock) {
+	t.Helper()
+	l, _, _ := simDriverLocker(t, 3, &Options{TTL: ttl})
 	lk, err := l.TryLock(t.Context(), "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lk.Unlock(t.Context())
 	lk.mu.Lock()
-	defer lk.mu.Unlock()
-	if w, got := lk.budget.Window(), lk.leadLocked(); got != w/10 || got >= 10*time.Millisecond {
-		t.Errorf("loss lead %v with a window of %v, want a tenth of it", got, w)
-	}
+	t.Cleanup(func() {
+		lk.mu.Unlock()
+		lk.Unlock(context.Background())
+	})
+	return l, lk
 }
