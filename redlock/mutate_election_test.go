@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -13,30 +12,20 @@ import (
 // and how long it pauses between them and between campaigns.
 
 // refusedPublishes is a Locker of 5 masters, 3 of them refusing every
-// leader write, with MasterTimeout mt and TTL ttl; writes counts the
-// leader writes the first master was sent. drift is the DriftFactor (0:
-// the default).
-func refusedPublishes(t *testing.T, mt, ttl time.Duration, drift float64) (*Election, *memClock, *atomic.Int64) {
+// leader write, with MasterTimeout mt and TTL ttl. drift is the
+// DriftFactor (0: the default).
+func refusedPublishes(t *testing.T, mt, ttl time.Duration, drift float64) (*Election, *memClock) {
 	t.Helper()
 	l, ms, clk := simDriverLocker(t, 5, &Options{Fencing: true, MasterTimeout: mt, TTL: ttl, DriftFactor: drift})
 	write := sha(t, "leader_write.lua")
-	var writes atomic.Int64
 	for i, m := range ms {
-		m.refuseWith("", func(args []string) bool {
-			if !isScript(args, write) {
-				return false
-			}
-			if i == 0 {
-				writes.Add(1)
-			}
-			return i < 3
-		})
+		m.refuseWith("", func(args []string) bool { return i < 3 && isScript(args, write) })
 	}
 	e, err := l.Election("e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, clk, &writes
+	return e, clk
 }
 
 // A campaign publishes in publishAttempts rounds a MasterTimeout apart,
@@ -46,17 +35,15 @@ func refusedPublishes(t *testing.T, mt, ttl time.Duration, drift float64) (*Elec
 // negated, lived).
 func TestMutateCampaignPublishRetries(t *testing.T) {
 	mt := 20 * time.Millisecond
-	e, clk, writes := refusedPublishes(t, mt, 10*time.Second, 0)
+	e, clk := refusedPublishes(t, mt, 10*time.Second, 0)
 	clk.limit(11) // MT, MT, backoff(n) for n = 1..3, then the fourth campaign's MT, MT; its backoff ends it
 	_, err := e.campaign(t.Context(), "v", false, nil)
 	if !errors.Is(err, ErrLost) {
 		t.Fatalf("Campaign whose publishes are refused on a majority: %v, want ErrLost", err)
 	}
-	// Each round is decided by the refusals of masters 0 to 2, the first
-	// among them: every write counted has run.
-	if got := writes.Load(); got != 4*publishAttempts {
-		t.Errorf("leader writes on a master: %d, want %d (4 campaigns of %d)", got, 4*publishAttempts, publishAttempts)
-	}
+	// The pauses say how many rounds there were (the writes a master was
+	// sent do not: one whose answer a loaded machine delays past the
+	// pauses, which take no time here, is skipped by the next round).
 	p := clk.pauses()
 	if len(p) != 11 {
 		t.Fatalf("pauses %v, want 11", p)
@@ -92,7 +79,7 @@ func TestMutatePublishStopsNearTheDeadline(t *testing.T) {
 		if ttl > time.Second {
 			t.Fatal("no TTL up to 1s gives a validity divisible by 3")
 		}
-		e, _, _ := refusedPublishes(t, time.Millisecond, ttl, 0.02)
+		e, _ := refusedPublishes(t, time.Millisecond, ttl, 0.02)
 		lk, err := e.l.lock(context.Background(), "Campaign", e.t, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +88,7 @@ func TestMutatePublishStopsNearTheDeadline(t *testing.T) {
 		lk.Unlock(context.Background())
 		if left%3 == 0 {
 			mt := left / 3
-			e, clk, writes := refusedPublishes(t, mt, ttl, 0.02)
+			e, clk := refusedPublishes(t, mt, ttl, 0.02)
 			clk.limit(2)
 			if _, err := e.campaign(t.Context(), "v", false, nil); !errors.Is(err, ErrLost) {
 				t.Fatalf("Campaign: %v, want ErrLost", err)
@@ -109,9 +96,6 @@ func TestMutatePublishStopsNearTheDeadline(t *testing.T) {
 			p := clk.pauses()
 			if len(p) != 2 || p[0] != mt || p[1] > defaultMinDelay || p[1] < defaultMinDelay/2 {
 				t.Errorf("validity %v, MasterTimeout %v: pauses %v, want [%v, the backoff in [%v, %v]]", left, mt, p, mt, defaultMinDelay/2, defaultMinDelay)
-			}
-			if got := writes.Load(); got != 3 {
-				t.Errorf("leader writes on a master: %d, want 3 (two rounds, then the next campaign's first)", got)
 			}
 		}
 	}
