@@ -84,7 +84,7 @@ log "gremlins $("$gremlins" --version 2>&1 | head -1); reports in $out"
 # recheck PKG GOFLAGS MUTANTS: one line per LIVED mutant of MUTANTS not
 # listed as equivalent, run in a copy of the repository (see MUTATE_RECHECK).
 recheck() {
-	local pkg=$1 flags=$2 copy pos typ file at rc
+	local pkg=$1 flags=$2 copy pos typ file at rc args
 	copy=$(mktemp -d)
 	(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$copy"
 	(cd "$repo" && GOWORK=off "$GO" build -o "$copy/.mutant" ./scripts/mutant) || return 1
@@ -152,8 +152,9 @@ for pkg in "${pkgs[@]}"; do
 	[ $rc -eq 0 ] || { log "$pkg: gremlins exit $rc (see $out/$name.log); counting the mutants it reported"; failed=1; }
 	[ -z "$MUTATE_RECHECK" ] || recheck "$pkg" "$goflags" "$out/$name.mutants" >"$out/$name.recheck"
 	eq=$(grep -v '^#' "$equivalent" 2>/dev/null | awk 'NF { print $1 " " $2 }' | sort -u)
-	if [ -s "$out/$name.recheck" ]; then
-		# A LIVED mutant the recheck killed counts as KILLED.
+	if [ -n "$MUTATE_RECHECK" ] && [ -s "$out/$name.recheck" ]; then
+		# A LIVED mutant the recheck killed counts as KILLED (only in a
+		# recheck: a plain MUTATE_REPORT of DIR counts the run as it was).
 		awk 'NR == FNR { if ($3 == "KILLED") dead[$1 " " $2] = 1; next }
 			($1 " " $2) in dead && $3 == "LIVED" { $3 = "KILLED" } { print }' \
 			"$out/$name.recheck" "$out/$name.mutants" >"$out/$name.mutants.now"
