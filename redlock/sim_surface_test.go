@@ -245,6 +245,12 @@ func (p *simProc) multiSection(ctx context.Context, c *simCaller) {
 func (p *simProc) hold(ctx context.Context, c *simCaller, lk *Lock, calls []uint64) {
 	cfg := p.cfg
 	extended := func() {
+		// An extension succeeds only if its new deadline is still ahead
+		// when it is decided (docs/design.md §6 item 4); nothing moves the
+		// process's clock between the decision and the return.
+		if !p.now().Before(lk.Deadline()) {
+			p.breaks(fmt.Sprintf("an Extend returned nil %v past its new deadline (token %s)", p.now().Sub(lk.Deadline()), lk.token))
+		}
 		for _, call := range calls {
 			p.record(world.Note{Kind: world.Extended, Call: call, Deadline: p.until(lk)})
 		}
