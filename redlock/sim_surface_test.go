@@ -133,6 +133,12 @@ func (p *simProc) handOver(lk *Lock, call uint64, lineage uint64) bool {
 	if cfg.adopt == 0 || lk.mode != 0 || lk.permits > 0 || lk.resources != nil || cfg.election || p.rng.Float64() >= cfg.adopt {
 		return false
 	}
+	if p.closing {
+		// The closer stopped this section (its Exit is recorded) and its
+		// Shutdown releases the lock: a holder that has let go hands
+		// nothing over.
+		return false
+	}
 	if lineage == 0 {
 		p.shared.nextLn++
 		lineage = p.shared.nextLn
