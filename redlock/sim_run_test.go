@@ -171,7 +171,7 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 	// every max(MasterTimeout, 1 s), answered within a MasterTimeout
 	// (docs/design.md §10): until then its Holders skips it.
 	reprobe := max(o.MasterTimeout, time.Second) + o.MasterTimeout
-	vs = append(vs, world.Holders(&h, keyLife(o), reprobe, holdersJudged(row, o))...)
+	vs = append(vs, world.Holders(&h, keyLife(o), reprobe, holdersJudged(w.Options().Delay, o))...)
 	vs = append(vs, world.Closings(&h)...)
 	if row.cfg.keep == 1 { // every section kept: each one's Done is a promise
 		vs = append(vs, world.DoneByDeadline(h.Intervals)...)
@@ -231,18 +231,10 @@ func keyLife(o Options) time.Duration {
 }
 
 // holdersJudged says which readings of a semaphore's holders must count
-// every permit held throughout them (world.Holders): in a row whose
-// messages are all within half a MasterTimeout, so that every master
-// answers a reading in time when nothing stalls it.
-func holdersJudged(row *simRow, o Options) func(world.Observation) bool {
-	var wo world.Options
-	if row.world != nil {
-		row.world(&wo)
-	}
-	d := wo.Delay
-	if d == (world.Dist{}) {
-		d.Max = 5 * time.Millisecond // the world's default
-	}
+// every permit held throughout them (world.Holders): in a world whose
+// messages (d, as the world drew it) are all within half a MasterTimeout,
+// so that every master answers a reading in time when nothing stalls it.
+func holdersJudged(d world.Dist, o Options) func(world.Observation) bool {
 	ok := d.Tail == 0 && 2*d.Max < o.MasterTimeout
 	return func(world.Observation) bool { return ok }
 }
