@@ -37,7 +37,8 @@
 # whose unmutated run is mostly the build, and 3 for redlock),
 # GREMLINS_VERSION (v0.6.0, the one the record in
 # docs/decisions/2026-12-06-mutation-testing.md used), MUTATE_DRY=1 (list
-# the mutants, run none), MUTATE_REPORT=DIR (count the logs of an earlier
+# the mutants, run none), MUTATE_FILES (of package redlock's files below,
+# the ones to mutate), MUTATE_REPORT=DIR (count the logs of an earlier
 # run, below). make mutate runs it (MUTATE_PKGS for some).
 set -uo pipefail
 
@@ -51,7 +52,9 @@ log() { echo "mutate: $*" >&2; }
 
 # The redlock files that decide the protocol; the others (transport,
 # streams, telemetry, options, errors, scripts' loading) are left out.
+# MUTATE_FILES (a space-separated list of them) mutates only those.
 REDLOCK_FILES="locker.go lock.go wait.go wake.go queue.go keep.go keeper.go pace.go semaphore.go rwmutex.go election.go primitives.go"
+REDLOCK_FILES=${MUTATE_FILES:-$REDLOCK_FILES}
 # Package redlock's fast set: no test here starts a redis-server.
 REDLOCK_RUN='^(TestSim|TestSimReplay|TestSimSwarmRegressions|TestMemStream.*|TestCommandWire|TestWriterRefusalAndPlace|TestExpiresAt|TestAcqRecordOutcome|TestGivenBackGrantsDoNotCount|TestNoHandedLockOnceClosing|TestClientPubSubReopens|TestMutate.*)$'
 
