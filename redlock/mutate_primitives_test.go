@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The semaphore's and read-write lock's arguments and key layout, in
+// memory (semaphore.go's and rwmutex.go's checks lived mutated against
+// the simulator, whose processes all name their keys alike): permits from
+// 1 to maxPermits, slots named 1 to k, a nil context refused, the writer's
+// key ":w" and the readers' ":r" (docs/design.md §18, §19).
+func TestMutatePrimitiveArguments(t *testing.T) {
+	l, ms, _ := simDriverLocker(t, 3, nil)
+	for _, permits := range []int{-1, 0, maxPermits + 1} {
+		if _, err := l.Semaphore("s", permits); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Semaphore with %d permits: %v, want ErrInvalid", permits, err)
+		}
+	}
+	for _, permits := range []int{1, maxPermits} {
+		s, err := l.Semaphore("s", permits)
+		if err != nil {
+			t.Fatalf("Semaphore with %d permits: %v", permits, err)
+		}
+		for i, slot := range s.slots {
+			if want := l.opts.keyFor("s") + slotInfix + strconv.Itoa(i+1); slot != want {
+				t.Fatalf("slot %d of %d is %q, want %q", i, permits, slot, want)
+			}
+		}
+	}
+	s, err := l.Semaphore("s", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryAcquire(nil); !errors.Is(err, ErrInvalid) { //nolint:staticcheck // a nil context is the point
+		t.Errorf("TryAcquire(nil): %v, want ErrInvalid", err)
+	}
+	lk, err := s.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, name := range []string{"", "a\x00b"} {
+		if _, err := l.RWMutex(name); !errors.Is(err, ErrInvalid) {
+			t.Errorf("RWMutex(%q): %v, want ErrInvalid", name, err)
+		}
+		if _, err := l.Semaphore(name, 1); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Semaphore(%q, 1): %v, want ErrInvalid", name, err)
+		}
+	}
+	rw, err := l.RWMutex("rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := rw.TryLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := l.opts.keyFor("rw") + ":w"; w.key != want || ms[0].run("EXISTS", want).Int != 1 {
+		t.Errorf("a writer holds %q (on master 0: %v), want %q", w.key, ms[0].run("EXISTS", want).Int, want)
+	}
+	if err := w.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := rw.TryRLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := l.opts.keyFor("rw") + ":r"; r.key != want {
+		t.Errorf("a reader's lock is on %q, want %q", r.key, want)
+	}
+	if err := r.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A semaphore's Acquire with Retry.MaxAttempts makes exactly that many
+// rounds on a semaphore whose permits are held, and says so
+// (semaphore.go's attempt count and its limit lived mutated).
+func TestMutateSemaphoreMaxAttempts(t *testing.T) {
+	l, ms, _ := simDriverLocker(t, 3, &Options{Retry: RetryPolicy{MaxAttempts: 3}})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	acquire := sha(t, "sem_acquire.lua")
+	var mu sync.Mutex
+	rounds := 0
+	ms[0].refuseWith("", func(args []string) bool {
+		if isScript(args, acquire) {
+			mu.Lock()
+			if rounds++; rounds > 10 {
+				cancel() // a count that never reaches the limit ends here
+			}
+			mu.Unlock()
+		}
+		return false
+	})
+	s, err := l.Semaphore("s", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(t.Context())
+	mu.Lock()
+	rounds = 0
+	mu.Unlock()
+	_, err = s.Acquire(ctx)
+	if err == nil || !strings.Contains(err.Error(), "gave up after 3 attempts") {
+		t.Errorf("Acquire of a held permit with MaxAttempts 3: %v, want it to give up after 3 attempts", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if rounds != 3 {
+		t.Errorf("Acquire made %d rounds, want 3", rounds)
+	}
+}

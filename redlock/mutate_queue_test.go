@@ -1,0 +1,88 @@
+package redlock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quorumlab/redlock/quorum"
+)
+
+// The queue's small decisions, each held to its doc comment in memory
+// (queue.go's conditions and arithmetic lived mutated against the
+// simulator, whose waiters still acquire by polling when the queue
+// misleads them, within the liveness bound).
+func TestMutateQueueDecisions(t *testing.T) {
+	l := &Locker{opts: Options{Retry: RetryPolicy{MaxDelay: 300 * time.Millisecond}, MasterTimeout: 20 * time.Millisecond}}
+
+	// queued: one resource, not a reader, and not redsync's key layout.
+	one := target{resource: "a", key: "redlock:{a}"}
+	if !l.queued(one) {
+		t.Error("queued: a waiter for one resource with the default keys does not join a queue")
+	}
+	if l.queued(target{resource: "a", key: "redlock:{a}", mode: modeRead}) {
+		t.Error("queued: a reader joins the queue")
+	}
+	if l.queued(target{resource: "a", key: "redlock:{a}", resources: []string{"a", "b"}, keys: []string{"redlock:{a}", "redlock:{b}"}}) {
+		t.Error("queued: a lock on several resources joins a queue")
+	}
+	rs := &Locker{opts: Options{RedsyncKeys: true}}
+	if rs.queued(one) {
+		t.Error("queued: a waiter joins a queue with RedsyncKeys (no hash tag to share the key's slot)")
+	}
+
+	// memberLife: the TTL, or twice four polls' worth (MaxDelay and
+	// MasterTimeout each) when longer.
+	if got, want := l.memberLife(time.Second), 8*(300+20)*time.Millisecond; got != want {
+		t.Errorf("memberLife(1s) = %v, want %v (8 × (MaxDelay + MasterTimeout))", got, want)
+	}
+	if got := l.memberLife(10 * time.Second); got != 10*time.Second {
+		t.Errorf("memberLife(10s) = %v, want the TTL", got)
+	}
+
+	// queueLife: only a release that may hand the key itself (pop 2).
+	l.opts.TTL = 10 * time.Second
+	for pop, want := range map[uint64]uint64{0: 0, 1: 0, 2: 10_000, 3: 10_000} {
+		if got := l.queueLife(pop); got != want {
+			t.Errorf("queueLife(%d) = %d, want %d", pop, got, want)
+		}
+	}
+
+	// heldElsewhere and heldByMajority: refusals among the masters.
+	refused := func(n, of int) error {
+		e := &Error{Masters: make([]MasterResult, of)}
+		for i := range n {
+			e.Masters[i].Outcome = quorum.Refused
+		}
+		for i := n; i < of; i++ {
+			e.Masters[i].Outcome = quorum.Unavailable
+		}
+		return e
+	}
+	for n := range 6 {
+		err := refused(n, 5)
+		if got := heldElsewhere(err); got != (n > 0) {
+			t.Errorf("heldElsewhere with %d of 5 refusing = %v", n, got)
+		}
+		if got := heldByMajority(err, 3); got != (n >= 3) {
+			t.Errorf("heldByMajority with %d of 5 refusing = %v", n, got)
+		}
+	}
+	if heldElsewhere(nil) || heldByMajority(nil, 3) {
+		t.Error("a nil error counts as held")
+	}
+
+	// writerHeld: another writer's key (why 1) on a majority.
+	for _, c := range []struct {
+		why  []uint64
+		want bool
+	}{
+		{[]uint64{1, 1, 1, 0, 0}, true},
+		{[]uint64{1, 1, 0, 2, 0}, false},
+		{[]uint64{1, 1, 1, 1, 1}, true},
+		{[]uint64{0, 2, 3, whyNoAnswer, 1}, false},
+	} {
+		if got := writerHeld(c.why, 3); got != c.want {
+			t.Errorf("writerHeld(%v, 3) = %v, want %v", c.why, got, c.want)
+		}
+	}
+}
