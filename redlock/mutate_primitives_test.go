@@ -123,3 +123,40 @@ func TestMutateSemaphoreMaxAttempts(t *testing.T) {
 		t.Errorf("Acquire made %d rounds, want 3", rounds)
 	}
 }
+
+// Holders counts the slots a majority holds, with a majority answering,
+// and refuses a nil context and a reading fewer than a majority answered
+// (semaphore.go's Holders conditions lived mutated).
+func TestMutateSemaphoreHolders(t *testing.T) {
+	l, ms, _ := simDriverLocker(t, 3, nil)
+	s, err := l.Semaphore("h", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Holders(nil); !errors.Is(err, ErrInvalid) { //nolint:staticcheck // a nil context is the point
+		t.Errorf("Holders(nil): %v, want ErrInvalid", err)
+	}
+	lk, err := s.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(t.Context())
+	holders := sha(t, "sem_holders.lua")
+	refuse := func(args []string) bool { return isScript(args, holders) }
+	for refusing := range 3 {
+		for i, m := range ms {
+			if i < refusing {
+				m.refuseWith("", refuse)
+			} else {
+				m.refuseWith("", nil)
+			}
+		}
+		n, err := s.Holders(t.Context())
+		switch {
+		case refusing < 2 && (err != nil || n != 1):
+			t.Errorf("Holders with %d of 3 masters refusing: %d, %v; want 1 permit held", refusing, n, err)
+		case refusing == 2 && !errors.Is(err, ErrNotAcquired):
+			t.Errorf("Holders with 2 of 3 masters refusing: %d, %v; want ErrNotAcquired", n, err)
+		}
+	}
+}

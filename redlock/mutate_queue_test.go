@@ -86,3 +86,54 @@ func TestMutateQueueDecisions(t *testing.T) {
 		}
 	}
 }
+
+// probe on in-memory masters: the key is free unless a majority holds
+// it, and it expires on a majority at the need-th earliest reply plus
+// its PTTL plus the margin (queue.go's probe lived mutated).
+func TestMutateProbe(t *testing.T) {
+	l, ms, _ := simDriverLocker(t, 3, nil)
+	tg, err := l.target("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for held := range 4 {
+		for i, m := range ms {
+			m.run("DEL", tg.key)
+			if i < held {
+				m.run("SET", tg.key, "someone", "PX", "10000")
+			}
+		}
+		start := l.env.now() // the in-memory clock stands still during a round
+		free, expires := l.probe(t.Context(), tg, nil)
+		if want := held < 2; free != want {
+			t.Errorf("probe with the key on %d of 3 masters: free %v, want %v", held, free, want)
+		}
+		want := start // a majority without the key: expired at their replies
+		if held >= 2 {
+			want = start.Add(10*time.Second + time.Millisecond + l.opts.DriftConstant)
+		}
+		// The replies' latency on the in-memory masters is a nanosecond.
+		if d := expires.Sub(want); d < 0 || d > time.Microsecond {
+			t.Errorf("probe with the key on %d of 3 masters: expires %v after the probe began, want %v", held, expires.Sub(start), want.Sub(start))
+		}
+	}
+}
+
+// grantedSomewhere: some master granted the failed round.
+func TestMutateGrantedSomewhere(t *testing.T) {
+	for ok := range 3 {
+		e := &Error{Masters: make([]MasterResult, 3)}
+		for i := range e.Masters {
+			e.Masters[i].Outcome = quorum.Refused
+			if i < ok {
+				e.Masters[i].Outcome = quorum.OK
+			}
+		}
+		if got := grantedSomewhere(e); got != (ok > 0) {
+			t.Errorf("grantedSomewhere with %d of 3 granting = %v", ok, got)
+		}
+	}
+	if grantedSomewhere(nil) {
+		t.Error("grantedSomewhere(nil) = true")
+	}
+}
