@@ -48,18 +48,8 @@ func TestMutateQueueDecisions(t *testing.T) {
 	}
 
 	// heldElsewhere and heldByMajority: refusals among the masters.
-	refused := func(n, of int) error {
-		e := &Error{Masters: make([]MasterResult, of)}
-		for i := range n {
-			e.Masters[i].Outcome = quorum.Refused
-		}
-		for i := n; i < of; i++ {
-			e.Masters[i].Outcome = quorum.Unavailable
-		}
-		return e
-	}
 	for n := range 6 {
-		err := refused(n, 5)
+		err := roundError(n, 5, quorum.Refused, quorum.Unavailable)
 		if got := heldElsewhere(err); got != (n > 0) {
 			t.Errorf("heldElsewhere with %d of 5 refusing = %v", n, got)
 		}
@@ -119,17 +109,23 @@ func TestMutateProbe(t *testing.T) {
 	}
 }
 
+// roundError is a failed round's error whose first n of its masters had
+// outcome first and the others rest.
+func roundError(n, of int, first, rest quorum.Outcome) error {
+	e := &Error{Masters: make([]MasterResult, of)}
+	for i := range e.Masters {
+		e.Masters[i].Outcome = rest
+		if i < n {
+			e.Masters[i].Outcome = first
+		}
+	}
+	return e
+}
+
 // grantedSomewhere: some master granted the failed round.
 func TestMutateGrantedSomewhere(t *testing.T) {
 	for ok := range 3 {
-		e := &Error{Masters: make([]MasterResult, 3)}
-		for i := range e.Masters {
-			e.Masters[i].Outcome = quorum.Refused
-			if i < ok {
-				e.Masters[i].Outcome = quorum.OK
-			}
-		}
-		if got := grantedSomewhere(e); got != (ok > 0) {
+		if got := grantedSomewhere(roundError(ok, 3, quorum.OK, quorum.Refused)); got != (ok > 0) {
 			t.Errorf("grantedSomewhere with %d of 3 granting = %v", ok, got)
 		}
 	}
