@@ -31,75 +31,94 @@ func subscribed(t *testing.T, c *lab.Masters, key string) {
 // waiter that acquires sooner was woken by the release.
 var slowRetry = redlock.RetryPolicy{MinDelay: 5 * time.Second, MaxDelay: 5 * time.Second}
 
-// A waiting Lock retries as soon as the holder releases, not at its
-// backoff; and one release wakes one waiter of a Locker, not all of them.
+// minuteRetry is a policy whose retries come a minute apart, and longHold
+// a holder's TTL past the wake tests' guard: a waiter that acquires within
+// wakeGuard of a release was woken by it, not by its backoff or by the
+// holder's keys expiring.
+var (
+	minuteRetry = redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}
+	longHold    = &redlock.Options{TTL: 2 * time.Minute}
+	wakeGuard   = 30 * time.Second
+)
+
+// startLock calls l.Lock(ctx, resource) in a goroutine; its lock comes
+// on the channel, with when it was acquired.
+func startLock(t *testing.T, ctx context.Context, l *redlock.Locker, resource string) <-chan taken {
+	got := make(chan taken, 1)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	wg.Go(func() {
+		if lk, err := l.Lock(ctx, resource); err == nil {
+			got <- taken{lk, time.Now()}
+		}
+	})
+	return got
+}
+
+type taken struct {
+	lk *redlock.Lock
+	at time.Time
+}
+
+// wokenBy waits for the lock got brings, which a release at released
+// must have woken (within wakeGuard, before any backoff or expiry), and
+// fails if the waiter behind it (behind) acquires first.
+func wokenBy(t *testing.T, got, behind <-chan taken, released time.Time) *redlock.Lock {
+	t.Helper()
+	select {
+	case g := <-got:
+		t.Logf("woken waiter acquired %v after the release", g.at.Sub(released))
+		return g.lk
+	case <-behind:
+		t.Fatal("the waiter behind acquired first: the release woke it too")
+	case <-time.After(wakeGuard):
+		t.Fatalf("no waiter acquired within %v of the release (backoff %v, holder's TTL %v): not woken", wakeGuard, minuteRetry.MinDelay, longHold.TTL)
+	}
+	return nil
+}
+
+// A release that names nobody (its holder never waited) wakes one waiter
+// of a Locker, not all of them, and the next release the next. The
+// second waiter starts once the first is registered, so it waits behind
+// it in the Locker and joins no queue on the masters (docs/design.md
+// §14.1); the release of the first, naming nobody, wakes it.
 func TestReleaseWakesOneWaiter(t *testing.T) {
 	c := lab.ForTest(t, 5, nil)
-	holder := newLocker(t, c, nil)
-	waiters := newLocker(t, c, &redlock.Options{Retry: slowRetry})
-	ctx := t.Context()
+	holder := newLocker(t, c, longHold)
+	waiters := newLocker(t, c, &redlock.Options{TTL: longHold.TTL, Retry: minuteRetry})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	lk, err := holder.TryLock(ctx, "baton")
 	if err != nil {
 		t.Fatal(err)
 	}
-	type got struct {
-		lk *redlock.Lock
-		at time.Time
-	}
-	acquired := make(chan got, 2)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			if lk, err := waiters.Lock(wctx, "baton"); err == nil {
-				acquired <- got{lk, time.Now()}
-			}
-		})
-	}
-	defer wg.Wait()
-	defer cancel()
-	subscribed(t, c, "redlock:{baton}")
-	// Both waiters past their first round and registered for a wake: a
-	// release before a waiter registered is no test of one wake per
-	// release (a 50 ms sleep here let one through beside stress-ng).
-	waitFor(t, "both waiters registered", func() bool { return redlock.Waiting(waiters) == 2 })
-	// And both queued on every master: a master that has only one of
-	// them names that one, so masters that disagree on the queue's head
-	// each wake their own (two wakes for one release, as designed; beside
-	// stress-ng a join still in flight at the release did this).
-	waitFor(t, "both waiters queued on every master", func() bool {
-		for i := range c.N() {
-			if n, err := c.Client(i).ZCard(ctx, "redlock:{baton}:waiters").Result(); err != nil || n != 2 {
-				return false
-			}
+	got1 := startLock(t, ctx, waiters, "baton")
+	waitFor(t, "the first waiter registered", func() bool { return redlock.Waiting(waiters) == 1 })
+	got2 := startLock(t, ctx, waiters, "baton")
+	waitFor(t, "the second waiter registered", func() bool { return redlock.Waiting(waiters) == 2 })
+	for i := range c.N() {
+		if n, err := c.Client(i).ZCard(ctx, "redlock:{baton}:waiters").Result(); err != nil || n > 1 {
+			t.Fatalf("master %d queues %d waiters (%v), want at most the first", i, n, err)
 		}
-		return true
-	})
+	}
+	subscribed(t, c, "redlock:{baton}")
 	released := time.Now()
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var first got
-	select {
-	case first = <-acquired:
-	case <-time.After(2 * time.Second):
-		t.Fatalf("no waiter acquired within 2s of the release (its backoff is ≥ 2.5s): not woken (wakes: %d)", redlock.Wakes(waiters))
-	}
-	t.Logf("woken waiter acquired %v after the release", first.at.Sub(released))
+	first := wokenBy(t, got1, got2, released)
 	if n := redlock.Wakes(waiters); n != 1 {
 		t.Errorf("%d waiters woken by one release, want 1", n)
 	}
-	// The second waiter gets the next release.
-	if err := first.lk.Unlock(ctx); err != nil {
+	released = time.Now()
+	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case second := <-acquired:
-		second.lk.Unlock(ctx)
-	case <-time.After(2 * time.Second):
-		t.Fatal("the second waiter was not woken by the next release")
+	second := wokenBy(t, got2, nil, released)
+	if n := redlock.Wakes(waiters); n != 2 {
+		t.Errorf("%d wakes after two releases, want 2", n)
 	}
+	second.Unlock(ctx)
 }
 
 // A waiter whose release announcements are all lost still acquires, at
