@@ -27,6 +27,11 @@ type memClock struct {
 	at   time.Duration // since base
 	log  []time.Duration
 	max  int // sleeps past max end at once (wakeCtx); 0: none do
+	// settle, before the clock moves, waits until every master has run
+	// what was sent to it: a round returns at its decision, and a
+	// master whose command was still on its way would otherwise run it
+	// at a later instant, or after the next step, as the goroutines fall.
+	settle func()
 }
 
 func (c *memClock) now() time.Duration {
@@ -95,6 +100,9 @@ func (e memEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-ch
 			return wakeWoken
 		}
 	}
+	if e.clk.settle != nil {
+		e.clk.settle()
+	}
 	e.clk.mu.Lock()
 	if e.clk.max > 0 && len(e.clk.log) >= e.clk.max {
 		e.clk.mu.Unlock()
@@ -161,6 +169,12 @@ func (f *simDriver) run(args ...string) sim.Reply {
 // simDriverLocker is a Locker over n simDrivers on one memClock.
 func simDriverLocker(t *testing.T, n int, o *Options) (*Locker, []*simDriver, *memClock) {
 	t.Helper()
+	return simDriverLockerWith(t, n, o, func(c *memClock) env { return memEnv{clk: c} })
+}
+
+// simDriverLockerWith is simDriverLocker with the env envOf makes.
+func simDriverLockerWith(t *testing.T, n int, o *Options, envOf func(*memClock) env) (*Locker, []*simDriver, *memClock) {
+	t.Helper()
 	scripts, err := simScripts()
 	if err != nil {
 		t.Fatal(err)
@@ -172,13 +186,27 @@ func simDriverLocker(t *testing.T, n int, o *Options) (*Locker, []*simDriver, *m
 		ms[i] = &simDriver{m: sim.New("m"+string(rune('0'+i)), scripts), clk: clk, addr: "mem" + string(rune('0'+i))}
 		dm[i] = ms[i]
 	}
-	l, err := newLocker(dm, o, memEnv{clk: clk}, nil)
+	l, err := newLocker(dm, o, envOf(clk), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	clk.settle = func() { flush(l) }
 	t.Cleanup(func() { l.Close() })
 	return l, ms, clk
 }
+
+// flush returns once every master has run what l sent it so far: a round
+// of PTTLs that waits for every master's answer, each master's stream
+// running its commands in order. What a round that does not wait sent
+// (a leave) has run by then.
+func flush(l *Locker) {
+	l.roundFor(context.Background(), l.env.now(), true, time.Minute, len(l.streams), func(c *cmd) bool {
+		c.kind, c.key = cmdProbe, flushKey
+		return true
+	})
+}
+
+const flushKey = "mem:flush"
 
 // sha is the SHA1 the masters know the named script of redlock/scripts by.
 func sha(t *testing.T, name string) string {

@@ -63,6 +63,7 @@ func TestMutatePrimitiveArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flush(l) // the round returned at its decision: master 0 may not have run it yet
 	if want := l.opts.keyFor("rw") + ":w"; w.key != want || ms[0].run("EXISTS", want).Int != 1 {
 		t.Errorf("a writer holds %q (on master 0: %v), want %q", w.key, ms[0].run("EXISTS", want).Int, want)
 	}
