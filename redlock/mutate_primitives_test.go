@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The semaphore's and read-write lock's arguments and key layout, in
@@ -159,5 +161,121 @@ func TestMutateSemaphoreHolders(t *testing.T) {
 		case refusing == 2 && !errors.Is(err, ErrNotAcquired):
 			t.Errorf("Holders with 2 of 3 masters refusing: %d, %v; want ErrNotAcquired", n, err)
 		}
+	}
+}
+
+// A semaphore's round: the slot a majority took for the caller wins, the
+// last slot of its order as well as the first; the other slots masters
+// took for it are given back on those masters only; an acquisition with
+// no validity left fails; and when giving back the others outlasts the
+// validity, the won slot is given back too (docs/design.md §18).
+func TestMutateSemaphoreSlots(t *testing.T) {
+	// The in-memory env draws the largest rotation: with 2 permits the
+	// caller's order is slot 2, then slot 1.
+	setup := func(t *testing.T) (*Locker, []*simDriver, *memClock, *Semaphore) {
+		l, ms, clk := simDriverLocker(t, 3, &Options{TTL: time.Second})
+		s, err := l.Semaphore("s", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, ms, clk, s
+	}
+	t.Run("last slot of the order", func(t *testing.T) {
+		_, ms, _, s := setup(t)
+		for _, m := range ms {
+			m.run("SET", s.slots[1], "other", "PX", "10000")
+		}
+		lk, err := s.TryAcquire(t.Context())
+		if err != nil || lk.key != s.slots[0] {
+			t.Fatalf("TryAcquire with its first slot held everywhere: %v, %v; want its second, %s", lk, err, s.slots[0])
+		}
+	})
+	t.Run("other slots given back where taken", func(t *testing.T) {
+		l, ms, _, s := setup(t)
+		ms[2].run("SET", s.slots[1], "other", "PX", "10000") // master 2 takes slot 1 instead
+		log := spy(ms)
+		lk, err := s.TryAcquire(t.Context())
+		if err != nil || lk.key != s.slots[1] {
+			t.Fatalf("TryAcquire: %v, %v; want slot 2, taken by masters 0 and 1", lk, err)
+		}
+		flush(l)
+		releaseMulti := sha(t, "release_multi.lua")
+		for i, m := range ms {
+			want := 0
+			if i == 2 {
+				want = 1
+			}
+			if n := log.count(i, func(a []string) bool { return isScript(a, releaseMulti) }); n != want {
+				t.Errorf("master %d was sent %d give-backs of the other slots, want %d", i, n, want)
+			}
+			if got := m.run("GET", s.slots[0]).Text; got != "" {
+				t.Errorf("master %d still holds slot 1 for %q", i, got)
+			}
+		}
+	})
+	t.Run("no validity left", func(t *testing.T) {
+		l, ms, clk, s := setup(t)
+		acquire := sha(t, "sem_acquire.lua")
+		var once sync.Once // the first master to run the round: before its decision
+		for _, m := range ms {
+			m.refuseWith("", func(a []string) bool {
+				if isScript(a, acquire) {
+					once.Do(func() { clk.pass(l.opts.budget().Window()) }) // the round takes the whole window
+				}
+				return false
+			})
+		}
+		if lk, err := s.TryAcquire(t.Context()); err == nil {
+			t.Errorf("an acquisition with no validity left succeeded: %v", lk.Acquisition().Validity)
+		}
+	})
+	t.Run("give-back past the deadline", func(t *testing.T) {
+		l, ms, clk, s := setup(t)
+		ms[2].run("SET", s.slots[1], "other", "PX", "10000")
+		releaseMulti := sha(t, "release_multi.lua")
+		ms[2].refuseWith("", func(a []string) bool {
+			if isScript(a, releaseMulti) {
+				clk.pass(l.opts.budget().Window()) // giving back the others outlasts the validity
+			}
+			return false
+		})
+		if lk, err := s.TryAcquire(t.Context()); err == nil {
+			t.Fatalf("an acquisition whose give-back outlasted its validity succeeded: %v", lk.key)
+		}
+		flush(l)
+		for i, m := range ms[:2] {
+			if got := m.run("GET", s.slots[1]).Text; got != "" {
+				t.Errorf("master %d still holds the won slot 2 for %q after the late give-back", i, got)
+			}
+		}
+	})
+}
+
+// A semaphore's Acquire whose round found the permits held registers as a
+// waiter, so that a release wakes it (docs/design.md §18.2).
+func TestMutateSemaphoreWaiterRegisters(t *testing.T) {
+	asleep := new(atomic.Int64)
+	l, ms, _ := simDriverLockerWith(t, 3, nil, func(c *memClock) env { return gateEnv{memEnv{clk: c}, asleep} })
+	s, err := l.Semaphore("w", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		m.run("SET", s.slots[0], "other", "PX", "100000")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Acquire(ctx)
+	}()
+	for asleep.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	n := l.wake.waiting.Load()
+	cancel()
+	<-done
+	if n != 1 {
+		t.Errorf("an Acquire refused by held permits waits with %d waiters registered, want 1 (a release wakes it)", n)
 	}
 }
