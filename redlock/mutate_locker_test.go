@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/internal/sim"
+	"github.com/quorumlab/redlock/quorum"
 )
 
 // The Locker's own checks, in memory (locker.go's conditions and
@@ -167,5 +168,100 @@ func TestMutateAcquireRounds(t *testing.T) {
 	}
 	if lk, err := l.TryLock(t.Context(), "v"); err == nil {
 		t.Errorf("a round that took the whole validity window acquired, with %v left", lk.Acquisition().Validity)
+	}
+}
+
+// Once every master has been tried, a round returns at its decision and
+// does not wait for a master that has not answered; a master's refusal is
+// reported without an error, another failure with its error.
+func TestMutateRoundDecision(t *testing.T) {
+	l, ms, _ := simDriverLocker(t, 3, nil)
+	lk, err := l.TryLock(t.Context(), "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.Unlock(t.Context())
+	hold := make(chan struct{})
+	ms[2].refuseWith("", func([]string) bool { <-hold; return false })
+	done := make(chan error, 1)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		lk, err := l.TryLock(context.Background(), "second")
+		done <- err
+		if err == nil {
+			lk.Unlock(context.Background()) // a release waits for every master
+		}
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("TryLock with master 2 held back: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("TryLock waited for master 2 with a majority decided")
+	}
+	close(hold)
+	<-released
+
+	// Master 0 refuses (another holds the key), master 2 fails: the
+	// round is decided once both have answered.
+	ms[2].refuseWith("", nil)
+	tg, _ := l.target("held")
+	ms[0].run("SET", tg.key, "another", "PX", "10000")
+	ms[2].refuseWith("ERR refused by the test", func([]string) bool { return true })
+	_, err = l.TryLock(t.Context(), "held")
+	ms[2].refuseWith("", nil)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("TryLock refused by one master and failed by another: %v", err)
+	}
+	if m := e.Masters[0]; m.Outcome != quorum.Refused || m.Err != nil {
+		t.Errorf("master 0: %v, %v; want refused, with no error", m.Outcome, m.Err)
+	}
+	if m := e.Masters[2]; m.Err == nil {
+		t.Errorf("master 2, failing every command: %v with no error, want its error", m.Outcome)
+	}
+}
+
+// A release passes the queue and may hand the key on only when someone
+// may be waiting (the lock was taken after a wait, or this Locker's
+// callers waited for the key lately): a TryLock's release on a Locker
+// nobody waits on only deletes its key. A release that named a waiter on
+// a majority of masters tells the Locker that the key is being handed on
+// (a caller of its own then queues behind it, docs/design.md §14.1).
+func TestMutateReleaseHandsOn(t *testing.T) {
+	l, ms, _ := simDriverLocker(t, 3, &Options{TTL: time.Second})
+	log := spy(ms)
+	release := sha(t, "release.lua")
+	lk, err := l.TryLock(t.Context(), "solo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.Unlock(t.Context())
+	flush(l)
+	if r := log.last(0, func(a []string) bool { return isScript(a, release) }); len(r) < 3 || r[2] != "1" {
+		t.Errorf("the release of an uncontended TryLock is %q, want the lock key alone", r)
+	}
+
+	tg, _ := l.target("waited")
+	for _, m := range ms {
+		m.run("SET", tg.key, "someone", "PX", "300")
+	}
+	lk, err = l.Lock(t.Context(), "waited")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flush(l)
+	ms[0].run("ZADD", tg.key+queueSuffix, "1", "other.1")
+	ms[1].run("ZADD", tg.key+queueSuffix, "1", "other.1")
+	lk.Unlock(t.Context())
+	flush(l)
+	r := log.last(0, func(a []string) bool { return isScript(a, release) })
+	if len(r) < 8 || r[2] != "2" || r[7] != "h" {
+		t.Errorf("the release of a mutex taken after a wait is %q, want the queue passed and the key handed on ('h')", r)
+	}
+	if !l.wake.handingOn(tg, time.Hour) {
+		t.Error("a release that named a waiter on 2 of 3 masters did not note the key as handed on")
 	}
 }
