@@ -264,4 +264,15 @@ func TestMutateReleaseHandsOn(t *testing.T) {
 	if !l.wake.handingOn(tg, time.Hour) {
 		t.Error("a release that named a waiter on 2 of 3 masters did not note the key as handed on")
 	}
+	// This Locker's callers waited for the key lately: a TryLock's
+	// release passes the queue too.
+	lk, err = l.TryLock(t.Context(), "waited")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.Unlock(t.Context())
+	flush(l)
+	if r := log.last(0, func(a []string) bool { return isScript(a, release) }); len(r) < 3 || r[2] != "2" {
+		t.Errorf("the release of a TryLock on a key this Locker waited for lately is %q, want the queue passed", r)
+	}
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,6 +165,9 @@ func TestMutateWaitedLockReleasesItsMember(t *testing.T) {
 		}
 		// join: EVALSHA sha 1 queue age member ...; release: EVALSHA
 		// sha 2 key queue token member ...
+		if strings.Contains(j[5], " ") {
+			t.Errorf("master %d: the waiter joined as %q, asking to be handed the key, with no subscription to hear it", i, j[5])
+		}
 		if len(r) < 7 || r[6] != j[5] {
 			t.Errorf("master %d: the release of a lock taken after a wait is %q, want it to carry the waiter's member %q", i, r[3:], j[5])
 		}
