@@ -27,6 +27,7 @@ type memClock struct {
 	at   time.Duration // since base
 	log  []time.Duration
 	max  int // sleeps past max end at once (wakeCtx); 0: none do
+	bg  []time.Duration // the Locker's own sleeps (quit is Background), asked for
 	// settle, before the clock moves, waits until every master has run
 	// what was sent to it: a round returns at its decision, and a
 	// master whose command was still on its way would otherwise run it
@@ -88,6 +89,9 @@ func (e memEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-ch
 	default:
 	}
 	if quit == context.Background() {
+		e.clk.mu.Lock()
+		e.clk.bg = append(e.clk.bg, delay)
+		e.clk.mu.Unlock()
 		// A wait that Close does not end is the Locker's own (the
 		// waker's sweep, Shutdown's and an operation's wait for its
 		// releases): it waits for its event, and moves no clock. Taken

@@ -1,11 +1,17 @@
 package redlock
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
 )
 
 // The waker's bookkeeping, driven by hand: the announcements a master
@@ -181,5 +187,174 @@ func TestMutateSubscribe(t *testing.T) {
 	ps.Close()
 	if ps := subscribe(t.Context(), nil, &simDriver{}); ps != nil {
 		t.Error("a master on the client path that is not a Subscriber has a subscription connection")
+	}
+}
+
+// fakePubSub is a subscription connection that records what it is asked
+// and fails when told to.
+type fakePubSub struct {
+	mu          sync.Mutex
+	subs, unsub [][]string
+	fail        bool
+	ch          chan *redis.Message
+}
+
+func (f *fakePubSub) Subscribe(_ context.Context, channels ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subs = append(f.subs, channels)
+	if f.fail {
+		return errors.New("fakePubSub: refused")
+	}
+	return nil
+}
+
+func (f *fakePubSub) Unsubscribe(_ context.Context, channels ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unsub = append(f.unsub, channels)
+	if f.fail {
+		return errors.New("fakePubSub: refused")
+	}
+	return nil
+}
+
+func (f *fakePubSub) Channel(...redis.ChannelOption) <-chan *redis.Message { return f.ch }
+func (f *fakePubSub) Close() error                                        { return nil }
+
+// afterEnv is memEnv that records the delays of afterFunc, whose
+// functions never run: the test calls what they would.
+type afterEnv struct {
+	memEnv
+	mu    *sync.Mutex
+	after *[]time.Duration
+}
+
+func (e afterEnv) afterFunc(d time.Duration, _ func()) stopper {
+	e.mu.Lock()
+	*e.after = append(*e.after, d)
+	e.mu.Unlock()
+	return neverStopper{}
+}
+
+type neverStopper struct{}
+
+func (neverStopper) Stop() bool { return true }
+
+// A subscriber follows the keys waited for: it subscribes each key's
+// channel and this Locker's own, in one call, only when there is
+// something to change, and unsubscribes once the key has been idle for
+// lingerFor (the sweep, every half of it); a master that refuses is asked
+// again half a lingerFor later, and what it refused is not counted as
+// subscribed. pump does the subscriber's work for a detached Locker:
+// the change asked for, then the announcements.
+func TestMutateSubscriptions(t *testing.T) {
+	var mu sync.Mutex
+	var after []time.Duration
+	l, _, clk := simDriverLockerWith(t, 3, nil, func(c *memClock) env { return afterEnv{memEnv{clk: c}, &mu, &after} })
+	w := l.wake
+	ps := &fakePubSub{ch: make(chan *redis.Message, 4)}
+	s := &subscriber{ps: ps, notify: make(chan struct{}, 1), have: map[string]bool{}}
+	tg, _ := l.target("s")
+	x := w.wait(tg)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		clk.mu.Lock()
+		bg := slices.Clone(clk.bg)
+		clk.mu.Unlock()
+		if len(bg) > 0 {
+			if bg[0] != lingerFor/2 {
+				t.Errorf("the sweep sleeps %v between its rounds, want %v", bg[0], lingerFor/2)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first waiter started no sweep")
+		}
+	}
+	w.mu.Lock()
+	w.subs = []*subscriber{s} // this test's subscriber only
+	w.mu.Unlock()
+	want := []string{tg.key, w.channel(tg.key)}
+	slices.Sort(want)
+
+	w.reconcile(s)
+	w.reconcile(s) // nothing changed: nothing asked
+	if len(ps.subs) != 1 || !slices.Equal(ps.subs[0], want) || len(ps.unsub) != 0 || !s.have[want[0]] || !s.have[want[1]] {
+		t.Fatalf("reconcile with one key waited for: subscribed %q, unsubscribed %q, have %v; want %q once", ps.subs, ps.unsub, s.have, want)
+	}
+
+	// pump: the change a new key asks for, then an announcement.
+	tg2, _ := l.target("s2")
+	y := w.wait(tg2)
+	ps.ch <- &redis.Message{Channel: tg.key, Payload: "d"}
+	w.pump()
+	w.released(1, tg.key, "d")
+	want2 := []string{tg2.key, w.channel(tg2.key)}
+	slices.Sort(want2)
+	if len(ps.subs) != 2 || !slices.Equal(ps.subs[1], want2) || !woken(x) {
+		t.Errorf("pump: subscribed %q, first waiter woken %v; want %q subscribed, and the announcement counted", ps.subs, len(x.ch), want2)
+	}
+	w.done(x)
+	w.done(y)
+	want = append(want, want2...)
+	slices.Sort(want)
+
+	clk.pass(lingerFor - 1)
+	w.sweepOnce()
+	if _, ok := w.queues[tg.key]; !ok || w.keys.Load() != 2 {
+		t.Fatalf("keys idle for lingerFor−1ns were forgotten (%d keys left)", w.keys.Load())
+	}
+	clk.pass(1)
+	w.sweepOnce()
+	if _, ok := w.queues[tg.key]; ok || w.keys.Load() != 0 {
+		t.Fatalf("keys idle for lingerFor are still followed (%d keys)", w.keys.Load())
+	}
+	ps.fail = true
+	w.reconcile(s)
+	if len(ps.unsub) != 1 || !slices.Equal(ps.unsub[0], want) || !s.have[want[0]] {
+		t.Errorf("a refused unsubscribe: asked %q, have %v; want %q asked and still counted as subscribed", ps.unsub, s.have, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(after, lingerFor/2) {
+		t.Errorf("a refused change was asked again after %v, want %v", after, lingerFor/2)
+	}
+	ps.fail = false
+	w.reconcile(s)
+	if len(s.have) != 0 {
+		t.Errorf("after the master answered again, still subscribed to %v", s.have)
+	}
+	// An observer's channel alone, with no key waited for.
+	l.watch("obs")
+	w.reconcile(s)
+	if last := ps.subs[len(ps.subs)-1]; !slices.Equal(last, []string{"obs"}) {
+		t.Errorf("a watcher's channel alone: subscribed %q, want obs", last)
+	}
+}
+
+// detachedEnv is afterEnv for a detached Locker (the simulator's): the
+// waker starts no goroutine, and sweeps on the env's timers.
+type detachedEnv struct{ afterEnv }
+
+func (detachedEnv) detached() bool { return true }
+
+// A detached Locker's waker sweeps on its timers, every half lingerFor,
+// from its start and after each sweep.
+func TestMutateDetachedSweep(t *testing.T) {
+	var mu sync.Mutex
+	var after []time.Duration
+	e := detachedEnv{afterEnv{memEnv{clk: &memClock{base: time.Now()}}, &mu, &after}}
+	l := &Locker{env: e, masters: make([]redis.UniversalClient, 3), given: make([]driver.Master, 3)}
+	w := newWaker(l)
+	l.wake = w
+	w.mu.Lock()
+	w.startLocked()
+	w.mu.Unlock()
+	w.sweepTick()
+	w.close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(after) != 2 || after[0] != lingerFor/2 || after[1] != lingerFor/2 {
+		t.Errorf("a detached waker's sweeps were set %v apart, want %v from its start and after each", after, lingerFor/2)
 	}
 }
