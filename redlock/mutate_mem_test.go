@@ -26,8 +26,8 @@ type memClock struct {
 	base time.Time     // the wall clock when the test began: a deadline the Locker sets with a context is one
 	at   time.Duration // since base
 	log  []time.Duration
-	max  int // sleeps past max end at once (wakeCtx); 0: none do
-	bg  []time.Duration // the Locker's own sleeps (quit is Background), asked for
+	max  int             // sleeps past max end at once (wakeCtx); 0: none do
+	bg   []time.Duration // the Locker's own sleeps (quit is Background), asked for
 	// settle, before the clock moves, waits until every master has run
 	// what was sent to it: a round returns at its decision, and a
 	// master whose command was still on its way would otherwise run it

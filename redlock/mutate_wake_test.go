@@ -220,7 +220,7 @@ func (f *fakePubSub) Unsubscribe(_ context.Context, channels ...string) error {
 }
 
 func (f *fakePubSub) Channel(...redis.ChannelOption) <-chan *redis.Message { return f.ch }
-func (f *fakePubSub) Close() error                                        { return nil }
+func (f *fakePubSub) Close() error                                         { return nil }
 
 // afterEnv is memEnv that records the delays of afterFunc, whose
 // functions never run: the test calls what they would.
