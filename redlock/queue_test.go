@@ -187,11 +187,11 @@ func TestReleaseHandsOnToOneWaiterAcrossLockers(t *testing.T) {
 
 func testHandsOnAcrossLockers(t *testing.T, waited bool) {
 	c := lab.ForTest(t, 5, nil)
-	holder := newLocker(t, c, nil)
+	holder := newLocker(t, c, longHold)
 	const n = 4
 	waiters := make([]*redlock.Locker, n)
 	for i := range waiters {
-		waiters[i] = newLocker(t, c, &redlock.Options{Retry: slowRetry})
+		waiters[i] = newLocker(t, c, &redlock.Options{TTL: longHold.TTL, Retry: minuteRetry})
 	}
 	ctx := t.Context()
 	const key = "redlock:{herd}"
@@ -209,11 +209,6 @@ func testHandsOnAcrossLockers(t *testing.T, waited bool) {
 				locks[i] <- lk
 			}
 		})
-		time.Sleep(time.Second)
-		for m := range c.N() {
-			zs, _ := c.Client(m).ZRangeWithScores(ctx, key+":waiters", 0, -1).Result()
-			t.Log(i, m, zs)
-		}
 		queued(t, c, key, int64(i+1)) // one after the other: a known order
 	}
 	wakes := func() (sum int64) {
@@ -229,8 +224,8 @@ func testHandsOnAcrossLockers(t *testing.T, waited bool) {
 		}
 		select {
 		case lk = <-locks[i]:
-		case <-time.After(2 * time.Second):
-			t.Fatalf("release %d: waiter %d (the longest waiting) did not acquire within 2s (backoff ≥ 2.5s): wakes %d", i, i, wakes())
+		case <-time.After(wakeGuard):
+			t.Fatalf("release %d: waiter %d (the longest waiting) did not acquire within %v (backoff %v, TTL %v): wakes %d", i, i, wakeGuard, minuteRetry.MinDelay, longHold.TTL, wakes())
 		}
 		want := int64(i + 1)
 		if !waited {
@@ -254,7 +249,7 @@ func testHandsOnAcrossLockers(t *testing.T, waited bool) {
 		for m, a := range sets {
 			// The release that handed the key on SETs it to the next
 			// holder's token: that waiter made no round, nor did any
-			// other (their backoff is ≥ 2.5s). After a holder that never
+			// other (their backoff is a minute). After a holder that never
 			// waited, the first release names nobody, and the head makes
 			// its round (and its one retry when the first master's
 			// announcement woke it before others had released).
