@@ -200,19 +200,18 @@ type fakePubSub struct {
 }
 
 func (f *fakePubSub) Subscribe(_ context.Context, channels ...string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.subs = append(f.subs, channels)
-	if f.fail {
-		return errors.New("fakePubSub: refused")
-	}
-	return nil
+	return f.ask(&f.subs, channels)
 }
 
 func (f *fakePubSub) Unsubscribe(_ context.Context, channels ...string) error {
+	return f.ask(&f.unsub, channels)
+}
+
+// ask records channels in asked, and fails when told to.
+func (f *fakePubSub) ask(asked *[][]string, channels []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.unsub = append(f.unsub, channels)
+	*asked = append(*asked, channels)
 	if f.fail {
 		return errors.New("fakePubSub: refused")
 	}
