@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -98,5 +99,70 @@ func TestMutatePublishStopsNearTheDeadline(t *testing.T) {
 				t.Errorf("validity %v, MasterTimeout %v: pauses %v, want [%v, the backoff in [%v, %v]]", left, mt, p, mt, defaultMinDelay/2, defaultMinDelay)
 			}
 		}
+	}
+}
+
+// Observe's loop reads the leader at once, without a pause first, then
+// after each pause, and delivers each new leader and each new value of a
+// leader, once.
+func TestMutateObserveDelivers(t *testing.T) {
+	l, _, clk := simDriverLocker(t, 3, &Options{Fencing: true, TTL: 10 * time.Second})
+	e, err := l.Election("o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := e.campaign(t.Context(), "a", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(context.Background())
+	clk.limit(6) // six polls after the first reading, then the loop ends
+	var got []Leader
+	e.observe(t.Context(), l.watch(e.t.key), func(lead Leader, _ time.Time) bool {
+		got = append(got, lead)
+		if len(got) == 1 {
+			if err := e.Proclaim(t.Context(), "b"); err != nil { // a new value in the same term
+				t.Error(err)
+			}
+		}
+		return true
+	})
+	if len(got) != 2 || got[0].Value != "a" || got[1].Value != "b" || got[0].Term != lk.Fence() || got[1].Term != lk.Fence() {
+		t.Errorf("Observe delivered %+v, want a then b in term %d, once each", got, lk.Fence())
+	}
+	if p := clk.pauses(); len(p) > 0 && p[0] == 0 {
+		t.Errorf("Observe paused %v before its first reading, want none", p[0])
+	}
+}
+
+// A lock kept in a context is over once that context ends, and not
+// before; a Keep after Context joins the keeper.
+func TestMutateKeptLockOver(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	lk := &Lock{held: &keeping{ctx: ctx}}
+	if lk.over() {
+		t.Error("a lock kept in a live context is over")
+	}
+	cancel()
+	if !lk.over() {
+		t.Error("a lock kept in an ended context is not over")
+	}
+
+	asleep := new(atomic.Int64)
+	l, _, _ := simDriverLockerWith(t, 3, &Options{TTL: 10 * time.Second}, func(c *memClock) env { return gateEnv{memEnv{clk: c}, asleep} })
+	k, err := l.TryLock(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Unlock(context.Background())
+	k.Context()
+	if err := k.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	joined := k.held != nil && k.held.joined
+	k.mu.Unlock()
+	if !joined {
+		t.Error("a Keep after Context did not join the keeper")
 	}
 }
