@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -79,4 +80,58 @@ func heldLock(t *testing.T, ttl time.Duration) (*Locker, *Lock) {
 		lk.Unlock(context.Background())
 	})
 	return l, lk
+}
+
+// A keeping's loss timer, on an env whose timers never fire: a lock is
+// lost a lead before its deadline. Made at that instant, its context is
+// born ended; made before it and asked again (Context, Keep) at that
+// instant, it lapses then; a Keep on a keeping whose context ended does
+// not join the keeper.
+func TestMutateKeepingLapses(t *testing.T) {
+	var mu sync.Mutex
+	var after []time.Duration
+	locker := func(t *testing.T) (*Lock, *memClock) {
+		l, _, clk := simDriverLockerWith(t, 3, &Options{TTL: time.Second}, func(c *memClock) env { return afterEnv{memEnv{clk: c}, &mu, &after} })
+		lk, err := l.TryLock(t.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lk.Unlock(context.Background()) })
+		return lk, clk
+	}
+	lossAt := func(lk *Lock) time.Duration {
+		lk.mu.Lock()
+		defer lk.mu.Unlock()
+		return lk.deadline.Sub(lk.locker.env.now()) - lk.leadLocked()
+	}
+
+	lk, clk := locker(t)
+	clk.pass(lossAt(lk))
+	if lk.Context().Err() == nil {
+		t.Error("a context made at the instant its lock is lost is live")
+	}
+
+	lk, clk = locker(t)
+	ctx := lk.Context()
+	clk.pass(lossAt(lk) - 1)
+	if lk.Context(); ctx.Err() != nil {
+		t.Fatal("a lock lapsed 1ns before its loss instant")
+	}
+	clk.pass(1)
+	if lk.Context(); ctx.Err() == nil {
+		t.Error("a lock asked for its context at its loss instant (its timer late) did not lapse")
+	}
+
+	lk, _ = locker(t)
+	lk.Context()
+	lk.Unlock(t.Context())
+	if err := lk.Keep(); err == nil {
+		t.Error("Keep of an unlocked lock succeeded")
+	}
+	lk.mu.Lock()
+	joined := lk.held.joined
+	lk.mu.Unlock()
+	if joined {
+		t.Error("a Keep on a keeping whose context ended joined the keeper")
+	}
 }
