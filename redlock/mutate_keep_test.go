@@ -135,3 +135,49 @@ func TestMutateKeepingLapses(t *testing.T) {
 		t.Error("a Keep on a keeping whose context ended joined the keeper")
 	}
 }
+
+// A successful Extend moves the loss timer to the new deadline less the
+// lead; one that leaves no more than the lead (its round took the rest of
+// the window) declares the lock lost at once.
+func TestMutateExtendRearms(t *testing.T) {
+	var mu sync.Mutex
+	var after []time.Duration
+	l, ms, clk := simDriverLockerWith(t, 3, &Options{TTL: time.Second}, func(c *memClock) env { return afterEnv{memEnv{clk: c}, &mu, &after} })
+	lk, err := l.TryLock(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(context.Background())
+	ctx := lk.Context()
+	clk.pass(100 * time.Millisecond)
+	if err := lk.Extend(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lk.mu.Lock()
+	want := lk.deadline.Sub(l.env.now()) - lk.leadLocked()
+	window, lead := lk.budget.Window(), lk.leadLocked()
+	lk.mu.Unlock()
+	mu.Lock()
+	got := after[len(after)-1]
+	mu.Unlock()
+	if got != want {
+		t.Errorf("after an Extend the loss timer is set %v ahead, want %v (the new deadline less the lead)", got, want)
+	}
+
+	// The extension's round takes the window less the lead: it succeeds
+	// with the lead left, and the lock is lost then.
+	extend := sha(t, "extend.lua")
+	var once sync.Once
+	for _, m := range ms {
+		m.refuseWith("", func(a []string) bool {
+			if isScript(a, extend) {
+				once.Do(func() { clk.pass(window - lead) })
+			}
+			return false
+		})
+	}
+	lk.Extend(t.Context())
+	if ctx.Err() == nil {
+		t.Error("an Extend that left only the lead did not end the lock's context")
+	}
+}
