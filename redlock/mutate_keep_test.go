@@ -1,7 +1,9 @@
 package redlock
 
 import (
+	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -179,5 +181,20 @@ func TestMutateExtendRearms(t *testing.T) {
 	lk.Extend(t.Context())
 	if ctx.Err() == nil {
 		t.Error("an Extend that left only the lead did not end the lock's context")
+	}
+}
+
+// The keeper's plan takes the earliest extension due first.
+func TestMutateDueHeap(t *testing.T) {
+	var d dueHeap
+	for _, at := range []time.Duration{3, 1, 4, 2} {
+		heap.Push(&d, dueItem{at: at})
+	}
+	var got []time.Duration
+	for d.Len() > 0 {
+		got = append(got, heap.Pop(&d).(dueItem).at)
+	}
+	if !slices.Equal(got, []time.Duration{1, 2, 3, 4}) {
+		t.Errorf("the keeper's plan gave %v, want the earliest first", got)
 	}
 }
