@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -196,5 +197,35 @@ func TestMutateDueHeap(t *testing.T) {
 	}
 	if !slices.Equal(got, []time.Duration{1, 2, 3, 4}) {
 		t.Errorf("the keeper's plan gave %v, want the earliest first", got)
+	}
+}
+
+// The keeper's goroutine ends when the last kept lock leaves it, not at
+// its next planned extension.
+func TestMutateKeeperEndsWithTheLast(t *testing.T) {
+	asleep := new(atomic.Int64)
+	l, _, _ := simDriverLockerWith(t, 3, &Options{TTL: 10 * time.Second}, func(c *memClock) env { return gateEnv{memEnv{clk: c}, asleep} })
+	lk, err := l.TryLock(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	for asleep.Load() < 1 { // the keeper waits for the extension's instant
+		time.Sleep(time.Millisecond)
+	}
+	lk.Unlock(t.Context())
+	k := &l.keeper
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		k.mu.Lock()
+		running := k.running
+		k.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the keeper's goroutine still runs 10s after the last kept lock left (its next extension is due in seconds of its clock, which stands still)")
+		}
 	}
 }
