@@ -229,3 +229,29 @@ func TestMutateKeeperEndsWithTheLast(t *testing.T) {
 		}
 	}
 }
+
+// spawnCounter is memEnv whose spawned goroutines are counted, not run.
+type spawnCounter struct {
+	memEnv
+	n *int
+}
+
+func (e spawnCounter) spawn(func()) { *e.n++ }
+
+// The keeper starts one worker per lock extended alone and one per batch
+// of up to keepBatch, up to keepWorkers in all.
+func TestMutateKeeperWorkers(t *testing.T) {
+	for _, c := range []struct{ ready, batch, want int }{
+		{3, 0, 3},
+		{0, keepBatch + 1, 2},
+		{1, keepBatch, 2},
+		{keepWorkers + 5, 0, keepWorkers},
+	} {
+		n := 0
+		k := &keeper{env: spawnCounter{n: &n}, ready: make([]*keeping, c.ready), batch: make([]*keeping, c.batch)}
+		k.startWorkersLocked()
+		if n != c.want || k.workers != c.want {
+			t.Errorf("%d due alone and %d batched: %d workers started, want %d", c.ready, c.batch, n, c.want)
+		}
+	}
+}
