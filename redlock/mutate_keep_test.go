@@ -241,17 +241,19 @@ func (e spawnCounter) spawn(func()) { *e.n++ }
 // The keeper starts one worker per lock extended alone and one per batch
 // of up to keepBatch, up to keepWorkers in all.
 func TestMutateKeeperWorkers(t *testing.T) {
-	for _, c := range []struct{ ready, batch, want int }{
-		{3, 0, 3},
-		{0, keepBatch + 1, 2},
-		{1, keepBatch, 2},
-		{keepWorkers + 5, 0, keepWorkers},
+	for _, c := range []struct{ ready, head, batch, bhead, want int }{
+		{3, 0, 0, 0, 3},
+		{5, 3, 0, 0, 2}, // three taken already
+		{0, 0, keepBatch + 1, 0, 2},
+		{0, 0, keepBatch + 3, 3, 1},
+		{1, 0, keepBatch, 0, 2},
+		{keepWorkers + 5, 0, 0, 0, keepWorkers},
 	} {
 		n := 0
-		k := &keeper{env: spawnCounter{n: &n}, ready: make([]*keeping, c.ready), batch: make([]*keeping, c.batch)}
+		k := &keeper{env: spawnCounter{n: &n}, ready: make([]*keeping, c.ready), head: c.head, batch: make([]*keeping, c.batch), bhead: c.bhead}
 		k.startWorkersLocked()
 		if n != c.want || k.workers != c.want {
-			t.Errorf("%d due alone and %d batched: %d workers started, want %d", c.ready, c.batch, n, c.want)
+			t.Errorf("%d due alone and %d batched pending: %d workers started, want %d", c.ready-c.head, c.batch-c.bhead, n, c.want)
 		}
 	}
 }
