@@ -212,22 +212,14 @@ func TestMutateKeeperEndsWithTheLast(t *testing.T) {
 	if err := lk.Keep(); err != nil {
 		t.Fatal(err)
 	}
-	for asleep.Load() < 1 { // the keeper waits for the extension's instant
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the keeper waiting for the extension's instant", func() bool { return asleep.Load() >= 1 })
 	lk.Unlock(t.Context())
 	k := &l.keeper
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	eventually(t, "the keeper's goroutine ended after the last kept lock left (its next extension is due in seconds of its clock, which stands still)", func() bool {
 		k.mu.Lock()
-		running := k.running
-		k.mu.Unlock()
-		if !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the keeper's goroutine still runs 10s after the last kept lock left (its next extension is due in seconds of its clock, which stands still)")
-		}
-	}
+		defer k.mu.Unlock()
+		return !k.running
+	})
 }
 
 // spawnCounter is memEnv whose spawned goroutines are counted, not run.

@@ -212,6 +212,17 @@ func flush(l *Locker) {
 
 const flushKey = "mem:flush"
 
+// eventually fails t, naming what, unless cond holds within 10s: a
+// goroutine of the Locker's reaching a state the test waits for.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+	}
+}
+
 // sha is the SHA1 the masters know the named script of redlock/scripts by.
 func sha(t *testing.T, name string) string {
 	t.Helper()

@@ -269,9 +269,7 @@ func TestMutateSemaphoreWaiterRegisters(t *testing.T) {
 		defer close(done)
 		s.Acquire(ctx)
 	}()
-	for asleep.Load() < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the Acquire asleep", func() bool { return asleep.Load() >= 1 })
 	n := l.wake.waiting.Load()
 	cancel()
 	<-done

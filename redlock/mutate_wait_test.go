@@ -220,9 +220,7 @@ func TestMutateSecondWaiterWaitsBehind(t *testing.T) {
 		var wg sync.WaitGroup
 		started := func(n int64) {
 			wg.Go(func() { lock(ctx) })
-			for asleep.Load() < n {
-				time.Sleep(time.Millisecond)
-			}
+			eventually(t, "the waiter asleep", func() bool { return asleep.Load() >= n })
 			flush(l) // what it sent before it slept has run
 		}
 		started(1)

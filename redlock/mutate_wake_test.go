@@ -256,19 +256,15 @@ func TestMutateSubscriptions(t *testing.T) {
 	s := &subscriber{ps: ps, notify: make(chan struct{}, 1), have: map[string]bool{}}
 	tg, _ := l.target("s")
 	x := w.wait(tg)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	var bg []time.Duration
+	eventually(t, "the first waiter's sweep asleep", func() bool {
 		clk.mu.Lock()
-		bg := slices.Clone(clk.bg)
-		clk.mu.Unlock()
-		if len(bg) > 0 {
-			if bg[0] != lingerFor/2 {
-				t.Errorf("the sweep sleeps %v between its rounds, want %v", bg[0], lingerFor/2)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first waiter started no sweep")
-		}
+		defer clk.mu.Unlock()
+		bg = slices.Clone(clk.bg)
+		return len(bg) > 0
+	})
+	if bg[0] != lingerFor/2 {
+		t.Errorf("the sweep sleeps %v between its rounds, want %v", bg[0], lingerFor/2)
 	}
 	w.mu.Lock()
 	w.subs = []*subscriber{s} // this test's subscriber only
