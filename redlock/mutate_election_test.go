@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,5 +165,52 @@ func TestMutateKeptLockOver(t *testing.T) {
 	k.mu.Unlock()
 	if !joined {
 		t.Error("a Keep after Context did not join the keeper")
+	}
+}
+
+// A campaign whose lock its own Shutdown released while the value was
+// being published returns ErrClosed, not a leadership. Shutdown begins
+// when the first leader write reaches a master (the publish has entered:
+// Shutdown does not stop it), and the masters refuse every command but
+// the leader write from then on, so the publish succeeds on all of them
+// while the release fails (election.go: `err == nil` of the check after
+// publishLead negated, lived).
+func TestMutateCampaignReleasedWhilePublishing(t *testing.T) {
+	l, ms, _ := simDriverLocker(t, 5, &Options{Fencing: true, MasterTimeout: 20 * time.Millisecond, TTL: 10 * time.Second})
+	write := sha(t, "leader_write.lua")
+	e, err := l.Election("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shut := make(chan error, 1)
+	var begun atomic.Bool
+	var once sync.Once
+	refuse := func(args []string) bool {
+		if !isScript(args, write) {
+			return begun.Load()
+		}
+		once.Do(func() {
+			l.live.mu.Lock()
+			var lk *Lock
+			for x := range l.live.locks {
+				lk = x
+			}
+			l.live.mu.Unlock()
+			begun.Store(true)
+			go func() { shut <- l.Shutdown(context.WithoutCancel(t.Context())) }()
+			eventually(t, "Shutdown released the campaign's lock", lk.isReleased)
+		})
+		return false
+	}
+	for _, m := range ms {
+		m.refuseWith("", refuse)
+	}
+	lk, err := e.Campaign(t.Context(), "v")
+	if !begun.Load() {
+		t.Fatalf("Campaign: %v, %v; it never published", lk, err)
+	}
+	<-shut // it waits for the Campaign; its release was refused
+	if lk != nil || !errors.Is(err, ErrClosed) {
+		t.Fatalf("Campaign whose lock Shutdown released during the publish: %v, %v; want no lock and ErrClosed", lk, err)
 	}
 }
