@@ -24,7 +24,7 @@ func (w *waker) released(i int, key, msg string) {
 		return
 	}
 	if !strings.Contains(msg, " ") {
-		q.freedAt = w.l.env.now()
+		q.freedAt = w.env.now()
 	}
 	if len(q.waiters) == 0 {
 		if !strings.Contains(msg, " ") {
@@ -38,7 +38,7 @@ func (w *waker) released(i int, key, msg string) {
 	if dig, head, named := strings.Cut(msg, " "); named {
 		if id, _, handed := strings.Cut(head, " "); handed {
 			// The master handed the key to one of this Locker's waiters.
-			q.handedAt = w.l.env.now()
+			q.handedAt = w.env.now()
 			// dig is the SHA-1 of the token the master set: a grant of
 			// this waiter's own token, or not counted.
 			if x := q.find(id); x != nil && x.grant != nil && dig == x.grant.digest {
@@ -50,20 +50,20 @@ func (w *waker) released(i int, key, msg string) {
 					if x.wake() {
 						w.woken.Add(1) // one per release, as for a waiter named
 					}
-				case w.l.need:
+				case w.need:
 					x.wake()
 				}
 			}
 			return
 		}
 		// Only this Locker hears it (its own channel): no tally needed.
-		q.handedAt = w.l.env.now()
+		q.handedAt = w.env.now()
 		if q.has(head) {
 			// A writer is named: the readers waiting for it go in before
 			// the next writer, whose intent their passes let them by
 			// (rw_read.lua), as after a release naming nobody.
 			w.woken.Add(q.wakeReaders())
-			if q.named(i, head, msg, w.l.need, len(w.l.streams)) {
+			if q.named(i, head, msg, w.need, len(w.masters)) {
 				w.woken.Add(1)
 			}
 			return
@@ -72,10 +72,10 @@ func (w *waker) released(i int, key, msg string) {
 		// reached this master after the release that woke it): the key
 		// is free all the same, and counts as a release naming nobody.
 		msg = dig
-		q.freedAt = w.l.env.now()
+		q.freedAt = w.env.now()
 	}
 	q.tally[msg]++
-	if q.tally[msg] < w.l.need {
+	if q.tally[msg] < w.need {
 		if len(q.tally) > 64 { // releases that never reach a majority: forget them
 			clear(q.tally)
 		}
@@ -137,7 +137,7 @@ func (w *waker) wakeOnMajority(wt *waiter) (now, later bool) {
 	if wt.msg == "" {
 		return false, false
 	}
-	if wt.named >= w.l.need {
+	if wt.named >= w.need {
 		return true, false
 	}
 	wt.again = true

@@ -63,7 +63,7 @@ func (w *waker) grantedSince(wt *waiter) (time.Time, []bool, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := wt.grant
-	if g == nil || g.count() < w.l.need {
+	if g == nil || g.count() < w.need {
 		return time.Time{}, nil, false
 	}
 	return g.since, slices.Clone(g.by), true
@@ -148,7 +148,7 @@ func tokenDigest(token string) string {
 func (w *waker) hearsAll() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.subs) == len(w.l.masters)
+	return len(w.subs) == len(w.masters)
 }
 
 // setGrant makes wt a waiter a release may hand the key to.

@@ -29,10 +29,10 @@ type subscriber struct {
 // Locker (env) starts none: its owner calls pump after each event, and
 // the sweep runs on its timers.
 func (w *waker) startLocked() {
-	w.subs = make([]*subscriber, 0, len(w.l.masters))
-	detached := w.l.env.detached()
-	for i, m := range w.l.masters {
-		ps := subscribe(w.ctx, m, w.l.given[i])
+	w.subs = make([]*subscriber, 0, len(w.masters))
+	detached := w.env.detached()
+	for i, m := range w.masters {
+		ps := subscribe(w.ctx, m, w.given[i])
 		if ps == nil {
 			continue
 		}
@@ -43,7 +43,7 @@ func (w *waker) startLocked() {
 		}
 	}
 	if detached {
-		w.l.env.afterFunc(lingerFor/2, w.sweepTick)
+		w.env.afterFunc(lingerFor/2, w.sweepTick)
 		return
 	}
 	w.wg.Go(w.sweep)
@@ -178,7 +178,7 @@ func (w *waker) reconcile(s *subscriber) {
 	if failed {
 		// The master is not answering: try again a little later (go-redis
 		// redials), not in a tight loop.
-		w.l.env.afterFunc(lingerFor/2, func() { s.poke() })
+		w.env.afterFunc(lingerFor/2, func() { s.poke() })
 	}
 }
 
@@ -193,7 +193,7 @@ func (s *subscriber) poke() {
 // sweep forgets keys that nobody has waited for in lingerFor.
 func (w *waker) sweep() {
 	var t *time.Timer // env.sleep's, kept for reuse
-	for w.l.env.sleep(w.ctx, context.Background(), lingerFor/2, nil, &t) == wakeTimer {
+	for w.env.sleep(w.ctx, context.Background(), lingerFor/2, nil, &t) == wakeTimer {
 		w.sweepOnce()
 	}
 	if t != nil {
@@ -205,14 +205,14 @@ func (w *waker) sweep() {
 // closes.
 func (w *waker) sweepTick() {
 	if w.sweepOnce() {
-		w.l.env.afterFunc(lingerFor/2, w.sweepTick)
+		w.env.afterFunc(lingerFor/2, w.sweepTick)
 	}
 }
 
 // sweepOnce forgets the keys that nobody has waited for in lingerFor, and
 // reports whether the waker is still open.
 func (w *waker) sweepOnce() bool {
-	now := w.l.env.now()
+	now := w.env.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	changed := false

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/quorum"
 )
 
@@ -81,7 +84,14 @@ const maxPTTL = uint64(math.MaxInt64/int64(time.Millisecond)) / 2
 const lingerFor = time.Second
 
 type waker struct {
-	l *Locker
+	// What it needs of its Locker, given when it is built: the clock,
+	// randomness and timers (env.go), the masters by index (a client, nil
+	// for a master on the client path, and each as given, which
+	// subscribe opens a subscription on), and how many make a majority.
+	env     env
+	masters []redis.UniversalClient
+	given   []driver.Master
+	need    int
 
 	mu     sync.Mutex
 	queues map[string]*waitQueue // by key: subscribed, or about to be
@@ -151,10 +161,13 @@ type waiter struct {
 	reader bool
 }
 
-func newWaker(l *Locker) *waker {
-	w := &waker{l: l, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
+// newWaker makes the waker of a Locker that lives in e, over its masters
+// (clients by index, nil on the client path, and as given), of which need
+// make a majority.
+func newWaker(e env, masters []redis.UniversalClient, given []driver.Master, need int) *waker {
+	w := &waker{env: e, masters: masters, given: given, need: need, queues: map[string]*waitQueue{}, quit: make(chan struct{})}
 	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], l.env.random())
+	binary.LittleEndian.PutUint64(b[:], e.random())
 	w.id = hex.EncodeToString(b[:])
 	w.suffix = ":w:" + w.id
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -176,7 +189,7 @@ func (w *waker) wait(t target) *waiter {
 		keys = []string{t.key[:len(t.key)-1] + "w"}
 	}
 	wt := &waiter{ch: make(chan struct{}, 1), keys: keys, reader: reader,
-		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), began: w.l.env.now()}
+		id: w.id + "." + strconv.FormatUint(w.seq.Add(1), 36), began: w.env.now()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -261,7 +274,7 @@ func (w *waker) handed(key string) {
 	if w.closed {
 		return
 	}
-	now := w.l.env.now()
+	now := w.env.now()
 	q := w.queues[key]
 	if q == nil {
 		q = &waitQueue{idleSince: now}
@@ -292,7 +305,7 @@ func (w *waker) handingOn(t target, maxAge time.Duration) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[t.key]
-	return q != nil && !q.handedAt.IsZero() && w.l.env.now().Sub(q.handedAt) < maxAge
+	return q != nil && !q.handedAt.IsZero() && w.env.now().Sub(q.handedAt) < maxAge
 }
 
 // first reports whether no waiter for the same keys is ahead of wt in
@@ -335,7 +348,7 @@ func (w *waker) done(wt *waiter) {
 		w.waiting.Add(-1)
 	}
 	unused := len(wt.ch) > 0
-	now := w.l.env.now()
+	now := w.env.now()
 	for _, k := range wt.keys {
 		q := w.queues[k]
 		j := q.place(wt)
