@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -9,10 +11,55 @@ import (
 // published on a key's channel, or on this Locker's channel for the key,
 // and whom it wakes once enough masters agree.
 
+// announcement is one master's message about a release of a key, in one
+// of three forms:
+//
+//   - "<digest>": a release that named nobody (release.lua with an empty
+//     queue or none, release_multi.lua), on the key's channel; digest is
+//     the hex SHA-1 of the token released, or readersGone and the digest
+//     of a writer's intent (rw_unread.lua: the last reader left);
+//   - "<digest> <id>": a release that took the waiter id off the key's
+//     queue on the masters and names it, on its Locker's channel;
+//   - "<digest> <id> +": the master handed the key to the waiter id
+//     (docs/design.md §14.3), setting it to the token whose SHA-1 is
+//     digest, on its Locker's channel.
+type announcement struct {
+	digest string
+	id     string // the waiter named or handed the key; "" for nobody
+	handed bool   // the master set the key to id's token (the "+" form)
+}
+
+// errAnnouncement is the error of parseAnnouncement for a message in none
+// of announcement's forms.
+var errAnnouncement = errors.New("redlock: malformed release announcement")
+
+// parseAnnouncement reads msg, a master's message about a release. A
+// message in none of announcement's forms (no script publishes one: an
+// empty digest or id, a word after the id other than "+", more words) is
+// an error.
+func parseAnnouncement(msg string) (announcement, error) {
+	digest, rest, named := strings.Cut(msg, " ")
+	if digest == "" {
+		return announcement{}, fmt.Errorf("%w: %q: no digest", errAnnouncement, msg)
+	}
+	if !named {
+		return announcement{digest: digest}, nil
+	}
+	id, tail, handed := strings.Cut(rest, " ")
+	if id == "" {
+		return announcement{}, fmt.Errorf("%w: %q: no waiter after the digest", errAnnouncement, msg)
+	}
+	if handed && tail != "+" {
+		return announcement{}, fmt.Errorf("%w: %q: %q after the waiter, not \"+\"", errAnnouncement, msg, tail)
+	}
+	return announcement{digest: digest, id: id, handed: handed}, nil
+}
+
 // released counts master i's announcement msg that a token was released
 // from key (its digest, then the waiter taken off the queue, if any), and
 // once a majority of masters have announced the same, wakes that waiter if
-// it is this Locker's, or with no waiter named, this Locker's first.
+// it is this Locker's, or with no waiter named, this Locker's first. A
+// message in none of announcement's forms is ignored.
 func (w *waker) released(i int, key, msg string) {
 	if w.drop.Load() {
 		return
@@ -23,11 +70,15 @@ func (w *waker) released(i int, key, msg string) {
 	if q == nil {
 		return
 	}
-	if !strings.Contains(msg, " ") {
+	a, err := parseAnnouncement(msg)
+	if err != nil {
+		return
+	}
+	if a.id == "" {
 		q.freedAt = w.env.now()
 	}
 	if len(q.waiters) == 0 {
-		if !strings.Contains(msg, " ") {
+		if a.id == "" {
 			q.handedAt = time.Time{}
 		}
 		return
@@ -35,13 +86,13 @@ func (w *waker) released(i int, key, msg string) {
 	if q.tally == nil {
 		q.tally = map[string]int{}
 	}
-	if dig, head, named := strings.Cut(msg, " "); named {
-		if id, _, handed := strings.Cut(head, " "); handed {
+	if a.id != "" {
+		if a.handed {
 			// The master handed the key to one of this Locker's waiters.
 			q.handedAt = w.env.now()
-			// dig is the SHA-1 of the token the master set: a grant of
-			// this waiter's own token, or not counted.
-			if x := q.find(id); x != nil && x.grant != nil && dig == x.grant.digest {
+			// a.digest is the SHA-1 of the token the master set: a grant
+			// of this waiter's own token, or not counted.
+			if x := q.find(a.id); x != nil && x.grant != nil && a.digest == x.grant.digest {
 				// Wake it on the first grant (it then waits for the
 				// others, and gives back what it has if no majority
 				// comes) and on the majority's.
@@ -58,32 +109,32 @@ func (w *waker) released(i int, key, msg string) {
 		}
 		// Only this Locker hears it (its own channel): no tally needed.
 		q.handedAt = w.env.now()
-		if q.has(head) {
+		if q.has(a.id) {
 			// A writer is named: the readers waiting for it go in before
 			// the next writer, whose intent their passes let them by
 			// (rw_read.lua), as after a release naming nobody.
 			w.woken.Add(q.wakeReaders())
-			if q.named(i, head, msg, w.need, len(w.masters)) {
+			if q.named(i, a.id, msg, w.need, len(w.masters)) {
 				w.woken.Add(1)
 			}
 			return
 		}
 		// It named a waiter of this Locker that has left (its entry
 		// reached this master after the release that woke it): the key
-		// is free all the same, and counts as a release naming nobody.
-		msg = dig
+		// is free all the same, and counts as a release naming nobody
+		// (counted by its digest, as one that named nobody is).
 		q.freedAt = w.env.now()
 	}
-	q.tally[msg]++
-	if q.tally[msg] < w.need {
+	q.tally[a.digest]++
+	if q.tally[a.digest] < w.need {
 		if len(q.tally) > 64 { // releases that never reach a majority: forget them
 			clear(q.tally)
 		}
 		return
 	}
-	delete(q.tally, msg)
+	delete(q.tally, a.digest)
 	q.handedAt = time.Time{}
-	if !strings.HasPrefix(msg, readersGone) {
+	if !strings.HasPrefix(a.digest, readersGone) {
 		// A writer released: the readers may go (a writer's intent may
 		// still refuse them; they then wait as before).
 		w.woken.Add(q.wakeReaders())

@@ -56,7 +56,7 @@ log() { echo "mutate: $*" >&2; }
 REDLOCK_FILES="locker.go lock.go wait.go wake.go announce.go grant.go subscriptions.go watch.go queue.go keep.go keeper.go pace.go semaphore.go rwmutex.go election.go primitives.go"
 REDLOCK_FILES=${MUTATE_FILES:-$REDLOCK_FILES}
 # Package redlock's fast set: no test here starts a redis-server.
-REDLOCK_RUN='^(TestSim|TestSimReplay|TestSimSwarmRegressions|TestMemStream.*|TestCommandWire|TestWriterRefusalAndPlace|TestExpiresAt|TestAcqRecordOutcome|TestGivenBackGrantsDoNotCount|TestNoHandedLockOnceClosing|TestClientPubSubReopens|TestMutate.*)$'
+REDLOCK_RUN='^(TestSim|TestSimReplay|TestSimSwarmRegressions|TestMemStream.*|TestCommandWire|TestWriterRefusalAndPlace|TestExpiresAt|TestAcqRecordOutcome|TestGivenBackGrantsDoNotCount|TestNoHandedLockOnceClosing|TestClientPubSubReopens|TestParseAnnouncement|TestMalformedAnnouncementIgnored|TestMutate.*)$'
 
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(validity quorum internal/wait redlock)
