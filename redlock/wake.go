@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlab/redlock/driver"
-	"github.com/quorumlab/redlock/quorum"
 )
 
 // Wake on release (docs/design.md §14).
@@ -41,42 +39,11 @@ import (
 // queue, or a master without the queue) wakes this Locker's first waiter,
 // as before.
 
-// Wake on expiry (docs/design.md §14.2): a holder that dies releases
-// nothing, so nothing is announced; a waiter that read the holder's PTTLs
-// retries when a majority of its keys will have expired.
-
 // This file holds the waiters' registry: who waits for which key, in
 // what order, and whom a wake goes to. The release announcements are
 // counted in announce.go, the hand-off's grants kept in grant.go, the
 // subscriptions that carry the announcements made in subscriptions.go,
-// and the watch of elections in watch.go.
-
-// expiresAt is when the key that the probe res (started at start) found
-// held will have expired on need masters: the need-th earliest of each
-// master's expiry, the arrival of its reply plus its PTTL plus margin (a
-// master where the key was absent has expired already). A master that did
-// not answer, or whose key has no TTL, is not counted: zero when fewer than
-// need are.
-func expiresAt(res quorum.Result, start time.Time, need int, margin time.Duration) time.Time {
-	at := make([]time.Time, 0, len(res.Replies))
-	for _, r := range res.Replies {
-		switch {
-		case r.Outcome == quorum.OK:
-			at = append(at, start.Add(r.Latency))
-		case r.Outcome == quorum.Refused && r.Value <= maxPTTL:
-			at = append(at, start.Add(r.Latency+time.Duration(r.Value)*time.Millisecond+margin))
-		}
-	}
-	if len(at) < need {
-		return time.Time{}
-	}
-	slices.SortFunc(at, time.Time.Compare)
-	return at[need-1]
-}
-
-// maxPTTL is the longest PTTL (ms) that expiresAt counts: a time.Duration
-// holds it with room for the latency and margin (about 290 years).
-const maxPTTL = uint64(math.MaxInt64/int64(time.Millisecond)) / 2
+// the watch of elections in watch.go, and the wake on expiry in expiry.go.
 
 // lingerFor is how long a key stays subscribed after its last waiter left,
 // so that a key contended now and then is not subscribed and unsubscribed
