@@ -19,7 +19,7 @@ import (
 // carried its token, however many joins carried it since.
 func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	l := &Locker{need: 3, masters: make([]redis.UniversalClient, 5), env: sysEnv{}}
-	w := newWaker(l)
+	w := newWaker(l.env, l.masters, l.given, l.need)
 	const key = "redlock:{r}"
 	x := &waiter{ch: make(chan struct{}, 1), keys: []string{key}, id: w.id + ".1"}
 	w.queues[key] = &waitQueue{waiters: []*waiter{x}}
@@ -91,7 +91,7 @@ func TestNoHandedLockOnceClosing(t *testing.T) {
 	opts := Options{}.withDefaults()
 	l := &Locker{need: 3, masters: make([]redis.UniversalClient, 5), addrs: make([]string, 5), opts: opts, env: sysEnv{},
 		log: slog.New(slog.DiscardHandler)}
-	w := newWaker(l)
+	w := newWaker(l.env, l.masters, l.given, l.need)
 	l.wake = w
 	const key = "redlock:{r}"
 	tg := target{resource: "r", key: key}

@@ -172,7 +172,7 @@ func newLocker(masters []driver.Master, opts *Options, e env, path func(cfg *pat
 	l.keeper.env = e
 	l.quit, l.endQuit = context.WithCancel(context.Background())
 	l.keeper.quit = l.quit
-	l.wake = newWaker(l)
+	l.wake = newWaker(l.env, l.masters, l.given, l.need)
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
 		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.MasterTimeout, log: log, ids: &l.ids, tried: &l.tried, env: e}

@@ -340,7 +340,7 @@ func TestMutateDetachedSweep(t *testing.T) {
 	var after []time.Duration
 	e := detachedEnv{afterEnv{memEnv{clk: &memClock{base: time.Now()}}, &mu, &after}}
 	l := &Locker{env: e, masters: make([]redis.UniversalClient, 3), given: make([]driver.Master, 3)}
-	w := newWaker(l)
+	w := newWaker(l.env, l.masters, l.given, l.need)
 	l.wake = w
 	w.mu.Lock()
 	w.startLocked()

@@ -17,7 +17,7 @@ import (
 // counts into a lock, and what a failed round says to the machine. The
 // scripts they run are scripts/release.lua (the pop and the hand-off),
 // probe_mine.lua and rw_write.lua; the waker's side (who was named, which
-// grants count) is wake.go.
+// grants count) is the waker's (announce.go, grant.go).
 
 // queued reports whether callers waiting for t join its queue on the
 // masters: one resource, with a lock key that has a hash tag (the queue's
