@@ -35,9 +35,9 @@ func (c *cmd) describe() string {
 	}
 	a := c.args(nil)
 	if c.kind == cmdLoad {
-		return a[0].s + " " + a[1].s // SCRIPT LOAD
+		return a[0].String() + " " + a[1].String() // SCRIPT LOAD
 	}
-	return a[0].s
+	return a[0].String()
 }
 
 func (sc *script) describe() string {
@@ -58,15 +58,6 @@ func (c *cmd) replyError(text string) error {
 // ErrInvalid.
 func refusedError(what, text string) error {
 	return invalid(fmt.Sprintf("the master denied %s: the ACL user lacks the permission (check its rules): %s", what, text))
-}
-
-// handshakeError is the error of an error reply to a set-up command name
-// (SCRIPT LOAD, INFO, ...).
-func handshakeError(name, text string) error {
-	if aclRefusal(text) {
-		return refusedError(name, text)
-	}
-	return fmt.Errorf("%s: %w", name, serverError(text))
 }
 
 // refusal returns the first master's error that is a permanent
@@ -91,16 +82,4 @@ func (l *Locker) refusalIn(res quorum.Result) error {
 		}
 	}
 	return nil
-}
-
-// skipError is the error of a master whose stream refuses commands: the
-// misconfiguration that made it stop (a permission refused at set-up, a
-// duplicate master), or quorum.ErrUnavailable while it is not answering.
-func (s *stream) skipError() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.invalid != nil {
-		return s.invalid
-	}
-	return quorum.ErrUnavailable
 }

@@ -1,13 +1,13 @@
 package redlock
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/transport"
 	"github.com/quorumlab/redlock/quorum"
 )
 
@@ -61,8 +61,8 @@ const (
 )
 
 // lua is the Lua script c runs with EVALSHA (nil for SET and SCRIPT
-// LOAD): the one place that maps a kind to its script, for both
-// transports and for errors (acl.go).
+// LOAD): the one place that maps a kind to its script, for its arguments,
+// a NOSCRIPT reply (Resend) and errors (acl.go).
 func (c *cmd) lua() *script {
 	switch c.kind {
 	case cmdAcquireFenced:
@@ -93,31 +93,21 @@ func (c *cmd) lua() *script {
 	return c.lua2()
 }
 
-// arg is one argument of a command, laid out without allocating: the
-// string s followed by suffix (a key's fence counter: key + ":fence"), or,
-// when num is set, the number n in decimal.
-type arg struct {
-	s, suffix string
-	n         uint64
-	num       bool
-}
+// arg is one argument of a command, laid out without allocating
+// (transport.Arg: a string, a key with a suffix, or a number).
+type arg = transport.Arg
 
-func str(s string) arg     { return arg{s: s} }
-func num(n uint64) arg     { return arg{n: n, num: true} }
-func fence(key string) arg { return arg{s: key, suffix: fenceSuffix} }
-func queue(key string) arg { return arg{s: key, suffix: queueSuffix} }
+func str(s string) arg     { return transport.Str(s) }
+func num(n uint64) arg     { return transport.Num(n) }
+func fence(key string) arg { return transport.Suffixed(key, fenceSuffix) }
+func queue(key string) arg { return transport.Suffixed(key, queueSuffix) }
 
-// String is the argument as it goes on the wire.
-func (a arg) String() string {
-	if a.num {
-		return strconv.FormatUint(a.n, 10)
-	}
-	return a.s + a.suffix
-}
+// suffixed is the argument s + suffix (a key of the lock's hash tag).
+func suffixed(s, suffix string) arg { return transport.Suffixed(s, suffix) }
 
 // args appends c's command, its name first, to dst: the one place where
-// each kind's keys and arguments are laid out. The transports (fast.go,
-// plain.go) only serialize the list.
+// each kind's keys and arguments are laid out. The transport's links
+// only serialize the list.
 func (c *cmd) args(dst []arg) []arg {
 	switch c.kind {
 	case cmdSetNX:
@@ -236,14 +226,14 @@ func (c *cmd) isRelease() bool {
 	return c.kind == cmdRelease || c.kind == cmdReleaseMulti || c.kind == cmdUnread
 }
 
-// parks reports whether c is parked for a master that is not answering,
+// Parks reports whether c is parked for a master that is not answering,
 // and sent when it answers: a release, and a waiter's leave of the queue.
 // Both take back what the caller put on the master, whose outcome no
 // longer matters to the caller but must reach the master whenever it
 // answers again: a key left behind blocks others for its TTL, a queue
 // member left behind is named by the next release in place of a live
 // waiter, until the queue expires (docs/design.md §14.1).
-func (c *cmd) parks() bool { return c.isRelease() || c.kind == cmdLeave }
+func (c *cmd) Parks() bool { return c.isRelease() || c.kind == cmdLeave }
 
 // cmd is one command to one master, and where its reply goes.
 type cmd struct {
@@ -275,11 +265,11 @@ type cmd struct {
 	wall, slack uint64
 }
 
-// done hands the command's reply, which came at now, to its round, if the
-// round still waits. A reply that comes after its round stopped waiting
-// needs nothing more: whatever it did on the master is cleaned up by the
-// release that follows it on the same stream.
-func (c *cmd) done(rep quorum.Reply, now time.Time) {
+// Done hands the command's outcome, which came at now, to its round, if
+// the round still waits. A reply that comes after its round stopped
+// waiting needs nothing more: whatever it did on the master is cleaned up
+// by the release that follows it on the same stream.
+func (c *cmd) Done(rep quorum.Reply, now time.Time) {
 	if c.ext != nil {
 		// Before the round: the batch may decide, and the round's
 		// waiter stop, on this reply.
@@ -291,26 +281,87 @@ func (c *cmd) done(rep quorum.Reply, now time.Time) {
 	}
 }
 
-// raw is one RESP reply, as either transport reads it.
-type raw struct {
-	typ  byte // '+', '-', ':', '$' (bulk), '_' (null)
-	n    int64
-	text string // error text, bulk or simple string (when kept)
+// The rest of what a stream asks of a command (transport.Command).
+
+// Args is args, for the links.
+func (c *cmd) Args(dst []arg) []arg { return c.args(dst) }
+
+// Key is the lock key, by whose slot a Redis Cluster master sends c to a
+// shard: every key c names shares its hash tag.
+func (c *cmd) Key() string { return c.key }
+
+// Park detaches c, parked, from its round, which no longer waits for it.
+func (c *cmd) Park() { c.round = nil }
+
+// Answer hands the reply r, which came at now, to c's round, as what it
+// means for c (interpret).
+func (c *cmd) Answer(r raw, now time.Time) { c.Done(c.interpret(r), now) }
+
+// Resend reports whether c, answered NOSCRIPT (it did not run), is sent
+// again once the scripts are loaded, and marks it so; ahead reports
+// whether a command matching is queued, in flight or parked on c's
+// stream. Releases and extensions may run late at any time
+// (compare-and-delete, compare-and-expire on a token no one else has). An
+// acquisition may not run after a release of its own token, so it is sent
+// again only if no such release is ahead of it; nor may a waiter's join
+// run after its leave, or after the release that removes its member (its
+// member would stay in the queue, named or handed the key by the next
+// releases, until the queue expires). Each command is sent again once: a
+// master that keeps answering NOSCRIPT fails it.
+func (c *cmd) Resend(ahead func(matching func(transport.Command) bool) bool) bool {
+	if c.resent || c.lua() == nil {
+		return false
+	}
+	if c.kind == cmdJoin && leaveAhead(ahead, c.key, c.token) {
+		return false
+	}
+	if !c.isRelease() && c.kind != cmdExtend && c.kind != cmdExtendMulti && c.kind != cmdExtendBatch && releaseAhead(ahead, c.token) {
+		return false
+	}
+	c.resent = true
+	return true
 }
 
+// leaveAhead reports whether a command that takes member off key's queue
+// is ahead: a leave of its waiter's id (the member's first field), or a
+// release that removes this very member first (Unlock of a handed lock,
+// §14.3 item 6; a give-back's release removes a member that its waiter's
+// later join, with its bare id, does not bring back).
+func leaveAhead(ahead func(func(transport.Command) bool) bool, key, member string) bool {
+	id, _, _ := strings.Cut(member, " ")
+	return ahead(func(x transport.Command) bool {
+		c, ok := x.(*cmd)
+		if !ok || c.key != key {
+			return false
+		}
+		if c.isRelease() {
+			return c.waiter != "" && c.waiter == member
+		}
+		other, _, _ := strings.Cut(c.token, " ")
+		return c.kind == cmdLeave && other == id
+	})
+}
+
+// releaseAhead reports whether a release of token is ahead.
+func releaseAhead(ahead func(func(transport.Command) bool) bool, token string) bool {
+	return ahead(func(x transport.Command) bool {
+		c, ok := x.(*cmd)
+		return ok && c.isRelease() && c.token == token
+	})
+}
+
+// raw is one RESP reply, as every link reads it.
+type raw = transport.Raw
+
 // serverError is an error reply from a master, e.g. NOSCRIPT or NOPERM.
-type serverError string
+type serverError = transport.ServerError
 
-func (e serverError) Error() string { return "redlock: master replied: " + string(e) }
-
-func (r raw) noScript() bool { return r.typ == '-' && strings.HasPrefix(r.text, "NOSCRIPT") }
-
-var errUnexpected = errors.New("redlock: unexpected reply from master")
+var errUnexpected = transport.ErrUnexpected
 
 // interpret turns a reply into the command's outcome.
 func (c *cmd) interpret(r raw) quorum.Reply {
-	if r.typ == '-' {
-		return quorum.Reply{Outcome: quorum.Failed, Err: c.replyError(r.text)}
+	if r.Type == '-' {
+		return quorum.Reply{Outcome: quorum.Failed, Err: c.replyError(r.Text)}
 	}
 	if rep, ok := c.interpretLock(r); ok {
 		return rep
@@ -318,7 +369,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 	if rep, ok := c.interpretOther(r); ok {
 		return rep
 	}
-	return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("%w: type %q to command %d", errUnexpected, r.typ, c.kind)}
+	return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("%w: type %q to command %d", errUnexpected, r.Type, c.kind)}
 }
 
 // interpretLock reads the reply to a lock's acquisition, fence
@@ -329,26 +380,26 @@ func (c *cmd) interpretLock(r raw) (quorum.Reply, bool) {
 	no := quorum.Reply{Outcome: quorum.Refused}
 	switch c.kind {
 	case cmdSetNX:
-		switch r.typ {
+		switch r.Type {
 		case '+':
 			return ok, true
 		case '_':
 			return no, true
 		}
 	case cmdAcquireFenced, cmdAcquireMulti, cmdWrite, cmdWriteWait:
-		switch r.typ {
+		switch r.Type {
 		case ':':
 			// rw_write.lua's refusal: Value 1, another writer holds the
 			// key; 2, a reader is live; 2 + rank, rank ≥ 1 waiters are
 			// ahead of the writer in the queue (asked with c.ask).
-			if r.n == -1 || r.n == -2 || r.n < -2 && c.ask {
-				no.Value = uint64(-r.n)
+			if r.N == -1 || r.N == -2 || r.N < -2 && c.ask {
+				no.Value = uint64(-r.N)
 				return no, true
 			}
 		case '$':
-			v, err := strconv.ParseUint(r.text, 10, 64)
+			v, err := strconv.ParseUint(r.Text, 10, 64)
 			if err != nil {
-				return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: corrupt fence counter %q: %w", r.text, err)}, true
+				return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: corrupt fence counter %q: %w", r.Text, err)}, true
 			}
 			ok.Value = v
 			return ok, true
@@ -356,8 +407,8 @@ func (c *cmd) interpretLock(r raw) (quorum.Reply, bool) {
 			return no, true
 		}
 	case cmdWriteback, cmdExtend, cmdWritebackMulti, cmdExtendMulti, cmdReadExtend, cmdSemExtend:
-		if r.typ == ':' {
-			if r.n == 1 {
+		if r.Type == ':' {
+			if r.N == 1 {
 				return ok, true
 			}
 			return no, true
@@ -365,9 +416,9 @@ func (c *cmd) interpretLock(r raw) (quorum.Reply, bool) {
 	case cmdRelease, cmdReleaseMulti, cmdUnread:
 		// 1 deleted, 0 already gone (both: the key is not ours any more),
 		// −1 another owner's token is there.
-		if r.typ == ':' {
-			if r.n >= 0 {
-				ok.Value = uint64(r.n) // release.lua: 2 when it woke a queued caller
+		if r.Type == ':' {
+			if r.N >= 0 {
+				ok.Value = uint64(r.N) // release.lua: 2 when it woke a queued caller
 				return ok, true
 			}
 			return no, true
@@ -385,19 +436,19 @@ func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
 	no := quorum.Reply{Outcome: quorum.Refused}
 	switch c.kind {
 	case cmdJoin, cmdLeave:
-		if r.typ == ':' {
+		if r.Type == ':' {
 			return ok, true
 		}
 	case cmdSemAcquire, cmdRead:
 		// Value: the position of the slot taken (cmdRead: 1). A refused
 		// read (−1 − pass) carries the reader's pass on this master.
-		switch r.typ {
+		switch r.Type {
 		case ':':
-			if r.n < 0 && c.kind == cmdRead {
-				no.Value = uint64(-(r.n + 1))
+			if r.N < 0 && c.kind == cmdRead {
+				no.Value = uint64(-(r.N + 1))
 				return no, true
 			}
-			ok.Value = uint64(r.n)
+			ok.Value = uint64(r.N)
 			return ok, true
 		case '_':
 			return no, true
@@ -405,8 +456,8 @@ func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
 	case cmdLeaderWrite:
 		// 1 written; 0 the key does not hold the token here; −1 a later
 		// term is recorded (Value 1).
-		if r.typ == ':' {
-			switch r.n {
+		if r.Type == ':' {
+			switch r.N {
 			case 1:
 				return ok, true
 			case -1:
@@ -415,14 +466,14 @@ func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
 			return no, true
 		}
 	case cmdLeaderRead:
-		if r.typ == '$' && c.bits != nil {
-			c.bits.record(c.node, r.text)
+		if r.Type == '$' && c.bits != nil {
+			c.bits.record(c.node, r.Text)
 			return ok, true
 		}
 	case cmdSemHolders:
 		// One character per slot, '1' where it is held here.
-		if r.typ == '$' && len(r.text) == len(c.keys) && c.bits != nil {
-			c.bits.record(c.node, r.text)
+		if r.Type == '$' && len(r.Text) == len(c.keys) && c.bits != nil {
+			c.bits.record(c.node, r.Text)
 			return ok, true
 		}
 	case cmdProbe, cmdProbeMine:
@@ -430,15 +481,15 @@ func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
 		// probeMine) holds the waiter's own grant token (−3); Refused: it
 		// is held, Value its PTTL in ms (math.MaxUint64 for a key without
 		// one, −1).
-		if r.typ == ':' {
+		if r.Type == ':' {
 			switch {
-			case r.n == -2:
+			case r.N == -2:
 				return ok, true
-			case r.n == -3 && c.kind == cmdProbeMine:
+			case r.N == -3 && c.kind == cmdProbeMine:
 				ok.Value = probeMine
 				return ok, true
-			case r.n >= 0:
-				no.Value = uint64(r.n)
+			case r.N >= 0:
+				no.Value = uint64(r.N)
 			default:
 				no.Value = math.MaxUint64
 			}
@@ -446,23 +497,23 @@ func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
 		}
 	case cmdRank:
 		// Value: 0 when id is not in the queue here, else its rank + 1.
-		switch r.typ {
+		switch r.Type {
 		case ':':
-			ok.Value = uint64(r.n) + 1
+			ok.Value = uint64(r.N) + 1
 			return ok, true
 		case '_':
 			return ok, true
 		}
 	case cmdAdopt:
-		switch r.typ {
+		switch r.Type {
 		case '$':
-			return adoptReply(r.text), true
+			return adoptReply(r.Text), true
 		case '_':
 			return no, true
 		}
 	case cmdExtendBatch:
-		if r.typ == '$' && len(r.text) == len(c.ext.keys) {
-			c.ext.record(c.node, r.text)
+		if r.Type == '$' && len(r.Text) == len(c.ext.keys) {
+			c.ext.record(c.node, r.Text)
 			return ok, true
 		}
 	case cmdLoad:

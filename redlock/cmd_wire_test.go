@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/quorumlab/redlock/internal/transport"
 	"github.com/quorumlab/redlock/quorum"
 )
 
@@ -51,9 +52,9 @@ func TestCommandWire(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var got, want bytes.Buffer
-		k := &respLink{respWriter: respWriter{bw: bufio.NewWriter(&got)}}
-		k.encode(&tc.c)
-		k.bw.Flush()
+		bw := bufio.NewWriter(&got)
+		transport.WriteRESP(bw, tc.c.args(nil))
+		bw.Flush()
 		fmt.Fprintf(&want, "*%d\r\n", len(tc.want))
 		for _, a := range tc.want {
 			fmt.Fprintf(&want, "$%d\r\n%s\r\n", len(a), a)
@@ -82,12 +83,12 @@ func TestWriterRefusalAndPlace(t *testing.T) {
 		want uint64
 	}{{false, -1, 1}, {false, -2, 2}, {true, -1, 1}, {true, -2, 2}, {true, -3, 3}, {true, -6, 6}} {
 		c := cmd{kind: cmdWriteWait, waiter: "L.1", ask: tc.ask}
-		if r := c.interpret(raw{typ: ':', n: tc.n}); r.Outcome != quorum.Refused || r.Value != tc.want {
+		if r := c.interpret(raw{Type: ':', N: tc.n}); r.Outcome != quorum.Refused || r.Value != tc.want {
 			t.Errorf("ask %v, reply %d: %v value %d; want refused, %d", tc.ask, tc.n, r.Outcome, r.Value, tc.want)
 		}
 	}
 	// A round that did not ask cannot be refused for its place.
-	if r := (&cmd{kind: cmdWriteWait}).interpret(raw{typ: ':', n: -3}); r.Outcome != quorum.Failed {
+	if r := (&cmd{kind: cmdWriteWait}).interpret(raw{Type: ':', N: -3}); r.Outcome != quorum.Failed {
 		t.Errorf("reply -3 to a round that did not ask: %v; want failed", r.Outcome)
 	}
 	asked := inQueue{id: "L.1", ask: true}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/transport"
 	"github.com/quorumlab/redlock/quorum"
 )
 
@@ -107,3 +108,18 @@ func (sysEnv) detached() bool { return false }
 func (sysEnv) later(f func()) { go f() }
 
 func (sysEnv) spawn(f func()) { go f() }
+
+// wireEnv is e as the transport's Env (package internal/transport): the
+// same clock and waits, so that the simulator runs the streams on its
+// clock too.
+type wireEnv struct{ e env }
+
+func (w wireEnv) Now() time.Time { return w.e.now() }
+
+func (w wireEnv) AfterFunc(d time.Duration, f func()) transport.Stopper { return w.e.afterFunc(d, f) }
+
+func (w wireEnv) AfterDone(ctx context.Context, f func()) func() bool { return w.e.afterDone(ctx, f) }
+
+func (w wireEnv) Detached() bool { return w.e.detached() }
+
+func (w wireEnv) Later(f func()) { w.e.later(f) }

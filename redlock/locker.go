@@ -175,14 +175,14 @@ func newLocker(masters []driver.Master, opts *Options, e env, path func(cfg *pat
 	l.wake = newWaker(l.env, l.masters, l.given, l.need)
 	l.streams = make([]pathway, len(masters))
 	for i, m := range l.masters {
-		cfg := &pathConfig{master: i, addr: addrs[i], nodeTimeout: o.MasterTimeout, log: log, ids: &l.ids, tried: &l.tried, env: e}
+		cfg := newPathConfig(l, i, e)
 		switch {
 		case path != nil:
 			l.streams[i] = path(cfg)
 		case m != nil:
 			l.streams[i] = newPath(cfg, m, o.ViaClient) // transport.go
 		default:
-			l.streams[i] = newClientPath(cfg, masters[i]) // master.go
+			l.streams[i] = newClientPath(cfg, masters[i]) // transport.go
 		}
 	}
 	tel, err := newTelemetry(l)
@@ -462,7 +462,7 @@ func (l *Locker) targetAll(resources []string) (target, error) {
 // shard by shard.
 func (l *Locker) hasClusterMaster() bool {
 	for _, p := range l.streams {
-		if _, ok := p.(*shardSet); ok {
+		if p.cluster() {
 			return true
 		}
 	}

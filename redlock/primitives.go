@@ -57,7 +57,7 @@ func (c *cmd) args2(dst []arg) []arg {
 	switch c.kind {
 	case cmdSemAcquire:
 		// KEYS: the permits record, then the slots in the caller's order.
-		dst = append(c.evalsha(dst, 1+len(c.keys)), arg{s: c.key, suffix: metaSuffix})
+		dst = append(c.evalsha(dst, 1+len(c.keys)), suffixed(c.key, metaSuffix))
 		for _, k := range c.keys {
 			dst = append(dst, str(k))
 		}
@@ -71,7 +71,7 @@ func (c *cmd) args2(dst []arg) []arg {
 	case cmdSemExtend:
 		// key is a slot, "<stem>:s:<j>"; the record is "<stem>:meta".
 		stem := c.key[:strings.LastIndex(c.key, slotInfix)]
-		return append(c.evalsha(dst, 2), str(c.key), arg{s: stem, suffix: metaSuffix}, str(c.token), num(c.n), num(c.pass))
+		return append(c.evalsha(dst, 2), str(c.key), suffixed(stem, metaSuffix), str(c.token), num(c.n), num(c.pass))
 	case cmdWrite, cmdWriteWait:
 		// key is "<stem>:w".
 		stem := c.key[:len(c.key)-1]
@@ -86,8 +86,8 @@ func (c *cmd) args2(dst []arg) []arg {
 		if queued {
 			nk = 6
 		}
-		dst = append(c.evalsha(dst, nk), str(c.key), fence(c.key), arg{s: c.key, suffix: "i"}, arg{s: stem, suffix: "r"},
-			arg{s: c.key, suffix: "g"})
+		dst = append(c.evalsha(dst, nk), str(c.key), fence(c.key), suffixed(c.key, "i"), suffixed(stem, "r"),
+			suffixed(c.key, "g"))
 		if queued {
 			dst = append(dst, queue(c.key))
 		}
@@ -104,18 +104,18 @@ func (c *cmd) args2(dst []arg) []arg {
 		// key is "<stem>:r".
 		stem := c.key[:len(c.key)-1]
 		if c.kind == cmdReadExtend {
-			return append(c.evalsha(dst, 3), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.key),
+			return append(c.evalsha(dst, 3), suffixed(stem, "w"), suffixed(stem, "wi"), str(c.key),
 				str(c.token), num(c.n), str("e"))
 		}
-		return append(c.evalsha(dst, 4), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.key),
-			arg{s: stem, suffix: "wg"}, str(c.token), num(c.n), str("a"), num(c.pass))
+		return append(c.evalsha(dst, 4), suffixed(stem, "w"), suffixed(stem, "wi"), str(c.key),
+			suffixed(stem, "wg"), str(c.token), num(c.n), str("a"), num(c.pass))
 	case cmdUnread:
 		stem := c.key[:len(c.key)-1]
-		return append(c.evalsha(dst, 3), str(c.key), arg{s: stem, suffix: "w"}, arg{s: stem, suffix: "wi"}, str(c.token))
+		return append(c.evalsha(dst, 3), str(c.key), suffixed(stem, "w"), suffixed(stem, "wi"), str(c.token))
 	case cmdLeaderWrite:
-		return append(c.evalsha(dst, 2), str(c.key), arg{s: c.key, suffix: leaderSuffix}, str(c.token), num(c.n), str(c.waiter))
+		return append(c.evalsha(dst, 2), str(c.key), suffixed(c.key, leaderSuffix), str(c.token), num(c.n), str(c.waiter))
 	case cmdLeaderRead:
-		return append(c.evalsha(dst, 2), str(c.key), arg{s: c.key, suffix: leaderSuffix})
+		return append(c.evalsha(dst, 2), str(c.key), suffixed(c.key, leaderSuffix))
 	}
 	return dst
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/internal/sim"
 	"github.com/quorumlab/redlock/internal/sim/world"
+	"github.com/quorumlab/redlock/internal/transport"
 	"github.com/quorumlab/redlock/quorum"
 )
 
@@ -177,9 +178,9 @@ func newSimProc(w *world.World, id int, cfg *simConfig, shared *simShared) (*sim
 	}
 	opts := cfg.opts
 	l, err := newLocker(masters, &opts, p, func(c *pathConfig) pathway {
-		sp := p.paths[c.master]
-		sp.s = newStream(c, sp.dial, 0)
-		return sp.s
+		sp := p.paths[c.Master]
+		sp.s = transport.NewStream(c, sp.dial, 0)
+		return pathway{sp.s}
 	})
 	if err != nil {
 		return nil, err
@@ -857,7 +858,7 @@ func (p *simProc) maybeClose() {
 					// Nothing else may come to wake the process: look
 					// again on the stream's probe period.
 					sp.retry = true
-					p.afterFunc(probeEvery, func() { sp.retry = false })
+					p.afterFunc(transport.ProbeEvery, func() { sp.retry = false })
 				}
 				return
 			}
@@ -912,7 +913,7 @@ func (p *simProc) Reply(now time.Duration, m int, tag uint64, r sim.Reply) []wor
 	p.event(now)
 	sp := p.paths[m]
 	if k := sp.link; k != nil && k.gen == tag && !k.dead {
-		sp.s.answer(k, rawOf(driver.Reply{Kind: driver.ReplyKind(r.Kind), Int: r.Int, Text: r.Text}), p.now())
+		sp.s.Answer(k, transport.RawOf(driver.Reply{Kind: driver.ReplyKind(r.Kind), Int: r.Int, Text: r.Text}), p.now())
 	}
 	p.settle()
 	return p.out
@@ -923,7 +924,7 @@ func (p *simProc) Lost(now time.Duration, m int, tag uint64) []world.Action {
 	sp := p.paths[m]
 	if k := sp.link; k != nil && k.gen == tag && !k.dead {
 		k.dead = true
-		sp.s.broken(k, errSimLost)
+		sp.s.Broken(k, errSimLost)
 	}
 	p.settle()
 	return p.out
@@ -992,14 +993,14 @@ var (
 type simPath struct {
 	p     *simProc
 	m     int
-	s     *stream
+	s     *transport.Stream
 	link  *simLink
 	gen   uint64
 	retry bool // maybeClose looks again on a timer
 }
 
 // dial connects when the world lets the process reach the master.
-func (sp *simPath) dial() (link, string, error) {
+func (sp *simPath) dial() (transport.Link, string, error) {
 	p := sp.p
 	if !p.w.Reachable(p.id, sp.m) {
 		return nil, "", errSimRefused
@@ -1011,12 +1012,7 @@ func (sp *simPath) dial() (link, string, error) {
 
 // busy reports whether the stream has commands queued, unanswered or
 // parked.
-func (sp *simPath) busy() bool {
-	s := sp.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.unansweredLocked() > 0 || len(s.parked) > 0
-}
+func (sp *simPath) busy() bool { return sp.s.Busy() }
 
 // simLink is one connection: each command a world Send, tagged with the
 // connection's generation (a reply to an earlier one is dropped).
@@ -1026,16 +1022,16 @@ type simLink struct {
 	dead bool
 }
 
-func (k *simLink) direct() bool { return true }
+func (k *simLink) Direct() bool { return true }
 
-func (k *simLink) write(batch []*cmd) error {
+func (k *simLink) Write(batch []transport.Command) error {
 	if k.dead {
 		return errSimLost
 	}
 	p := k.sp.p
 	var buf [16]arg
 	for _, c := range batch {
-		as := c.args(buf[:0])
+		as := c.Args(buf[:0])
 		args := make([]string, len(as))
 		for i, a := range as {
 			args[i] = a.String()
@@ -1045,14 +1041,14 @@ func (k *simLink) write(batch []*cmd) error {
 	return nil
 }
 
-// close ends the connection; its reader would then tell the stream.
-func (k *simLink) close() {
+// Close ends the connection; its reader would then tell the stream.
+func (k *simLink) Close() {
 	if k.dead {
 		return
 	}
 	k.dead = true
 	s := k.sp.s
-	k.sp.p.later(func() { s.broken(k, errSimLost) })
+	k.sp.p.later(func() { s.Broken(k, errSimLost) })
 }
 
 // simMaster is a master as the Locker is given it: a Subscriber, whose

@@ -12,13 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlab/redlock/internal/transport"
 	"github.com/quorumlab/redlock/quorum"
 )
 
-// Deterministic tests of the stream over an in-memory link: the test is the
-// master. It sees every write (memMaster.next), answers with s.answer as a
-// link's reader would, breaks links with s.broken, and passes the clock to
-// submit and answer, so nothing here sleeps or depends on timing.
+// Deterministic tests of the stream (internal/transport) over an in-memory
+// link, with the Locker's commands: the test is the master. It sees every
+// write (memMaster.next), answers with s.Answer as a link's reader would,
+// breaks links with s.Broken, and passes the clock to Submit and Answer, so
+// nothing here sleeps or depends on timing.
 
 // memLink is one in-memory connection: each write is handed to the test.
 type memLink struct {
@@ -32,15 +34,19 @@ type memWrite struct {
 	batch []*cmd
 }
 
-func (ln *memLink) write(batch []*cmd) error {
-	ln.m.writes <- memWrite{ln, append([]*cmd(nil), batch...)} // the stream reuses batch
+func (ln *memLink) Write(batch []transport.Command) error {
+	cs := make([]*cmd, len(batch)) // the stream reuses batch
+	for i, c := range batch {
+		cs[i] = c.(*cmd)
+	}
+	ln.m.writes <- memWrite{ln, cs}
 	if ln.hold != nil {
 		<-ln.hold
 	}
 	return nil
 }
-func (ln *memLink) direct() bool { return true }
-func (ln *memLink) close()       {}
+func (ln *memLink) Direct() bool { return true }
+func (ln *memLink) Close()       {}
 
 // memMaster dials memLinks and records what is written, in order.
 type memMaster struct {
@@ -51,7 +57,7 @@ type memMaster struct {
 	log    []*cmd
 }
 
-func (m *memMaster) dial() (link, string, error) {
+func (m *memMaster) dial() (transport.Link, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail != nil {
@@ -84,13 +90,14 @@ func (m *memMaster) next(t *testing.T) memWrite {
 // MasterTimeout) never fires during a test: the tests pass the clock.
 const memNodeTimeout = time.Minute
 
-func newMem(t *testing.T) (*memMaster, *stream) {
+func newMem(t *testing.T) (*memMaster, *transport.Stream) {
 	t.Helper()
-	m := &memMaster{writes: make(chan memWrite, 2*maxDeferred)}
-	cfg := &pathConfig{addr: "mem", nodeTimeout: memNodeTimeout, log: slog.New(slog.DiscardHandler), ids: &identities{}, tried: &atomic.Int32{}, env: sysEnv{}}
-	s := newStream(cfg, m.dial, 0)
+	m := &memMaster{writes: make(chan memWrite, 2*transport.MaxDeferred)}
+	cfg := &pathConfig{Addr: "mem", NodeTimeout: memNodeTimeout, Log: slog.New(slog.DiscardHandler), IDs: &identities{}, Tried: &atomic.Int32{},
+		Env: wireEnv{sysEnv{}}, Proto: wireProtocol}
+	s := transport.NewStream(cfg, m.dial, 0)
 	t.Cleanup(func() {
-		s.close() // joins the flusher: every write is in m.writes now
+		s.Close() // joins the flusher: every write is in m.writes now
 		for {
 			select {
 			case w := <-m.writes:
@@ -139,9 +146,9 @@ func releaseCmd(tok string) *cmd {
 }
 
 var (
-	rOK       = raw{typ: '+', text: "OK"}
-	rDeleted  = raw{typ: ':', n: 1}
-	rNoScript = raw{typ: '-', text: "NOSCRIPT No matching script. Please use EVAL."}
+	rOK       = raw{Type: '+', Text: "OK"}
+	rDeleted  = raw{Type: ':', N: 1}
+	rNoScript = raw{Type: '-', Text: "NOSCRIPT No matching script. Please use EVAL."}
 )
 
 // outcome is c's reply once delivered (waiting up to 10 s for the
@@ -170,15 +177,15 @@ func wantBatch(t *testing.T, w memWrite, want ...*cmd) {
 }
 
 // connect makes the stream dial and answers its first command.
-func connect(t *testing.T, m *memMaster, s *stream, now time.Time) *memLink {
+func connect(t *testing.T, m *memMaster, s *transport.Stream, now time.Time) *memLink {
 	t.Helper()
 	c := setCmd("hello")
-	if got := s.submit(c, now); got != sent {
+	if got := s.Submit(c, now); got != sent {
 		t.Fatalf("first submit: %v", got)
 	}
 	w := m.next(t)
 	wantBatch(t, w, c)
-	s.answer(w.ln, rOK, now)
+	s.Answer(w.ln, rOK, now)
 	waitIdle(t, s)
 	return w.ln
 }
@@ -186,14 +193,11 @@ func connect(t *testing.T, m *memMaster, s *stream, now time.Time) *memLink {
 // waitIdle polls until no goroutine owns the stream's write side (the
 // flusher has seen its queue empty), so that the next submit is a lone
 // caller's.
-func waitIdle(t *testing.T, s *stream) {
+func waitIdle(t *testing.T, s *transport.Stream) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.mu.Lock()
-		writing := s.writing
-		s.mu.Unlock()
-		if !writing {
+		if !s.Writing() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -210,7 +214,7 @@ func TestMemStreamLoneCallerWritesItselfOthersBatch(t *testing.T) {
 
 	// A lone caller on an idle stream writes before submit returns.
 	c1 := setCmd("a")
-	s.submit(c1, t0)
+	s.Submit(c1, t0)
 	select {
 	case w := <-m.writes:
 		m.log = append(m.log, w.batch...)
@@ -218,17 +222,17 @@ func TestMemStreamLoneCallerWritesItselfOthersBatch(t *testing.T) {
 	default:
 		t.Fatal("a lone caller's command was not written when submit returned")
 	}
-	s.answer(ln, rOK, t0)
+	s.Answer(ln, rOK, t0)
 
 	// Commands submitted while a write is in progress go out in one batch.
 	ln.hold = make(chan struct{})
 	c2 := setCmd("b")
 	done := make(chan struct{})
-	go func() { s.submit(c2, t0); close(done) }()
+	go func() { s.Submit(c2, t0); close(done) }()
 	wantBatch(t, m.next(t), c2) // written, held in write
 	c3, c4, c5 := setCmd("c"), releaseCmd("a"), setCmd("d")
 	for _, c := range []*cmd{c3, c4, c5} {
-		if got := s.submit(c, t0); got != sent {
+		if got := s.Submit(c, t0); got != sent {
 			t.Fatalf("submit during a write: %v, want sent", got)
 		}
 	}
@@ -236,7 +240,7 @@ func TestMemStreamLoneCallerWritesItselfOthersBatch(t *testing.T) {
 	<-done
 	wantBatch(t, m.next(t), c3, c4, c5)
 	for _, c := range []*cmd{c2, c3, c4, c5} {
-		s.answer(ln, map[bool]raw{false: rOK, true: rDeleted}[c.isRelease()], t0)
+		s.Answer(ln, map[bool]raw{false: rOK, true: rDeleted}[c.isRelease()], t0)
 		if o := outcome(c).Outcome; o != quorum.OK {
 			t.Fatalf("%s: %v", c.describe(), o)
 		}
@@ -249,44 +253,44 @@ func TestMemStreamBreakerOpensAndClosesOnlyOnReplies(t *testing.T) {
 	ln := connect(t, m, s, t0)
 
 	c1 := setCmd("a")
-	s.submit(c1, t0) // unanswered from t0
+	s.Submit(c1, t0) // unanswered from t0
 	wantBatch(t, m.next(t), c1)
 	c2 := setCmd("b")
-	if got := s.submit(c2, t0.Add(memNodeTimeout*9/10)); got != sent {
+	if got := s.Submit(c2, t0.Add(memNodeTimeout*9/10)); got != sent {
 		t.Fatalf("within MasterTimeout: %v, want sent", got)
 	}
 	wantBatch(t, m.next(t), c2)
 
 	// Past MasterTimeout since c1, the oldest unanswered, though not since c2.
 	late := t0.Add(memNodeTimeout * 3 / 2)
-	if got := s.submit(setCmd("c"), late); got != refused {
+	if got := s.Submit(setCmd("c"), late); got != refused {
 		t.Fatalf("unanswered past MasterTimeout: %v, want refused", got)
 	}
 	r := releaseCmd("x")
-	if got := s.submit(r, late); got != parked {
+	if got := s.Submit(r, late); got != parked {
 		t.Fatalf("release while skipped: %v, want parked", got)
 	}
 	// Neither time nor a reply on another link closes the breaker.
-	if got := s.submit(setCmd("d"), t0.Add(time.Hour)); got != refused {
+	if got := s.Submit(setCmd("d"), t0.Add(time.Hour)); got != refused {
 		t.Fatalf("an hour later, still unanswered: %v, want refused", got)
 	}
-	s.answer(&memLink{m: m, id: -1}, rOK, late)
-	if got := s.submit(setCmd("e"), late); got != refused {
+	s.Answer(&memLink{m: m, id: -1}, rOK, late)
+	if got := s.Submit(setCmd("e"), late); got != refused {
 		t.Fatalf("after a reply on another link: %v, want refused", got)
 	}
-	if st := s.stats(); st.Deferred != 1 {
+	if st := s.Stats(); st.Deferred != 1 {
 		t.Fatalf("Deferred %d, want 1", st.Deferred)
 	}
 
 	// A real reply closes it: the parked release goes out, after what was
 	// written before, and new commands are sent.
-	s.answer(ln, rOK, late)
+	s.Answer(ln, rOK, late)
 	if o := outcome(c1).Outcome; o != quorum.OK {
 		t.Fatalf("c1: %v", o)
 	}
 	wantBatch(t, m.next(t), r)
 	c3 := setCmd("f")
-	if got := s.submit(c3, late); got != sent {
+	if got := s.Submit(c3, late); got != sent {
 		t.Fatalf("after a reply: %v, want sent", got)
 	}
 	wantBatch(t, m.next(t), c3)
@@ -297,27 +301,27 @@ func TestMemStreamParkedReleasesBounded(t *testing.T) {
 	t0 := time.Now()
 	ln := connect(t, m, s, t0)
 	c1 := setCmd("a")
-	s.submit(c1, t0)
+	s.Submit(c1, t0)
 	wantBatch(t, m.next(t), c1)
 
 	late := t0.Add(2 * memNodeTimeout)
 	const extra = 10
-	for i := range maxDeferred + extra {
-		if got := s.submit(releaseCmd(fmt.Sprint("r", i)), late); got != parked {
+	for i := range transport.MaxDeferred + extra {
+		if got := s.Submit(releaseCmd(fmt.Sprint("r", i)), late); got != parked {
 			t.Fatalf("release %d: %v, want parked", i, got)
 		}
 	}
-	if st := s.stats(); st.Deferred != maxDeferred || st.Dropped != extra {
-		t.Fatalf("Deferred %d, Dropped %d; want %d, %d", st.Deferred, st.Dropped, maxDeferred, extra)
+	if st := s.Stats(); st.Deferred != transport.MaxDeferred || st.Dropped != extra {
+		t.Fatalf("Deferred %d, Dropped %d; want %d, %d", st.Deferred, st.Dropped, transport.MaxDeferred, extra)
 	}
 
-	s.answer(ln, rOK, late)
+	s.Answer(ln, rOK, late)
 	var got []*cmd
-	for len(got) < maxDeferred {
+	for len(got) < transport.MaxDeferred {
 		got = append(got, m.next(t).batch...)
 	}
-	if len(got) != maxDeferred || got[0].token != fmt.Sprint("r", extra) || got[len(got)-1].token != fmt.Sprint("r", maxDeferred+extra-1) {
-		t.Fatalf("wrote %d releases, %s to %s; want the newest %d, r%d to r%d", len(got), got[0].token, got[len(got)-1].token, maxDeferred, extra, maxDeferred+extra-1)
+	if len(got) != transport.MaxDeferred || got[0].token != fmt.Sprint("r", extra) || got[len(got)-1].token != fmt.Sprint("r", transport.MaxDeferred+extra-1) {
+		t.Fatalf("wrote %d releases, %s to %s; want the newest %d, r%d to r%d", len(got), got[0].token, got[len(got)-1].token, transport.MaxDeferred, extra, transport.MaxDeferred+extra-1)
 	}
 	for i, c := range got {
 		if c.token != fmt.Sprint("r", extra+i) {
@@ -334,12 +338,12 @@ func TestMemStreamReconnect(t *testing.T) {
 	// SET and its release in flight when the link breaks: the SET fails,
 	// the release is written again on the next link, after nothing else.
 	c1, r1 := setCmd("a"), releaseCmd("a")
-	s.submit(c1, t0)
+	s.Submit(c1, t0)
 	wantBatch(t, m.next(t), c1)
-	s.submit(r1, t0)
+	s.Submit(r1, t0)
 	wantBatch(t, m.next(t), r1)
 	r1Round := r1.round
-	s.broken(ln1, io.EOF)
+	s.Broken(ln1, io.EOF)
 	if o := outcome(c1); o.Outcome != quorum.Failed || !errors.Is(o.Err, io.EOF) {
 		t.Fatalf("SET on the broken link: %v, %v; want Failed, EOF", o.Outcome, o.Err)
 	}
@@ -348,7 +352,7 @@ func TestMemStreamReconnect(t *testing.T) {
 		t.Fatal("release written again on the broken link")
 	}
 	wantBatch(t, w, r1)
-	s.answer(w.ln, rDeleted, t0)
+	s.Answer(w.ln, rDeleted, t0)
 	if o := r1Round.Wait(context.Background(), 0).Replies[0].Outcome; o != quorum.TimedOut { // TimedOut: nothing delivered
 		t.Fatal("a release given up with its link still reported to its round")
 	}
@@ -359,16 +363,16 @@ func TestMemStreamReconnect(t *testing.T) {
 	ln2 := w.ln
 	m.setFail(errors.New("connection refused"))
 	c2, r2 := setCmd("b"), releaseCmd("b")
-	s.submit(c2, t0)
+	s.Submit(c2, t0)
 	wantBatch(t, m.next(t), c2)
-	s.submit(r2, t0)
+	s.Submit(r2, t0)
 	wantBatch(t, m.next(t), r2)
-	s.broken(ln2, io.EOF) // r2 parked; the flusher dials and fails
+	s.Broken(ln2, io.EOF) // r2 parked; the flusher dials and fails
 	if o := outcome(c2).Outcome; o != quorum.Failed {
 		t.Fatalf("SET on the broken link: %v", o)
 	}
 	c3 := setCmd("c")
-	switch got := s.submit(c3, time.Now()); got {
+	switch got := s.Submit(c3, time.Now()); got {
 	case sent: // queued before the flusher's dial failed: it fails with it
 		if o := outcome(c3).Outcome; o != quorum.Failed {
 			t.Fatalf("SET with the dial failing: %v", o)
@@ -377,12 +381,12 @@ func TestMemStreamReconnect(t *testing.T) {
 	default:
 		t.Fatalf("SET with the dial failing: %v", got)
 	}
-	if got := s.submit(setCmd("d"), time.Now()); got != refused {
+	if got := s.Submit(setCmd("d"), time.Now()); got != refused {
 		t.Fatalf("just after a failed dial: %v, want refused", got)
 	}
 	m.setFail(nil)
 	c4 := setCmd("e")
-	if got := s.submit(c4, time.Now().Add(2*memNodeTimeout)); got != sent {
+	if got := s.Submit(c4, time.Now().Add(2*memNodeTimeout)); got != sent {
 		t.Fatalf("MasterTimeout after a failed dial: %v, want sent", got)
 	}
 	var got []*cmd
@@ -409,31 +413,31 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	}
 	answerLoads := func() {
 		for range loads {
-			s.answer(ln, raw{typ: '$', text: "sha"}, t0)
+			s.Answer(ln, raw{Type: '$', Text: "sha"}, t0)
 		}
 	}
 
 	// NOSCRIPT: the scripts are loaded in front of the command sent again,
 	// and the command's round gets the second reply.
 	a := acquireCmd("a")
-	s.submit(a, t0)
+	s.Submit(a, t0)
 	wantBatch(t, m.next(t), a)
-	s.answer(ln, rNoScript, t0)
+	s.Answer(ln, rNoScript, t0)
 	wantBatch(t, m.next(t), append(loads, a)...)
 	answerLoads()
-	s.answer(ln, raw{typ: '$', text: "7"}, t0)
+	s.Answer(ln, raw{Type: '$', Text: "7"}, t0)
 	if o := outcome(a); o.Outcome != quorum.OK || o.Value != 7 {
 		t.Fatalf("acquire sent again: %v %d, want OK 7 (not the NOSCRIPT reply)", o.Outcome, o.Value)
 	}
 
 	// Sent again once: a second NOSCRIPT fails it.
 	b := acquireCmd("b")
-	s.submit(b, t0)
+	s.Submit(b, t0)
 	wantBatch(t, m.next(t), b)
-	s.answer(ln, rNoScript, t0)
+	s.Answer(ln, rNoScript, t0)
 	wantBatch(t, m.next(t), append(loads, b)...)
 	answerLoads()
-	s.answer(ln, rNoScript, t0)
+	s.Answer(ln, rNoScript, t0)
 	if o := outcome(b).Outcome; o != quorum.Failed {
 		t.Fatalf("second NOSCRIPT: %v, want Failed", o)
 	}
@@ -441,19 +445,19 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	// An acquisition with its own release behind it is not sent again
 	// (it would run after the release); the release is.
 	c, rc := acquireCmd("c"), releaseCmd("c")
-	s.submit(c, t0)
+	s.Submit(c, t0)
 	wantBatch(t, m.next(t), append(loads, c)...) // b's NOSCRIPT asked for a load
 	answerLoads()
-	s.submit(rc, t0)
+	s.Submit(rc, t0)
 	wantBatch(t, m.next(t), rc)
-	s.answer(ln, rNoScript, t0)
+	s.Answer(ln, rNoScript, t0)
 	if o := outcome(c).Outcome; o != quorum.Failed {
 		t.Fatalf("acquire with its release behind: %v, want Failed", o)
 	}
-	s.answer(ln, rNoScript, t0)
+	s.Answer(ln, rNoScript, t0)
 	wantBatch(t, m.next(t), append(loads, rc)...)
 	answerLoads()
-	s.answer(ln, rDeleted, t0)
+	s.Answer(ln, rDeleted, t0)
 	if o := outcome(rc).Outcome; o != quorum.OK {
 		t.Fatalf("release sent again: %v", o)
 	}
@@ -463,25 +467,25 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	// (its member would stay in the queue); the leave goes as it is.
 	j := &cmd{kind: cmdJoin, key: "k:w", token: "w1 1000 grant", n: 1, pass: 1000, round: round()}
 	lv := &cmd{kind: cmdLeave, key: "k:w", token: "w1", round: round()}
-	s.submit(j, t0)
+	s.Submit(j, t0)
 	wantBatch(t, m.next(t), j)
-	s.submit(lv, t0)
+	s.Submit(lv, t0)
 	wantBatch(t, m.next(t), lv)
-	s.answer(ln, rNoScript, t0)
+	s.Answer(ln, rNoScript, t0)
 	if o := outcome(j).Outcome; o != quorum.Failed {
 		t.Fatalf("join with its leave behind: %v, want Failed", o)
 	}
-	s.answer(ln, raw{typ: ':', n: 1}, t0)
+	s.Answer(ln, raw{Type: ':', N: 1}, t0)
 	if o := outcome(lv).Outcome; o != quorum.OK {
 		t.Fatalf("leave: %v", o)
 	}
 	// The next batch: the scripts' loads (j's NOSCRIPT asked for them)
 	// and the next command, not j again.
 	d := acquireCmd("d")
-	s.submit(d, t0)
+	s.Submit(d, t0)
 	wantBatch(t, m.next(t), append(loads, d)...)
 	answerLoads()
-	s.answer(ln, rOK, t0)
+	s.Answer(ln, rOK, t0)
 
 	// Nor a join with the release of its member's handed lock behind it
 	// (Unlock removes the member first, §14.3 item 6): run after it, the
@@ -490,18 +494,18 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	// swarm, seed 50003599 at d5d6e8a). The release is sent again.
 	j2 := &cmd{kind: cmdJoin, key: "k:w", token: "w2 1000 g2", n: 1, pass: 1000, round: round()}
 	rel := &cmd{kind: cmdRelease, key: "k:w", token: "g2", waiter: "w2 1000 g2", n: 2, pass: 1000, round: round()}
-	s.submit(j2, t0)
+	s.Submit(j2, t0)
 	wantBatch(t, m.next(t), j2)
-	s.submit(rel, t0)
+	s.Submit(rel, t0)
 	wantBatch(t, m.next(t), rel)
-	s.answer(ln, rNoScript, t0)
+	s.Answer(ln, rNoScript, t0)
 	if o := outcome(j2).Outcome; o != quorum.Failed {
 		t.Fatalf("join with the release of its member behind: %v, want Failed", o)
 	}
-	s.answer(ln, rNoScript, t0)
+	s.Answer(ln, rNoScript, t0)
 	wantBatch(t, m.next(t), append(loads, rel)...)
 	answerLoads()
-	s.answer(ln, rDeleted, t0)
+	s.Answer(ln, rDeleted, t0)
 	if o := outcome(rel).Outcome; o != quorum.OK {
 		t.Fatalf("release sent again: %v", o)
 	}

@@ -1,123 +1,131 @@
 package redlock
 
 import (
+	"errors"
 	"fmt"
-	"log/slog"
-	"reflect"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlab/redlock/driver"
+	"github.com/quorumlab/redlock/internal/transport"
 )
 
-// How commands reach a master (docs/design.md §10): newPath picks one of
-// three paths for each master, once, at New.
-//
-//   - A *redis.Client the Locker can dial itself: the fast path, one
-//     dedicated pipelined connection (fast.go) behind a stream (stream.go).
-//   - A *redis.ClusterClient the same: one such stream per shard master,
-//     behind a shardSet (cluster.go).
-//   - Anything else, or every client with Options.ViaClient: the plain
-//     path, go-redis pipelines through the client (plain.go), behind a
-//     stream.
+// How commands reach a master (docs/design.md §10) is package
+// internal/transport's: a stream per master over a link (a dedicated
+// pipelined connection, go-redis pipelines through the client, or a
+// Master's Do), or for a Redis Cluster master a stream per shard. What
+// it asks of the protocol is here: the commands (cmd.go, which implement
+// transport.Command), the scripts to load, what a refused permission or a
+// duplicate master means (wireProtocol), which server each master reaches
+// (identities), and the Locker's clock (wireEnv, env.go).
 
-// A pathway is how the Locker reaches one master: a stream, or, for a
-// Redis Cluster master, a shardSet of streams.
-type pathway interface {
-	submit(c *cmd, now time.Time) submitted
-	// skipError is why a refused command was not sent: ErrUnavailable,
-	// or the error that made the master unusable (acl.go).
-	skipError() error
-	stats() MasterStats
-	close()
-}
-
-var (
-	_ pathway = (*stream)(nil)
-	_ pathway = (*shardSet)(nil)
-)
+// A pathway is how the Locker reaches one master: a transport.Path.
+type pathway struct{ p transport.Path }
 
 // pathConfig is what a master's path needs from its Locker, and all it
 // may use of it.
-type pathConfig struct {
-	master      int    // the master's index
-	addr        string // its address, for stats, logs and errors
-	nodeTimeout time.Duration
-	log         *slog.Logger
-	ids         *identities   // which server each master reaches
-	tried       *atomic.Int32 // masters whose first dial has ended
-	env         env           // the Locker's clock and waits
-}
+type pathConfig = transport.Config
 
-// newPath returns the path to master m: the one place that chooses.
+// submitted is what became of a submitted command.
+type submitted = transport.Submitted
+
+const (
+	sent    = transport.Sent    // queued: its reply will come to its round
+	parked  = transport.Parked  // a release held back until the master answers
+	refused = transport.Refused // not sent: the master is not answering, or closed
+)
+
+func (w pathway) submit(c *cmd, now time.Time) submitted { return w.p.Submit(c, now) }
+
+// skipError is why a refused command was not sent: ErrUnavailable, or the
+// error that made the master unusable (acl.go).
+func (w pathway) skipError() error { return w.p.SkipError() }
+
+func (w pathway) stats() MasterStats { return masterStats(w.p.Stats()) }
+
+func (w pathway) close() { w.p.Close() }
+
+// cluster reports whether the master is a Redis Cluster served shard by
+// shard.
+func (w pathway) cluster() bool { return transport.IsCluster(w.p) }
+
+// newPath returns the path to master m, a go-redis client: the one place
+// that chooses is transport.NewPath.
 func newPath(cfg *pathConfig, m redis.UniversalClient, viaClient bool) pathway {
-	if !viaClient {
-		switch c := m.(type) {
-		case *redis.ClusterClient:
-			if no := clusterNodeOptions(c); no != nil {
-				return newShardSet(cfg, c, no) // one stream per shard
-			}
-		case *redis.Client:
-			if fo := fastOptions(c); fo != nil {
-				var giveUp time.Duration
-				// go-redis: 0 means 3s, −1 and −2 no timeout.
-				switch rt := fo.ReadTimeout; {
-				case rt == 0:
-					giveUp = 3 * time.Second
-				case rt > 0:
-					giveUp = max(rt, cfg.nodeTimeout)
-				}
-				var s *stream
-				s = newStream(cfg, func() (link, string, error) { return s.dialRESP(fo) }, giveUp)
-				return s
-			}
+	return pathway{transport.NewPath(cfg, m, viaClient)}
+}
+
+// newClientPath is the path to a Master that is not a go-redis client.
+func newClientPath(cfg *pathConfig, m driver.Master) pathway {
+	return pathway{transport.NewClientPath(cfg, m)}
+}
+
+// newPathConfig is master i's pathConfig in l, which lives in e.
+func newPathConfig(l *Locker, i int, e env) *pathConfig {
+	return &pathConfig{Master: i, Addr: l.addrs[i], NodeTimeout: l.opts.MasterTimeout, Log: l.log, IDs: &l.ids, Tried: &l.tried,
+		Env: wireEnv{e}, Proto: wireProtocol}
+}
+
+// wireProtocol is what the transport asks of the protocol, the same for
+// every master.
+var wireProtocol = &transport.Protocol{
+	Scripts: scriptSources(),
+	Load:    func(i int) transport.Command { return &cmd{kind: cmdLoad, script: scriptList[i]} },
+	Refusal: func(what, text string) error {
+		if aclRefusal(text) {
+			return refusedError(what, text)
 		}
-	}
-	var s *stream
-	s = newStream(cfg, func() (link, string, error) { return s.dialPlain(m) }, 0)
-	return s
+		return nil
+	},
+	Invalid: func(err error) bool {
+		var inv *invalidError
+		return errors.As(err, &inv)
+	},
 }
 
-// fastOptions returns the client's options when the fast path can serve
-// it, or nil: it needs connection setup it can reproduce (no OnConnect
-// hook, no credentials provider), and not a Sentinel failover client,
-// which must follow failovers.
-func fastOptions(c *redis.Client) *redis.Options {
-	o := c.Options()
-	if isFailover(c) || o.OnConnect != nil || o.CredentialsProvider != nil ||
-		o.CredentialsProviderContext != nil || o.StreamingCredentialsProvider != nil {
-		return nil
+// scriptSources are the scripts' sources, in scriptList's order.
+func scriptSources() []string {
+	src := make([]string, len(scriptList))
+	for i, sc := range scriptList {
+		src[i] = sc.src
 	}
-	return o
+	return src
 }
 
-// isFailover reports whether c is a Sentinel failover client. go-redis
-// returns it as a plain *redis.Client whose only mark is this address.
-func isFailover(c *redis.Client) bool { return c.Options().Addr == "FailoverClient" }
+// MasterStats is what the Locker knows about one master.
+type MasterStats struct {
+	// Addr is the master's address as its client reports it.
+	Addr string
+	// Skipped: the master is not answering, and new commands are not
+	// sent to it.
+	Skipped bool
+	// Deferred is how many releases wait for the master to answer again;
+	// Dropped how many were given up for room (their keys expire with
+	// their TTL).
+	Deferred int
+	Dropped  uint64
+	// Written counts the commands written to the master.
+	Written uint64
+	// RoundP50 and RoundP99 are the median and 99th percentile of the
+	// master's answer times in the Locker's last 128 rounds it answered
+	// (from each round's start; 0 before any answer).
+	RoundP50, RoundP99 time.Duration
+	// Shards has one entry per shard master node when the master is a
+	// Redis Cluster on the fast path (Addr: the node's address), nil
+	// otherwise. The fields above are then their sums, and Skipped is
+	// set while any shard is skipped.
+	Shards []MasterStats
+}
 
-// clusterNodeOptions returns the options for a dedicated connection to one
-// node of cc (Addr left empty), or nil when the fast path cannot reproduce
-// the cluster client's connection setup: its own NewClient, an OnConnect
-// hook, or a credentials provider.
-func clusterNodeOptions(cc *redis.ClusterClient) *redis.Options {
-	co := cc.Options()
-	// go-redis fills in NewClient with redis.NewClient; another one is
-	// the caller's own (functions compare only by their code pointer).
-	ownNewClient := co.NewClient != nil && reflect.ValueOf(co.NewClient).Pointer() != reflect.ValueOf(redis.NewClient).Pointer()
-	if ownNewClient || co.OnConnect != nil || co.CredentialsProvider != nil ||
-		co.CredentialsProviderContext != nil || co.StreamingCredentialsProvider != nil {
-		return nil
+// masterStats is a path's stats as MasterStats, round times aside.
+func masterStats(st transport.Stats) MasterStats {
+	ms := MasterStats{Addr: st.Addr, Skipped: st.Skipped, Deferred: st.Deferred, Dropped: st.Dropped, Written: st.Written}
+	for _, sh := range st.Shards {
+		ms.Shards = append(ms.Shards, masterStats(sh))
 	}
-	return &redis.Options{
-		Dialer:      co.Dialer,
-		Username:    co.Username,
-		Password:    co.Password,
-		TLSConfig:   co.TLSConfig,
-		DialTimeout: co.DialTimeout,
-		ReadTimeout: co.ReadTimeout,
-	}
+	return ms
 }
 
 // identities records which server (run_id) or Redis Cluster node each
@@ -133,6 +141,11 @@ type identities struct {
 type identity struct {
 	id   string
 	node bool
+}
+
+// Claim is claim for the transport (transport.Claimer).
+func (d *identities) Claim(master int, id string, node bool) error {
+	return d.claim(master, identity{id: id, node: node})
 }
 
 // claim records that master i reaches id, and fails, wrapping ErrInvalid,
@@ -175,12 +188,9 @@ func (d *identities) err() error {
 	return d.invalid
 }
 
-// runIDOf returns the run_id field of an INFO server reply ("" if none).
-func runIDOf(info string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
+// isFailover reports whether c is a Sentinel failover client.
+func isFailover(c *redis.Client) bool { return transport.IsFailover(c) }
+
+// keySlot returns key's Redis Cluster hash slot, by which the transport
+// sends a command to a Cluster master's shard.
+func keySlot(key string) uint16 { return transport.KeySlot(key) }

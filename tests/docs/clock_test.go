@@ -14,16 +14,18 @@ var clockCalls = map[string]bool{
 }
 
 // TestOneClock holds docs/design.md §20's rule: every reading of the clock
-// and every timer of the library's protocol (packages redlock,
-// internal/wait and validity) goes through env, so that the simulator
-// runs all of it on its own clock. Only sysEnv's methods, production's
-// env (redlock/env.go), call the time package's clock. Package quorum's
+// and every timer of the library's protocol and transport (packages
+// redlock, internal/transport, internal/wait and validity) goes through
+// env (the transport's through transport.Env, which the Locker's env
+// serves), so that the simulator runs all of it on its own clock. Only
+// sysEnv's methods, production's env (redlock/env.go), call the time
+// package's clock. Package quorum's
 // Round.Wait is the blocking driver sysEnv.await calls (the simulator
 // drives rounds with Finish instead), and context.AfterFunc starts a
 // goroutine the simulator cannot schedule (sysEnv.afterDone): neither is
 // called elsewhere.
 func TestOneClock(t *testing.T) {
-	eachLibraryFile(t, []string{"redlock", "internal/wait", "validity"}, func(_ string, fset *token.FileSet, f *ast.File) {
+	eachLibraryFile(t, []string{"redlock", "internal/transport", "internal/wait", "validity"}, func(_ string, fset *token.FileSet, f *ast.File) {
 		for _, decl := range f.Decls {
 			if fd, ok := decl.(*ast.FuncDecl); ok && isSysEnvMethod(fd) {
 				continue

@@ -1,4 +1,4 @@
-package redlock
+package transport
 
 import (
 	"context"
@@ -19,20 +19,22 @@ import (
 // breaker).
 
 type plainLink struct {
-	s *stream
-	c redis.UniversalClient
+	s    *Stream
+	c    redis.UniversalClient
+	args []Arg // scratch for a command's args (the flusher's)
 }
 
-func (p *plainLink) direct() bool { return false }
-func (p *plainLink) close()       {}
+func (p *plainLink) Direct() bool { return false }
+func (p *plainLink) Close()       {}
 
 // dialPlain loads the scripts (on every shard, for a cluster) and reads
 // the server's run_id, where one server answers for the master.
-func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
+func (s *Stream) dialPlain(c redis.UniversalClient) (Link, string, error) {
 	ctx := s.ctx // Close ends it
+	proto := s.cfg.Proto
 	if cc, ok := c.(*redis.ClusterClient); ok {
-		for _, sc := range scriptList {
-			if err := cc.ScriptLoad(ctx, sc.src).Err(); err != nil {
+		for _, src := range proto.Scripts {
+			if err := cc.ScriptLoad(ctx, src).Err(); err != nil {
 				return nil, "", fmt.Errorf("redlock: loading scripts: %w", err)
 			}
 		}
@@ -41,22 +43,26 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 	var info *redis.StringCmd
 	var loads []*redis.StringCmd
 	c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, sc := range scriptList {
-			loads = append(loads, p.ScriptLoad(ctx, sc.src))
+		for _, src := range proto.Scripts {
+			loads = append(loads, p.ScriptLoad(ctx, src))
 		}
 		info = p.Info(ctx, "server") // may fail (miniredis): no run_id to check then
 		return nil
 	})
 	for _, l := range loads {
 		if err := l.Err(); err != nil {
-			if goredis.IsServerError(err) && aclRefusal(err.Error()) {
-				err = refusedError("SCRIPT LOAD", err.Error())
+			if goredis.IsServerError(err) {
+				if ref := proto.Refusal("SCRIPT LOAD", err.Error()); ref != nil {
+					err = ref
+				}
 			}
-			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.cfg.addr, err)
+			return nil, "", fmt.Errorf("redlock: setting up %s: SCRIPT LOAD: %w", s.cfg.Addr, err)
 		}
 	}
-	if err := info.Err(); err != nil && goredis.IsServerError(err) && aclRefusal(err.Error()) {
-		return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.cfg.addr, refusedError("INFO server", err.Error()))
+	if err := info.Err(); err != nil && goredis.IsServerError(err) {
+		if ref := proto.Refusal("INFO server", err.Error()); ref != nil {
+			return nil, "", fmt.Errorf("redlock: setting up %s: %w", s.cfg.Addr, ref)
+		}
 	}
 	runID := runIDOf(info.Val())
 	if _, ok := c.(*redis.Ring); ok {
@@ -65,28 +71,30 @@ func (s *stream) dialPlain(c redis.UniversalClient) (link, string, error) {
 	return &plainLink{s: s, c: c}, runID, nil
 }
 
-// write sends batch as one pipeline and answers its commands in order. An
+// Write sends batch as one pipeline and answers its commands in order. An
 // error that is not the server's reply (a network error, a timeout) breaks
 // the link: the outcome of every command in the batch is then unknown.
-func (p *plainLink) write(batch []*cmd) error {
+func (p *plainLink) Write(batch []Command) error {
 	ctx := context.Background()
 	cmds, err := goredis.Pipeline(ctx, p.c, len(batch), func(pp redis.Pipeliner, i int) *redis.Cmd {
-		return plainCmd(ctx, pp, batch[i])
+		var rc *redis.Cmd
+		rc, p.args = plainCmd(ctx, pp, batch[i], p.args)
+		return rc
 	})
 	if err != nil {
 		return err
 	}
-	now := p.s.cfg.env.now()
+	now := p.s.cfg.Env.Now()
 	for i := range batch {
-		p.s.answer(p, plainRaw(cmds[i]), now)
+		p.s.Answer(p, plainRaw(cmds[i]), now)
 	}
 	return nil
 }
 
-// plainCmd queues c on p and returns what will hold its reply.
-func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
-	var buf [16]arg
-	list := c.args(buf[:0])
+// plainCmd queues c on p and returns what will hold its reply, and
+// scratch, which held c's args, to use again.
+func plainCmd(ctx context.Context, p redis.Pipeliner, c Command, scratch []Arg) (*redis.Cmd, []Arg) {
+	list := c.Args(scratch[:0])
 	args := make([]any, len(list))
 	for i, a := range list {
 		if a.num {
@@ -95,16 +103,17 @@ func plainCmd(ctx context.Context, p redis.Pipeliner, c *cmd) *redis.Cmd {
 			args[i] = a.s + a.suffix
 		}
 	}
+	clear(list) // keep no keys or tokens alive
 	rc := redis.NewCmd(ctx, args...)
 	p.Process(ctx, goredis.NoRetry{Cmd: rc})
-	return rc
+	return rc, list
 }
 
 // plainRaw turns a go-redis command's result into the reply it was.
-func plainRaw(c *redis.Cmd) raw {
+func plainRaw(c *redis.Cmd) Raw {
 	typ, n, text := goredis.Reply(c)
 	if typ == '+' {
 		text = ""
 	}
-	return raw{typ: typ, n: n, text: text}
+	return Raw{Type: typ, N: n, Text: text}
 }

@@ -1,4 +1,4 @@
-package redlock
+package transport
 
 import (
 	"bufio"
@@ -15,11 +15,18 @@ import (
 type respWriter struct {
 	bw   *bufio.Writer
 	num  []byte // scratch for numbers
-	args []arg  // scratch for a command's args
+	args []Arg  // scratch for a command's args
+}
+
+// WriteRESP writes args to bw as one RESP array of bulk strings, as the
+// fast path writes a command.
+func WriteRESP(bw *bufio.Writer, args []Arg) {
+	w := respWriter{bw: bw}
+	w.command(args)
 }
 
 // command writes args as one RESP array of bulk strings.
-func (w *respWriter) command(args []arg) {
+func (w *respWriter) command(args []Arg) {
 	w.head(len(args))
 	for _, a := range args {
 		switch {
@@ -86,58 +93,58 @@ var errProtocol = errors.New("redlock: malformed reply from master")
 // readRaw reads one RESP2 reply. Simple strings are kept only when keep
 // is set (the Locker's commands only ever get "+OK"); arrays, which it
 // never gets, are read and discarded.
-func readRaw(br *bufio.Reader, keep bool) (raw, error) {
+func readRaw(br *bufio.Reader, keep bool) (Raw, error) {
 	line, err := readLine(br)
 	if err != nil {
-		return raw{}, err
+		return Raw{}, err
 	}
 	if len(line) == 0 {
-		return raw{}, errProtocol
+		return Raw{}, errProtocol
 	}
 	switch line[0] {
 	case '+':
-		r := raw{typ: '+'}
+		r := Raw{Type: '+'}
 		if keep {
-			r.text = string(line[1:])
+			r.Text = string(line[1:])
 		}
 		return r, nil
 	case '-':
-		return raw{typ: '-', text: string(line[1:])}, nil
+		return Raw{Type: '-', Text: string(line[1:])}, nil
 	case ':':
 		n, err := strconv.ParseInt(string(line[1:]), 10, 64)
 		if err != nil {
-			return raw{}, errProtocol
+			return Raw{}, errProtocol
 		}
-		return raw{typ: ':', n: n}, nil
+		return Raw{Type: ':', N: n}, nil
 	case '$':
 		n, err := strconv.Atoi(string(line[1:]))
 		if err != nil || n < -1 {
-			return raw{}, errProtocol
+			return Raw{}, errProtocol
 		}
 		if n == -1 {
-			return raw{typ: '_'}, nil
+			return Raw{Type: '_'}, nil
 		}
 		b := make([]byte, n+2)
 		if _, err := io.ReadFull(br, b); err != nil {
-			return raw{}, err
+			return Raw{}, err
 		}
-		return raw{typ: '$', text: string(b[:n])}, nil
+		return Raw{Type: '$', Text: string(b[:n])}, nil
 	case '*':
 		n, err := strconv.Atoi(string(line[1:]))
 		if err != nil || n < -1 {
-			return raw{}, errProtocol
+			return Raw{}, errProtocol
 		}
 		if n == -1 {
-			return raw{typ: '_'}, nil
+			return Raw{Type: '_'}, nil
 		}
 		for range n {
 			if _, err := readRaw(br, false); err != nil {
-				return raw{}, err
+				return Raw{}, err
 			}
 		}
-		return raw{typ: '*'}, nil
+		return Raw{Type: '*'}, nil
 	}
-	return raw{}, errProtocol
+	return Raw{}, errProtocol
 }
 
 // readLine returns a line without its CRLF; the slice is valid until the

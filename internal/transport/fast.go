@@ -1,4 +1,4 @@
-package redlock
+package transport
 
 import (
 	"bufio"
@@ -22,7 +22,7 @@ import (
 // what was written to it stays in order.
 
 type respLink struct {
-	s          *stream
+	s          *Stream
 	conn       net.Conn
 	respWriter // owned by the stream's writer
 	nt         time.Duration
@@ -35,14 +35,14 @@ type respLink struct {
 	runID string
 }
 
-func (k *respLink) direct() bool { return true }
+func (k *respLink) Direct() bool { return true }
 
-func (k *respLink) close() { k.once.Do(func() { k.conn.Close() }) }
+func (k *respLink) Close() { k.once.Do(func() { k.conn.Close() }) }
 
 // dialRESP connects to the master of o, authenticates, selects the DB,
 // loads the scripts and reads the server's run_id, all in one round trip
 // bounded by the client's DialTimeout; then starts the reader.
-func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
+func (s *Stream) dialRESP(o *redis.Options) (Link, string, error) {
 	timeout := o.DialTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -63,13 +63,13 @@ func (s *stream) dialRESP(o *redis.Options) (link, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("redlock: connecting to %s: %w", o.Addr, err)
 	}
-	k := &respLink{s: s, conn: conn, respWriter: respWriter{bw: bufio.NewWriterSize(conn, 32<<10)}, nt: s.cfg.nodeTimeout}
+	k := &respLink{s: s, conn: conn, respWriter: respWriter{bw: bufio.NewWriterSize(conn, 32<<10)}, nt: s.cfg.NodeTimeout}
 	br := bufio.NewReaderSize(conn, 32<<10)
 	// Close cuts the handshake short too (the stream's context).
-	stop := s.cfg.env.afterDone(ctx, func() { conn.Close() })
-	runID, err := k.handshake(br, o, s.cfg.env.now().Add(timeout))
+	stop := s.cfg.Env.AfterDone(ctx, func() { conn.Close() })
+	runID, err := k.handshake(br, o, s.cfg.Env.Now().Add(timeout))
 	if err == nil {
-		err = k.kill(br, s.staleLink(), s.cfg.env.now().Add(timeout))
+		err = k.kill(br, s.staleLink(), s.cfg.Env.Now().Add(timeout))
 	}
 	if !stop() && err == nil {
 		err = ctx.Err()
@@ -98,8 +98,9 @@ func (k *respLink) handshake(br *bufio.Reader, o *redis.Options, deadline time.T
 		k.array("SELECT", strconv.Itoa(o.DB))
 		names = append(names, "SELECT")
 	}
-	for _, sc := range scriptList {
-		k.array("SCRIPT", "LOAD", sc.src)
+	p := k.s.cfg.Proto
+	for _, src := range p.Scripts {
+		k.array("SCRIPT", "LOAD", src)
 		names = append(names, "SCRIPT LOAD")
 	}
 	k.array("INFO", "server")
@@ -115,14 +116,14 @@ func (k *respLink) handshake(br *bufio.Reader, o *redis.Options, deadline time.T
 			return "", err
 		}
 		last := i == len(names)-1
-		if r.typ == '-' {
-			if last && !aclRefusal(r.text) {
+		if r.Type == '-' {
+			if last && p.Refusal(name, r.Text) == nil {
 				break // a server without INFO server (miniredis): no run_id to check
 			}
-			return "", handshakeError(name, r.text)
+			return "", p.setupError(name, r.Text)
 		}
 		if last {
-			runID = runIDOf(r.text)
+			runID = runIDOf(r.Text)
 		}
 	}
 	// CLIENT ID: a server or a user that refuses it only loses kill.
@@ -130,8 +131,8 @@ func (k *respLink) handshake(br *bufio.Reader, o *redis.Options, deadline time.T
 	if err != nil {
 		return "", err
 	}
-	if r.typ == ':' {
-		k.id = r.n
+	if r.Type == ':' {
+		k.id = r.N
 	}
 	k.runID = runID
 	return runID, nil
@@ -163,37 +164,37 @@ func (k *respLink) kill(br *bufio.Reader, old *respLink, deadline time.Time) err
 	if err != nil {
 		return err
 	}
-	if r.typ == '-' {
-		k.warnNoKill(r.text)
+	if r.Type == '-' {
+		k.warnNoKill(r.Text)
 	}
 	return nil
 }
 
 func (k *respLink) warnNoKill(why string) {
 	k.s.noKill.Do(func() {
-		k.s.cfg.log.Warn("redlock: cannot end the previous connection on the server (grant +client|id +client|kill): a release sent after this reconnect may run before a SET still in flight on it", "master", k.s.cfg.addr, "reason", why)
+		k.s.cfg.Log.Warn("redlock: cannot end the previous connection on the server (grant +client|id +client|kill): a release sent after this reconnect may run before a SET still in flight on it", "master", k.s.cfg.Addr, "reason", why)
 	})
 }
 
-// write encodes batch and writes it in one go. The write deadline keeps a
+// Write encodes batch and writes it in one go. The write deadline keeps a
 // master that stopped reading (its socket buffer full) from holding the
 // writer: the connection is then broken.
-func (k *respLink) write(batch []*cmd) error {
+func (k *respLink) Write(batch []Command) error {
 	for _, c := range batch {
 		k.encode(c)
 	}
 	// Re-arming the deadline costs a timer update; once a second is
 	// enough for a bound of seconds.
-	if now := k.s.cfg.env.now(); now.After(k.rearm) {
+	if now := k.s.cfg.Env.Now(); now.After(k.rearm) {
 		k.conn.SetWriteDeadline(now.Add(max(k.nt, time.Second) + time.Second))
 		k.rearm = now.Add(time.Second)
 	}
 	return k.bw.Flush()
 }
 
-// encode writes c: its args (cmd.go) as a RESP array.
-func (k *respLink) encode(c *cmd) {
-	k.args = c.args(k.args[:0])
+// encode writes c: its Args as a RESP array.
+func (k *respLink) encode(c Command) {
+	k.args = c.Args(k.args[:0])
 	k.command(k.args)
 	clear(k.args) // keep no keys or tokens alive
 }
@@ -205,12 +206,12 @@ func (k *respLink) read(br *bufio.Reader) {
 		fresh := br.Buffered() == 0 // this reply needs a read from the socket
 		r, err := readRaw(br, false)
 		if err != nil {
-			k.s.broken(k, err)
+			k.s.Broken(k, err)
 			return
 		}
 		if fresh {
-			now = k.s.cfg.env.now() // once per read, not per reply
+			now = k.s.cfg.Env.Now() // once per read, not per reply
 		}
-		k.s.answer(k, r, now)
+		k.s.Answer(k, r, now)
 	}
 }

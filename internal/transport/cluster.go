@@ -1,10 +1,9 @@
-package redlock
+package transport
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,19 +39,13 @@ import (
 // numSlots is the number of hash slots of a Redis Cluster.
 const numSlots = slot.Count
 
-// keySlot returns key's Redis Cluster hash slot (package internal/slot,
-// which the lab uses too).
-func keySlot(key string) uint16 { return slot.Of(key) }
-
-// redirect reports a MOVED or ASK reply: the slot is (being) served by
-// another node.
-func (r raw) redirect() bool {
-	return r.typ == '-' && (strings.HasPrefix(r.text, "MOVED ") || strings.HasPrefix(r.text, "ASK "))
-}
+// KeySlot returns key's Redis Cluster hash slot, by which a command goes
+// to its shard (package internal/slot, which the lab uses too).
+func KeySlot(key string) uint16 { return slot.Of(key) }
 
 // shardSet is master i when it is a Redis Cluster: one stream per shard.
 type shardSet struct {
-	cfg    *pathConfig
+	cfg    *Config
 	seeds  []string
 	node   redis.Options // for every node, Addr aside
 	giveUp time.Duration
@@ -64,9 +57,9 @@ type shardSet struct {
 	stale atomic.Bool               // a MOVED/ASK or a failed dial: fetch again
 
 	mu       sync.Mutex
-	nodes    map[string]*stream // by address; never removed before close
+	nodes    map[string]*Stream // by address; never removed before close
 	order    []string           // nodes' addresses, as first seen
-	pending  []*cmd             // submitted before the first table
+	pending  []Command          // submitted before the first table
 	fetching bool
 	failedAt time.Time // last failed first fetch
 	tried    bool      // the first fetch has ended
@@ -78,45 +71,45 @@ type shardSet struct {
 // slotTable maps each slot to the stream of the shard that owns it.
 type slotTable struct {
 	owner   [numSlots]uint16 // index into streams, or unowned
-	streams []*stream
+	streams []*Stream
 	addrs   []string
 }
 
 const unowned = 0xFFFF
 
-func newShardSet(cfg *pathConfig, cc *redis.ClusterClient, node *redis.Options) *shardSet {
+func newShardSet(cfg *Config, cc *redis.ClusterClient, node *redis.Options) *shardSet {
 	co := cc.Options()
-	ss := &shardSet{cfg: cfg, seeds: append([]string(nil), co.Addrs...), node: *node, slots: co.ClusterSlots, nodes: map[string]*stream{}}
+	ss := &shardSet{cfg: cfg, seeds: append([]string(nil), co.Addrs...), node: *node, slots: co.ClusterSlots, nodes: map[string]*Stream{}}
 	ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	// ClusterOptions after go-redis's defaults: 0 is no timeout.
 	if rt := node.ReadTimeout; rt > 0 {
-		ss.giveUp = max(rt, cfg.nodeTimeout)
+		ss.giveUp = max(rt, cfg.NodeTimeout)
 	}
 	return ss
 }
 
-// submit sends c to the stream of the shard owning c.key's slot. Before
+// Submit sends c to the stream of the shard owning c's key's slot. Before
 // the first table, c waits for it (in order with the others waiting).
-func (ss *shardSet) submit(c *cmd, now time.Time) submitted {
+func (ss *shardSet) Submit(c Command, now time.Time) Submitted {
 	if t := ss.table.Load(); t != nil && !ss.stale.Load() {
 		return t.route(c, now)
 	}
 	ss.mu.Lock()
 	if ss.closed || ss.invalid != nil {
 		ss.mu.Unlock()
-		return refused
+		return Refused
 	}
 	t := ss.table.Load()
 	if t == nil {
 		// Like a failed dial: skipped for MasterTimeout after a failed fetch.
-		if !ss.fetching && !ss.failedAt.IsZero() && now.Sub(ss.failedAt) < ss.cfg.nodeTimeout {
+		if !ss.fetching && !ss.failedAt.IsZero() && now.Sub(ss.failedAt) < ss.cfg.NodeTimeout {
 			ss.mu.Unlock()
-			return refused
+			return Refused
 		}
 		ss.pending = append(ss.pending, c)
 		ss.fetchLocked()
 		ss.mu.Unlock()
-		return sent
+		return Sent
 	}
 	if ss.stale.Load() {
 		ss.fetchLocked() // in the background; meanwhile the table we have
@@ -125,11 +118,11 @@ func (ss *shardSet) submit(c *cmd, now time.Time) submitted {
 	return t.route(c, now)
 }
 
-// skipError is the set's own invalid error, else the first of its shards,
+// SkipError is the set's own invalid error, else the first of its shards,
 // else ErrUnavailable.
-func (ss *shardSet) skipError() error {
+func (ss *shardSet) SkipError() error {
 	ss.mu.Lock()
-	invalid, nodes := ss.invalid, make([]*stream, 0, len(ss.order))
+	invalid, nodes := ss.invalid, make([]*Stream, 0, len(ss.order))
 	for _, a := range ss.order {
 		nodes = append(nodes, ss.nodes[a])
 	}
@@ -138,19 +131,19 @@ func (ss *shardSet) skipError() error {
 		return invalid
 	}
 	for _, s := range nodes {
-		if err := s.skipError(); !errors.Is(err, quorum.ErrUnavailable) {
+		if err := s.SkipError(); !errors.Is(err, quorum.ErrUnavailable) {
 			return err
 		}
 	}
 	return quorum.ErrUnavailable
 }
 
-func (t *slotTable) route(c *cmd, now time.Time) submitted {
-	k := t.owner[keySlot(c.key)]
+func (t *slotTable) route(c Command, now time.Time) Submitted {
+	k := t.owner[KeySlot(c.Key())]
 	if k == unowned {
-		return refused // no shard serves the slot: nothing was ever sent there
+		return Refused // no shard serves the slot: nothing was ever sent there
 	}
-	return t.streams[k].submit(c, now)
+	return t.streams[k].Submit(c, now)
 }
 
 // fetchLocked starts fetching the slot table, unless a fetch is running.
@@ -173,16 +166,15 @@ func (ss *shardSet) refresh() {
 	}
 	for _, id := range ids {
 		if err == nil {
-			err = ss.cfg.ids.claim(ss.cfg.master, identity{id: id, node: true})
+			err = ss.cfg.IDs.Claim(ss.cfg.Master, id, true)
 		}
 	}
-	now := ss.cfg.env.now()
+	now := ss.cfg.Env.Now()
 	ss.mu.Lock()
 	ss.fetching = false
 	first := !ss.tried
 	ss.tried = true
-	var inv *invalidError
-	if errors.As(err, &inv) {
+	if err != nil && ss.cfg.Proto.Invalid(err) {
 		ss.invalid = err
 	}
 	if err != nil || ss.closed {
@@ -193,7 +185,7 @@ func (ss *shardSet) refresh() {
 		}
 		ss.mu.Unlock()
 		if first {
-			ss.cfg.tried.Add(1)
+			ss.cfg.Tried.Add(1)
 		}
 		if err == nil {
 			err = errClosedSet
@@ -202,7 +194,7 @@ func (ss *shardSet) refresh() {
 		// releases have nothing to clean up.
 		rep := quorum.Reply{Outcome: quorum.Failed, Err: err}
 		for _, c := range failed {
-			c.done(rep, now)
+			c.Done(rep, now)
 		}
 		return
 	}
@@ -211,8 +203,8 @@ func (ss *shardSet) refresh() {
 	// In order, before the table is published: nothing submitted later
 	// can overtake them.
 	for _, c := range ss.pending {
-		if t.route(c, now) == refused {
-			c.done(quorum.Reply{Outcome: quorum.Unavailable, Err: quorum.ErrUnavailable}, now)
+		if t.route(c, now) == Refused {
+			c.Done(quorum.Reply{Outcome: quorum.Unavailable, Err: quorum.ErrUnavailable}, now)
 		}
 	}
 	clear(ss.pending)
@@ -220,7 +212,7 @@ func (ss *shardSet) refresh() {
 	ss.table.Store(t)
 	ss.mu.Unlock()
 	if first {
-		ss.cfg.tried.Add(1)
+		ss.cfg.Tried.Add(1)
 	}
 }
 
@@ -268,21 +260,21 @@ func (ss *shardSet) buildLocked(slots []redis.ClusterSlot) *slotTable {
 
 // streamLocked returns the stream to the shard master at addr, opening
 // one if needed.
-func (ss *shardSet) streamLocked(addr string) *stream {
+func (ss *shardSet) streamLocked(addr string) *Stream {
 	if s, ok := ss.nodes[addr]; ok {
 		return s
 	}
 	o := ss.node
 	o.Addr = addr
-	var s *stream
-	dial := func() (link, string, error) {
+	var s *Stream
+	dial := func() (Link, string, error) {
 		ln, runID, err := s.dialRESP(&o)
 		if err != nil {
 			ss.stale.Store(true) // the shard may have moved
 		}
 		return ln, runID, err
 	}
-	s = newStream(ss.cfg, dial, ss.giveUp)
+	s = NewStream(ss.cfg, dial, ss.giveUp)
 	s.mu.Lock()
 	s.shard, s.onRedirect = true, func() { ss.stale.Store(true) }
 	s.mu.Unlock()
@@ -347,25 +339,25 @@ func (ss *shardSet) fetch() ([]redis.ClusterSlot, error) {
 	if slots != nil {
 		return slots, nil
 	}
-	return nil, fmt.Errorf("redlock: CLUSTER SLOTS on master %d: %w", ss.cfg.master, errors.Join(errs...))
+	return nil, fmt.Errorf("redlock: CLUSTER SLOTS on master %d: %w", ss.cfg.Master, errors.Join(errs...))
 }
 
-// stats sums the shards: Skipped while any shard is skipped (part of the
+// Stats sums the shards: Skipped while any shard is skipped (part of the
 // key space is not being sent to), with each shard's own stats in Shards.
-func (ss *shardSet) stats() MasterStats {
+func (ss *shardSet) Stats() Stats {
 	ss.mu.Lock()
-	st := MasterStats{Addr: ss.cfg.addr}
-	if ss.table.Load() == nil && !ss.failedAt.IsZero() && ss.cfg.env.now().Sub(ss.failedAt) < ss.cfg.nodeTimeout {
+	st := Stats{Addr: ss.cfg.Addr}
+	if ss.table.Load() == nil && !ss.failedAt.IsZero() && ss.cfg.Env.Now().Sub(ss.failedAt) < ss.cfg.NodeTimeout {
 		st.Skipped = true
 	}
 	addrs := append([]string(nil), ss.order...)
-	streams := make([]*stream, len(addrs))
+	streams := make([]*Stream, len(addrs))
 	for k, a := range addrs {
 		streams[k] = ss.nodes[a]
 	}
 	ss.mu.Unlock()
 	for k, s := range streams {
-		sh := s.stats()
+		sh := s.Stats()
 		sh.Addr = addrs[k]
 		st.Skipped = st.Skipped || sh.Skipped
 		st.Deferred += sh.Deferred
@@ -376,9 +368,9 @@ func (ss *shardSet) stats() MasterStats {
 	return st
 }
 
-// close stops fetching, drops what waits for the first table, and closes
+// Close stops fetching, drops what waits for the first table, and closes
 // every shard's stream.
-func (ss *shardSet) close() {
+func (ss *shardSet) Close() {
 	ss.mu.Lock()
 	if ss.closed {
 		ss.mu.Unlock()
@@ -389,12 +381,12 @@ func (ss *shardSet) close() {
 	ss.cancel()
 	ss.wg.Wait()
 	ss.mu.Lock()
-	streams := make([]*stream, 0, len(ss.nodes))
+	streams := make([]*Stream, 0, len(ss.nodes))
 	for _, a := range ss.order {
 		streams = append(streams, ss.nodes[a])
 	}
 	ss.mu.Unlock()
 	for _, s := range streams {
-		s.close()
+		s.Close()
 	}
 }
