@@ -59,121 +59,18 @@ type cellEnv struct {
 // while stopping and resuming masters at phase boundaries, drains, closes,
 // and deletes the cell's keys.
 func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
-	// -lockers: that many instances, each with its own clients and
-	// connections, as that many processes would have.
-	ims := make([]impl, max(env.lockers, 1))
-	for i := range ims {
-		var im impl
-		var err error
-		if c.impl.openIn != nil {
-			im, err = c.impl.openIn(c, env)
-		} else {
-			im, err = c.impl.open(env.ms.opts, env.ttl, env.tel)
-		}
-		if err != nil {
-			for _, o := range ims[:i] {
-				_ = o.close()
-			}
-			return Result{}, fmt.Errorf("%s: opening: %w", c.label(), err)
-		}
-		ims[i] = im
+	ims, err := openImpls(c, env)
+	if err != nil {
+		return Result{}, err
 	}
-	base := fmt.Sprintf("%s/c%d", env.run, env.index)
-	var warm sync.WaitGroup
-	for i, im := range ims {
-		warm.Go(func() { warmUp(ctx, im, fmt.Sprintf("%s/l%d", base, i), c.workers) })
-	}
-	warm.Wait()
+	r := &cellRun{c: c, env: env, ims: ims, base: fmt.Sprintf("%s/c%d", env.run, env.index), external: c.impl.openIn != nil}
+	r.warmUp(ctx)
+	r.startStats(ctx)
 
-	// What the masters do is read through the admin clients: commands
-	// executed from just before the workers start to after the
-	// implementation is closed (so its last calls are in), before the keys
-	// are deleted; the PING round trip just outside that window, on both
-	// sides.
-	//
-	// An implementation on servers of its own (openIn: etcd) leaves the
-	// masters alone: its cell reads none of their stats, and its server
-	// CPU is its servers' (serverCPU).
-	var statNotes []string
-	external := c.impl.openIn != nil
-	var (
-		rtt        pingSamples
-		loaded     *loadedPings
-		cpu        *cpuMeter
-		ext        *externalCPU
-		cmdsBefore []commandCounts
-		cmdsErr    error
-	)
-	if external {
-		statNotes = append(statNotes, "not on the Redis masters: no command counts or PING round trips; server CPU is the etcd members' (/proc)")
-		ext = startExternalCPU(env.etcd)
-	} else {
-		rtt = make(pingSamples, len(env.ms.admin))
-		if err := rtt.measure(ctx, env.ms.admin); err != nil {
-			statNotes = append(statNotes, "PING round trip before the cell not measured: "+err.Error())
-		}
-		var err error
-		loaded, err = openLoadedPings(ctx, env.ms.admin)
-		if err != nil {
-			statNotes = append(statNotes, "PING round trip during the cell not measured: "+err.Error())
-		}
-		// The CPU readings are outside the commands' window (their INFO
-		// calls are not counted) and around it.
-		cpu = startCPU(ctx, env.ms.admin)
-		cmdsBefore, cmdsErr = readCommandstats(ctx, env.ms.admin)
-	}
-
-	start := time.Now()
-	end := start.Add(env.duration)
-	runCtx, cancel := context.WithDeadline(ctx, end)
+	r.start = time.Now()
+	runCtx, cancel := context.WithDeadline(ctx, r.start.Add(env.duration))
 	defer cancel()
-
-	if loaded != nil {
-		loaded.run(runCtx)
-	}
-
-	var ops atomic.Int64
-	stopProgress := env.progress.cell(env.index, fmt.Sprintf("%s × %s × %dw", c.sc.name, c.impl.name, c.workers), start, env.duration, &ops)
-
-	// Faults and workers are one errgroup: one goroutine walks the phases
-	// and stops/resumes masters (resuming everything before it returns);
-	// a fault that fails ends the cell at once, since what the workers
-	// would measure is no longer the scenario.
-	phases := c.sc.phaseList()
-	g, gctx := errgroup.WithContext(runCtx)
-	var faultErrs []error
-	g.Go(func() error {
-		faultErrs = drivePhases(gctx, env.ms, c.sc.fault(env.ms), phases, start, env.duration)
-		return errors.Join(faultErrs...)
-	})
-
-	var lastUnlock atomic.Int64 // shared resource: offset of the latest Unlock call
-	recs := make([]*recorder, c.workers*len(ims))
-	for w := range recs {
-		rec := &recorder{}
-		recs[w] = rec
-		resource := fmt.Sprintf("%s/w%d", base, w)
-		if c.sc.shared {
-			resource = base + "/shared"
-		}
-		im := ims[w/c.workers]
-		g.Go(func() error { work(gctx, im, resource, c.sc.shared, start, rec, &lastUnlock, &ops); return nil })
-	}
-
-	<-gctx.Done()
-	if loaded != nil {
-		loaded.wait()
-	}
-	wdone := make(chan struct{})
-	var faultErr error
-	go func() { faultErr = g.Wait(); close(wdone) }()
-	var drainErr error
-	select {
-	case <-wdone:
-	case <-time.After(drainBound):
-		drainErr = fmt.Errorf("%s: workers still blocked %v after the end with every master resumed", c.label(), drainBound)
-	}
-	stopProgress()
+	faultErr, drainErr := r.runWorkers(runCtx)
 	if drainErr != nil {
 		return Result{}, drainErr // the stuck goroutines end when the process does
 	}
@@ -189,66 +86,14 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 	if faultErr != nil {
 		return Result{}, fmt.Errorf("%s: fault: %w", c.label(), faultErr)
 	}
-	var cmds *commandWindow
-	if external {
-		cmdsErr = errNoCommandstats
-	}
-	if cmdsErr == nil {
-		var after []commandCounts
-		if after, cmdsErr = readCommandstats(ctx, env.ms.admin); cmdsErr == nil {
-			var w commandWindow
-			if w, cmdsErr = diffCommandstats(cmdsBefore, after); cmdsErr == nil {
-				if loaded != nil {
-					loaded.discount(&w)
-				}
-				cmds = &w
-			}
-		}
-	}
-	if cmdsErr != nil && !errors.Is(cmdsErr, errNoCommandstats) {
-		statNotes = append(statNotes, "commands not counted: "+cmdsErr.Error())
-	}
-	var cpuUsed cpuWindow
-	var cpuErr error
-	if external {
-		cpuUsed, cpuErr = ext.stop()
-	} else {
-		cpuUsed, cpuErr = cpu.stop(ctx, env.ms.admin)
-	}
-	if cpuErr != nil && !errors.Is(cpuErr, errNoCPUInfo) {
-		statNotes = append(statNotes, "CPU not measured: "+cpuErr.Error())
-	}
-	if !external {
-		if err := rtt.measure(ctx, env.ms.admin); err != nil {
-			statNotes = append(statNotes, "PING round trip after the cell not measured: "+err.Error())
-		}
-	}
+	r.stopStats(ctx)
 	cleanCtx, cleanCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cleanCancel()
-	delErr := env.ms.deleteKeys(cleanCtx, keyPrefix+"{"+base+"/*")
+	delErr := env.ms.deleteKeys(cleanCtx, keyPrefix+"{"+r.base+"/*")
 
-	res := summarise(c, env, phases, recs)
-	if len(ims) > 1 {
-		res.Lockers = len(ims)
-		if c.sc.shared {
-			res.Fairness = fairness(recs, c.workers)
-		}
-	}
-	if !external {
-		res.setMasterStats(rtt.medians(), cmds)
-	}
-	if cpuErr == nil {
-		res.setCPU(cpuUsed)
-		if external {
-			res.ServerCommandUsPerAcquisition = nil // Redis's commandstats only
-		}
-	}
-	if loaded != nil {
-		res.PingRTTLoadedMs = loaded.median()
-		loaded.close()
-	}
+	res := r.result()
 	res.Notes = append(res.Notes, implNotes...)
-	res.Notes = append(res.Notes, statNotes...)
+	res.Notes = append(res.Notes, r.statNotes...)
 	for _, e := range []error{closeErr, delErr} {
 		if e != nil {
 			res.Notes = append(res.Notes, e.Error())
@@ -258,6 +103,209 @@ func runCell(ctx context.Context, c cell, env cellEnv) (Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// cellRun is one cell while it runs: its implementation's instances, the
+// workers' samples, and what the masters did around it.
+type cellRun struct {
+	c        cell
+	env      cellEnv
+	ims      []impl // -lockers instances of the implementation
+	base     string // the cell's part of every key
+	start    time.Time
+	phases   []phase
+	recs     []*recorder // one per worker, in groups of c.workers per instance
+	external bool        // on servers of its own (openIn: etcd), not the masters
+
+	// What the masters do, read through the admin clients (none when
+	// external): see startStats.
+	rtt        pingSamples
+	loaded     *loadedPings
+	cpu        *cpuMeter
+	ext        *externalCPU
+	cmdsBefore []commandCounts
+	cmdsErr    error
+	cmds       *commandWindow
+	cpuUsed    cpuWindow
+	cpuErr     error
+	statNotes  []string
+}
+
+// openImpls opens -lockers instances of the cell's implementation, each
+// with its own clients and connections, as that many processes would
+// have; on error it closes those it opened.
+func openImpls(c cell, env cellEnv) ([]impl, error) {
+	ims := make([]impl, max(env.lockers, 1))
+	for i := range ims {
+		var im impl
+		var err error
+		if c.impl.openIn != nil {
+			im, err = c.impl.openIn(c, env)
+		} else {
+			im, err = c.impl.open(env.ms.opts, env.ttl, env.tel)
+		}
+		if err != nil {
+			for _, o := range ims[:i] {
+				_ = o.close()
+			}
+			return nil, fmt.Errorf("%s: opening: %w", c.label(), err)
+		}
+		ims[i] = im
+	}
+	return ims, nil
+}
+
+// warmUp warms every instance up (warmUp), concurrently.
+func (r *cellRun) warmUp(ctx context.Context) {
+	var warm sync.WaitGroup
+	for i, im := range r.ims {
+		warm.Go(func() { warmUp(ctx, im, fmt.Sprintf("%s/l%d", r.base, i), r.c.workers) })
+	}
+	warm.Wait()
+}
+
+// startStats starts reading what the masters do: commands executed from
+// just before the workers start to after the implementation is closed (so
+// its last calls are in), before the keys are deleted; the PING round trip
+// just outside that window, on both sides. An implementation on servers of
+// its own (openIn: etcd) leaves the masters alone: its cell reads none of
+// their stats, and its server CPU is its servers' (serverCPU).
+func (r *cellRun) startStats(ctx context.Context) {
+	env := r.env
+	if r.external {
+		r.statNotes = append(r.statNotes, "not on the Redis masters: no command counts or PING round trips; server CPU is the etcd members' (/proc)")
+		r.ext = startExternalCPU(env.etcd)
+		return
+	}
+	r.rtt = make(pingSamples, len(env.ms.admin))
+	if err := r.rtt.measure(ctx, env.ms.admin); err != nil {
+		r.statNotes = append(r.statNotes, "PING round trip before the cell not measured: "+err.Error())
+	}
+	var err error
+	r.loaded, err = openLoadedPings(ctx, env.ms.admin)
+	if err != nil {
+		r.statNotes = append(r.statNotes, "PING round trip during the cell not measured: "+err.Error())
+	}
+	// The CPU readings are outside the commands' window (their INFO
+	// calls are not counted) and around it.
+	r.cpu = startCPU(ctx, env.ms.admin)
+	r.cmdsBefore, r.cmdsErr = readCommandstats(ctx, env.ms.admin)
+}
+
+// runWorkers runs the workers and the scenario's faults until runCtx ends
+// and waits for them: faultErr is a fault that failed, drainErr workers
+// still blocked drainBound after the end.
+func (r *cellRun) runWorkers(runCtx context.Context) (faultErr, drainErr error) {
+	c, env, start := r.c, r.env, r.start
+	if r.loaded != nil {
+		r.loaded.run(runCtx)
+	}
+	var ops atomic.Int64
+	stopProgress := env.progress.cell(env.index, fmt.Sprintf("%s × %s × %dw", c.sc.name, c.impl.name, c.workers), start, env.duration, &ops)
+
+	// Faults and workers are one errgroup: one goroutine walks the phases
+	// and stops/resumes masters (resuming everything before it returns);
+	// a fault that fails ends the cell at once, since what the workers
+	// would measure is no longer the scenario.
+	r.phases = c.sc.phaseList()
+	g, gctx := errgroup.WithContext(runCtx)
+	g.Go(func() error {
+		return errors.Join(drivePhases(gctx, env.ms, c.sc.fault(env.ms), r.phases, start, env.duration)...)
+	})
+
+	var lastUnlock atomic.Int64 // shared resource: offset of the latest Unlock call
+	r.recs = make([]*recorder, c.workers*len(r.ims))
+	for w := range r.recs {
+		rec := &recorder{}
+		r.recs[w] = rec
+		resource := fmt.Sprintf("%s/w%d", r.base, w)
+		if c.sc.shared {
+			resource = r.base + "/shared"
+		}
+		im := r.ims[w/c.workers]
+		g.Go(func() error { work(gctx, im, resource, c.sc.shared, start, rec, &lastUnlock, &ops); return nil })
+	}
+
+	<-gctx.Done()
+	if r.loaded != nil {
+		r.loaded.wait()
+	}
+	wdone := make(chan struct{})
+	var waitErr error // read only once wdone is closed
+	go func() { waitErr = g.Wait(); close(wdone) }()
+	select {
+	case <-wdone:
+		faultErr = waitErr
+	case <-time.After(drainBound):
+		drainErr = fmt.Errorf("%s: workers still blocked %v after the end with every master resumed", c.label(), drainBound)
+	}
+	stopProgress()
+	return faultErr, drainErr
+}
+
+// stopStats ends what startStats started, once the implementation is
+// closed: the commands' window, the CPU used and the PING round trip
+// after the cell; what it could not read goes in the notes.
+func (r *cellRun) stopStats(ctx context.Context) {
+	admin := r.env.ms.admin
+	if r.external {
+		r.cmdsErr = errNoCommandstats
+	}
+	if r.cmdsErr == nil {
+		var after []commandCounts
+		if after, r.cmdsErr = readCommandstats(ctx, admin); r.cmdsErr == nil {
+			var w commandWindow
+			if w, r.cmdsErr = diffCommandstats(r.cmdsBefore, after); r.cmdsErr == nil {
+				if r.loaded != nil {
+					r.loaded.discount(&w)
+				}
+				r.cmds = &w
+			}
+		}
+	}
+	if r.cmdsErr != nil && !errors.Is(r.cmdsErr, errNoCommandstats) {
+		r.statNotes = append(r.statNotes, "commands not counted: "+r.cmdsErr.Error())
+	}
+	if r.external {
+		r.cpuUsed, r.cpuErr = r.ext.stop()
+	} else {
+		r.cpuUsed, r.cpuErr = r.cpu.stop(ctx, admin)
+	}
+	if r.cpuErr != nil && !errors.Is(r.cpuErr, errNoCPUInfo) {
+		r.statNotes = append(r.statNotes, "CPU not measured: "+r.cpuErr.Error())
+	}
+	if !r.external {
+		if err := r.rtt.measure(ctx, admin); err != nil {
+			r.statNotes = append(r.statNotes, "PING round trip after the cell not measured: "+err.Error())
+		}
+	}
+}
+
+// result is the cell's Result: the workers' samples (summarise), the
+// fairness across -lockers instances, and the masters' stats.
+func (r *cellRun) result() Result {
+	c := r.c
+	res := summarise(c, r.env, r.phases, r.recs)
+	if len(r.ims) > 1 {
+		res.Lockers = len(r.ims)
+		if c.sc.shared {
+			res.Fairness = fairness(r.recs, c.workers)
+		}
+	}
+	if !r.external {
+		res.setMasterStats(r.rtt.medians(), r.cmds)
+	}
+	if r.cpuErr == nil {
+		res.setCPU(r.cpuUsed)
+		if r.external {
+			res.ServerCommandUsPerAcquisition = nil // Redis's commandstats only
+		}
+	}
+	if r.loaded != nil {
+		res.PingRTTLoadedMs = r.loaded.median()
+		r.loaded.close()
+	}
+	return res
 }
 
 // noter is an implementation with something to say in its cell's notes
@@ -317,67 +365,6 @@ func work(ctx context.Context, im impl, resource string, shared bool, start time
 		rec.done = append(rec.done, time.Since(start))
 		ops.Add(1)
 	}
-}
-
-// drivePhases stops and resumes masters at each phase's start, then waits
-// for the end of the cell and resumes every master it stopped.
-func drivePhases(ctx context.Context, ms *masters, f fault, phases []phase, start time.Time, d time.Duration) []error {
-	var errs []error
-	paused := map[int]bool{}
-	defer func() {
-		for _, i := range slices.Sorted(maps.Keys(paused)) {
-			if err := f.resume(i); err != nil {
-				errs = append(errs, fmt.Errorf("resuming master %d: %w", i, err))
-			}
-		}
-	}()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for pi, ph := range phases {
-		if ph.from > 0 {
-			timer.Reset(time.Until(start.Add(frac(d, ph.from))))
-			select {
-			case <-ctx.Done():
-				return errs
-			case <-timer.C:
-			}
-		}
-		want := map[int]bool{}
-		for _, i := range ph.paused {
-			if i < ms.info.N {
-				want[i] = true
-			}
-		}
-		for _, i := range slices.Sorted(maps.Keys(paused)) {
-			if !want[i] {
-				delete(paused, i)
-				if err := f.resume(i); err != nil {
-					return append(errs, fmt.Errorf("resuming master %d: %w", i, err))
-				}
-			}
-		}
-		for _, i := range slices.Sorted(maps.Keys(want)) {
-			if paused[i] {
-				continue
-			}
-			// How long it stays stopped: through every following phase
-			// that keeps it stopped.
-			until := ph.to
-			for _, next := range phases[pi+1:] {
-				if !slices.Contains(next.paused, i) {
-					break
-				}
-				until = next.to
-			}
-			if err := f.stop(ctx, i, frac(d, until-ph.from)); err != nil {
-				return append(errs, fmt.Errorf("stopping master %d: %w", i, err))
-			}
-			paused[i] = true
-		}
-	}
-	<-ctx.Done()
-	return errs
 }
 
 func frac(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }

@@ -68,3 +68,46 @@ func TestCPUProfileFlag(t *testing.T) {
 		t.Fatalf("unwritable path: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// docs/bench.md's section "Flags and scenarios" is the default build's -h
+// output, byte for byte: a flag or scenario changed here changes there.
+func TestHelpInDocs(t *testing.T) {
+	if peersBuilt || etcdBuilt {
+		t.Skip("the peers and etcd tags add implementations to -h; the docs show the default build's")
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "bench.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	_, sec, ok := strings.Cut(doc, "\n## Flags and scenarios\n")
+	if !ok {
+		t.Fatal(`docs/bench.md: no section "## Flags and scenarios"`)
+	}
+	_, block, ok := strings.Cut(sec, "\n```text\n")
+	if ok {
+		block, _, ok = strings.Cut(block, "```\n")
+	}
+	if !ok {
+		t.Fatal(`docs/bench.md: "Flags and scenarios" has no text block`)
+	}
+	code, out, _ := cli(t, "-h")
+	if code != 0 {
+		t.Fatalf("-h: exit %d", code)
+	}
+	if block != out {
+		dl, ol := strings.Split(block, "\n"), strings.Split(out, "\n")
+		for i := range max(len(dl), len(ol)) {
+			var d, o string
+			if i < len(dl) {
+				d = dl[i]
+			}
+			if i < len(ol) {
+				o = ol[i]
+			}
+			if d != o {
+				t.Fatalf("docs/bench.md's -h differs from the binary's at its line %d:\ndocs:   %q\nbinary: %q\n(paste the output of go run ./cmd/redlock-bench -h)", i+1, d, o)
+			}
+		}
+	}
+}

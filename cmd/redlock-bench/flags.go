@@ -105,33 +105,66 @@ Usage: redlock-bench [flags]
 Flags:
 `
 
+// rawFlags are the flags parseFlags checks and turns into config fields:
+// their text as given, and which flags the command line set.
+type rawFlags struct {
+	addrs     string
+	scenarios string
+	impls     string
+	workers   string
+	cluster   string
+	tlsCA     string
+	set       map[string]bool
+}
+
 // parseFlags parses args (without the program name). -h prints the usage to
 // help (stdout) and returns flag.ErrHelp; a bad flag is a short usageError,
 // without the usage.
 func parseFlags(args []string, help io.Writer) (*config, error) {
+	var (
+		cfg config
+		raw rawFlags
+	)
+	fs := newFlagSet(&cfg, &raw)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(help)
+			fs.Usage()
+			return nil, err
+		}
+		return nil, &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q (every option is a flag; see -h)", fs.Arg(0))
+	}
+	raw.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { raw.set[f.Name] = true })
+	for _, step := range []func(*config) error{raw.resolveMasters, checkExtras, checkRanges, raw.resolveSelections} {
+		if err := step(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &cfg, nil
+}
+
+// newFlagSet defines the bench's flags: the ones with a config field of
+// their own write to cfg, the others to raw for parseFlags to check. Its
+// usage is the help text (usageHead, then the flags).
+func newFlagSet(cfg *config, raw *rawFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var (
-		cfg       config
-		addrs     string
-		scenarios string
-		impls     string
-		workers   string
-		cluster   string
-		tlsCA     string
-	)
-	fs.StringVar(&addrs, "addrs", "", "comma-separated `list` of independent masters to use, each host:port (e.g. the compose lab:\n127.0.0.1:7001,...,127.0.0.1:7005) or a redis:// or rediss:// (TLS) URL, with an ACL user and password if\n"+
+	fs.StringVar(&raw.addrs, "addrs", "", "comma-separated `list` of independent masters to use, each host:port (e.g. the compose lab:\n127.0.0.1:7001,...,127.0.0.1:7005) or a redis:// or rediss:// (TLS) URL, with an ACL user and password if\n"+
 		"needed: rediss://user:password@host:port (go-redis's ParseURL; reports show host:port only). stall then uses\n"+
 		"CLIENT PAUSE, which a restricted ACL user may not be allowed. Default: start our own")
-	fs.StringVar(&tlsCA, "tls-ca", "", "trust the CA certificates in PEM `FILE` (instead of the system's) for TLS masters: rediss:// URLs, and\n"+
+	fs.StringVar(&raw.tlsCA, "tls-ca", "", "trust the CA certificates in PEM `FILE` (instead of the system's) for TLS masters: rediss:// URLs, and\n"+
 		"host:port entries of -addrs, which then use TLS too")
 	fs.IntVar(&cfg.masters, "masters", defaultMasters, "how many masters to start when -addrs is not given")
-	fs.StringVar(&cluster, "cluster", "", "start `NxS` local Redis Clusters as the masters: N independent clusters of S shard masters each\n(e.g. 3x3; redis-server in cluster mode, no replicas), each one master reached through a go-redis ClusterClient;\nstall then stops every shard of a cluster")
+	fs.StringVar(&raw.cluster, "cluster", "", "start `NxS` local Redis Clusters as the masters: N independent clusters of S shard masters each\n(e.g. 3x3; redis-server in cluster mode, no replicas), each one master reached through a go-redis ClusterClient;\nstall then stops every shard of a cluster")
 	fs.IntVar(&cfg.leases, "leases", 10000, "how many leases the leases scenario keeps with one Locker (-scenarios leases)")
 	fs.BoolVar(&cfg.embedded, "embedded", false, "use in-process miniredis masters even if redis-server is installed")
 	fs.BoolVar(&cfg.docker, "docker", false, "start the masters as Docker containers of the local image ($REDLOCK_REDIS_IMAGE; make image) with labdocker:\n"+
 		"stall is docker pause, and the partition scenario (docker network disconnect) can run")
-	fs.StringVar(&workers, "workers", strconv.Itoa(defaultWorkers), "concurrent workers (goroutines) per cell, or a comma-separated `list` of counts to sweep (e.g. 1,8,64,256):\n"+
+	fs.StringVar(&raw.workers, "workers", strconv.Itoa(defaultWorkers), "concurrent workers (goroutines) per cell, or a comma-separated `list` of counts to sweep (e.g. 1,8,64,256):\n"+
 		"every scenario × implementation then runs once per count, in the order given; ratios compare the same\n"+
 		"scenario and count, and a summary line per scenario gives redlock ÷ redsync-failfast at each count.\n"+
 		"Each count is a whole number from 1 to "+strconv.Itoa(maxWorkers)+". -chart draws each scenario at its largest count only")
@@ -148,8 +181,8 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 	fs.IntVar(&cfg.campaigners, "campaigners", defaultCampaigners, "campaigners per election (election scenarios), each with clients of its own; in election-failover one of them\n"+
 		"is the leader, a child process. From 2 to "+strconv.Itoa(maxCampaigners))
 	fs.IntVar(&cfg.failovers, "failovers", defaultFailovers, "election-failover rounds per implementation, interleaved (each waits out a TTL). From 1 to "+strconv.Itoa(maxFailovers))
-	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, or \"all\". Default: every available one")
-	fs.StringVar(&impls, "impls", strings.Join(implNames(), ","), "comma-separated implementations to run, or \"all\"")
+	fs.StringVar(&raw.scenarios, "scenarios", "", "comma-separated scenarios to run, or \"all\". Default: every available one")
+	fs.StringVar(&raw.impls, "impls", strings.Join(implNames(), ","), "comma-separated implementations to run, or \"all\"")
 	fs.StringVar(&cfg.jsonPath, "json", "", "also write the results as JSON (schema: -schema) to `FILE`")
 	fs.StringVar(&cfg.chartPath, "chart", "", "also write an SVG `FILE` with latency and validity-margin CDFs per implementation and scenario")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress line on stderr (it is off anyway when stderr is not a terminal)")
@@ -161,134 +194,170 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 		fmt.Fprintf(fs.Output(), usageHead, defaultMasters, defaultMasters, describeImpls(), describeScenarios())
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(help)
-			fs.Usage()
-			return nil, err
-		}
-		return nil, &usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q (every option is a flag; see -h)", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return fs
+}
 
+// resolveMasters checks -tls-ca, -addrs and -cluster and sets cfg's
+// masters from them: the -addrs entries' options, or the cluster shape,
+// and the number of masters either implies.
+func (raw *rawFlags) resolveMasters(cfg *config) error {
 	var ca *x509.CertPool
-	if tlsCA != "" {
-		if addrs == "" {
-			return nil, usagef("-tls-ca needs -addrs (the masters the bench starts itself do not use TLS)")
+	if raw.tlsCA != "" {
+		if raw.addrs == "" {
+			return usagef("-tls-ca needs -addrs (the masters the bench starts itself do not use TLS)")
 		}
 		var err error
-		if ca, err = readCA(tlsCA); err != nil {
-			return nil, usagef("-tls-ca: %v", err)
+		if ca, err = readCA(raw.tlsCA); err != nil {
+			return usagef("-tls-ca: %v", err)
 		}
 	}
-	if addrs != "" {
-		for i, a := range slices.Collect(strings.SplitSeq(addrs, ",")) {
+	if raw.addrs != "" {
+		for i, a := range slices.Collect(strings.SplitSeq(raw.addrs, ",")) {
 			o, err := masterOptions(strings.TrimSpace(a), ca)
 			if err != nil {
-				return nil, usagef("-addrs: entry %d: %v", i+1, err)
+				return usagef("-addrs: entry %d: %v", i+1, err)
 			}
 			if slices.Contains(cfg.addrs, o.Addr) {
-				return nil, usagef("-addrs: %s is listed twice; a quorum needs independent masters", o.Addr)
+				return usagef("-addrs: %s is listed twice; a quorum needs independent masters", o.Addr)
 			}
 			cfg.addrs = append(cfg.addrs, o.Addr)
 			cfg.masterOpts = append(cfg.masterOpts, o)
 		}
 		if cfg.embedded {
-			return nil, usagef("-addrs and -embedded exclude each other")
+			return usagef("-addrs and -embedded exclude each other")
 		}
-		if set["masters"] && cfg.masters != len(cfg.addrs) {
-			return nil, usagef("-masters %d contradicts -addrs, which lists %d", cfg.masters, len(cfg.addrs))
+		if raw.set["masters"] && cfg.masters != len(cfg.addrs) {
+			return usagef("-masters %d contradicts -addrs, which lists %d", cfg.masters, len(cfg.addrs))
 		}
 		cfg.masters = len(cfg.addrs)
 	}
-	if cluster != "" {
+	if raw.cluster != "" {
 		var err error
-		if cfg.clusters, cfg.shards, err = parseClusterShape(cluster); err != nil {
-			return nil, err
+		if cfg.clusters, cfg.shards, err = parseClusterShape(raw.cluster); err != nil {
+			return err
 		}
 		if len(cfg.addrs) > 0 || cfg.embedded {
-			return nil, usagef("-cluster excludes -addrs and -embedded")
+			return usagef("-cluster excludes -addrs and -embedded")
 		}
-		if set["masters"] && cfg.masters != cfg.clusters {
-			return nil, usagef("-masters %d contradicts -cluster, which starts %d clusters", cfg.masters, cfg.clusters)
+		if raw.set["masters"] && cfg.masters != cfg.clusters {
+			return usagef("-masters %d contradicts -cluster, which starts %d clusters", cfg.masters, cfg.clusters)
 		}
 		cfg.masters = cfg.clusters
 	}
+	return nil
+}
+
+// checkExtras refuses the flags of optional parts this build leaves out
+// (extras.go), and -docker beside another source of masters.
+func checkExtras(cfg *config) error {
 	switch {
 	case cfg.docker && !dockerBuilt:
-		return nil, usagef("-docker: %s", extraHint("docker"))
+		return usagef("-docker: %s", extraHint("docker"))
 	case cfg.chartPath != "" && !chartsBuilt:
-		return nil, usagef("-chart: %s", extraHint("charts"))
+		return usagef("-chart: %s", extraHint("charts"))
 	case cfg.metricsAddr != "" && !otelBuilt:
-		return nil, usagef("-metrics-addr: %s", extraHint("otel"))
+		return usagef("-metrics-addr: %s", extraHint("otel"))
 	}
 	if cfg.docker && (len(cfg.addrs) > 0 || cfg.embedded || cfg.clusters > 0) {
-		return nil, usagef("-docker excludes -addrs, -embedded and -cluster")
+		return usagef("-docker excludes -addrs, -embedded and -cluster")
 	}
+	return nil
+}
+
+// checkRanges refuses numeric flags outside their range.
+func checkRanges(cfg *config) error {
 	switch {
 	case cfg.masters < 1:
-		return nil, usagef("-masters must be at least 1, got %d", cfg.masters)
+		return usagef("-masters must be at least 1, got %d", cfg.masters)
 	case cfg.lockers < 1 || cfg.lockers > maxLockers:
-		return nil, usagef("-lockers must be from 1 to %d, got %d", maxLockers, cfg.lockers)
+		return usagef("-lockers must be from 1 to %d, got %d", maxLockers, cfg.lockers)
 	case cfg.repeat < 1 || cfg.repeat > 99:
-		return nil, usagef("-repeat must be from 1 to 99, got %d", cfg.repeat)
+		return usagef("-repeat must be from 1 to 99, got %d", cfg.repeat)
 	case cfg.duration < minDuration:
-		return nil, usagef("-duration must be at least %v, got %v", minDuration, cfg.duration)
+		return usagef("-duration must be at least %v, got %v", minDuration, cfg.duration)
 	case cfg.leases <= 0:
-		return nil, usagef("-leases must be positive, got %d", cfg.leases)
+		return usagef("-leases must be positive, got %d", cfg.leases)
 	case cfg.ttl <= 0 || cfg.ttl%time.Millisecond != 0:
-		return nil, usagef("-ttl must be a positive whole number of milliseconds, got %v", cfg.ttl)
+		return usagef("-ttl must be a positive whole number of milliseconds, got %v", cfg.ttl)
 	case cfg.electionTTL <= 0 || cfg.electionTTL%time.Second != 0:
-		return nil, usagef("-election-ttl must be a positive whole number of seconds (etcd's lease TTLs are), got %v", cfg.electionTTL)
+		return usagef("-election-ttl must be a positive whole number of seconds (etcd's lease TTLs are), got %v", cfg.electionTTL)
 	case cfg.campaigners < 2 || cfg.campaigners > maxCampaigners:
-		return nil, usagef("-campaigners must be from 2 to %d, got %d", maxCampaigners, cfg.campaigners)
+		return usagef("-campaigners must be from 2 to %d, got %d", maxCampaigners, cfg.campaigners)
 	case cfg.failovers < 1 || cfg.failovers > maxFailovers:
-		return nil, usagef("-failovers must be from 1 to %d, got %d", maxFailovers, cfg.failovers)
+		return usagef("-failovers must be from 1 to %d, got %d", maxFailovers, cfg.failovers)
 	}
+	return nil
+}
 
+// resolveSelections parses -workers, -scenarios and -impls into cfg: the
+// scenarios and implementations this build can run, with a usage error
+// for one named that it cannot.
+func (raw *rawFlags) resolveSelections(cfg *config) error {
 	var err error
-	if cfg.workers, err = parseWorkers(workers); err != nil {
-		return nil, err
+	if cfg.workers, err = parseWorkers(raw.workers); err != nil {
+		return err
 	}
+	if err := raw.pickScenarios(cfg); err != nil {
+		return err
+	}
+	if err := raw.pickImpls(cfg); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(cfg.scenarios, isElectionScenario) && len(cfg.electionImpls()) == 0 {
+		return usagef("-scenarios %s, %s run %s; -impls names none of them", handoverScenario, failoverScenario, strings.Join(electionNames, " and "))
+	}
+	return nil
+}
+
+// pickScenarios sets cfg.scenarios from -scenarios (default: every one
+// not opt-in). A scenario this run cannot do is a usage error when named,
+// and left out of "all".
+func (raw *rawFlags) pickScenarios(cfg *config) error {
+	scenarios := raw.scenarios
 	if strings.TrimSpace(scenarios) == "" {
 		scenarios = strings.Join(defaultScenarios(), ",")
 	}
+	var err error
 	if cfg.scenarios, err = pickNames("-scenarios", scenarios, scenarioNames()); err != nil {
-		return nil, err
+		return err
 	}
-	if slices.Contains(cfg.scenarios, "partition") && !cfg.docker {
-		if strings.TrimSpace(scenarios) != "all" {
-			return nil, usagef("-scenarios partition needs -docker (only containers can be cut off their network)")
+	all := strings.TrimSpace(scenarios) == "all"
+	for _, u := range []struct {
+		name    string
+		missing bool
+		err     func() error
+	}{
+		{"partition", !cfg.docker, func() error {
+			return usagef("-scenarios partition needs -docker (only containers can be cut off their network)")
+		}},
+		{"telemetry", !otelBuilt, func() error { return usagef("-scenarios telemetry: %s", extraHint("otel")) }},
+		{"sqlfence", !sqlfenceBuilt, func() error { return usagef("-scenarios sqlfence: %s", extraHint("sqlfence")) }},
+	} {
+		if slices.Contains(cfg.scenarios, u.name) && u.missing {
+			if !all {
+				return u.err()
+			}
+			cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == u.name })
 		}
-		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "partition" })
 	}
-	if slices.Contains(cfg.scenarios, "telemetry") && !otelBuilt {
-		if strings.TrimSpace(scenarios) != "all" {
-			return nil, usagef("-scenarios telemetry: %s", extraHint("otel"))
-		}
-		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "telemetry" })
-	}
-	if slices.Contains(cfg.scenarios, "sqlfence") && !sqlfenceBuilt {
-		if strings.TrimSpace(scenarios) != "all" {
-			return nil, usagef("-scenarios sqlfence: %s", extraHint("sqlfence"))
-		}
-		cfg.scenarios = slices.DeleteFunc(cfg.scenarios, func(n string) bool { return n == "sqlfence" })
-	}
+	return nil
+}
+
+// pickImpls sets cfg.impls from -impls: the default ones, or those named
+// (opt-in ones included), refusing those this build leaves out.
+func (raw *rawFlags) pickImpls(cfg *config) error {
+	impls := raw.impls
 	if !peersBuilt {
 		for n := range strings.SplitSeq(impls, ",") {
 			if n = strings.TrimSpace(n); slices.Contains(peerNames, n) {
-				return nil, usagef("-impls %s: %s", n, extraHint("peers"))
+				return usagef("-impls %s: %s", n, extraHint("peers"))
 			}
 		}
 	}
 	if !etcdBuilt {
 		for n := range strings.SplitSeq(impls, ",") {
 			if strings.TrimSpace(n) == etcdImplName {
-				return nil, usagef("-impls %s: %s", etcdImplName, extraHint("etcd"))
+				return usagef("-impls %s: %s", etcdImplName, extraHint("etcd"))
 			}
 		}
 	}
@@ -296,13 +365,9 @@ func parseFlags(args []string, help io.Writer) (*config, error) {
 	if s := strings.TrimSpace(impls); s != "" && s != "all" {
 		known = append(known, optInImplNames()...) // named ones only
 	}
-	if cfg.impls, err = pickNames("-impls", impls, known); err != nil {
-		return nil, err
-	}
-	if slices.ContainsFunc(cfg.scenarios, isElectionScenario) && len(cfg.electionImpls()) == 0 {
-		return nil, usagef("-scenarios %s, %s run %s; -impls names none of them", handoverScenario, failoverScenario, strings.Join(electionNames, " and "))
-	}
-	return &cfg, nil
+	var err error
+	cfg.impls, err = pickNames("-impls", impls, known)
+	return err
 }
 
 // electionImpls are the selected implementations that have an election,

@@ -66,54 +66,82 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err := stdout.Write(schemaJSON)
 		return err
 	}
-	began := time.Now()
-	tel, err := newBenchTelemetry(cfg.metricsAddr, stderr)
-	if err != nil {
+	b := &benchRun{cfg: cfg, stdout: stdout, stderr: stderr, began: time.Now()}
+	if b.tel, err = newBenchTelemetry(cfg.metricsAddr, stderr); err != nil {
 		return err
 	}
-	defer tel.shutdown()
+	defer b.tel.shutdown()
 	// etcd first: without it on PATH the run fails before anything starts.
-	var etcd *etcdServers
 	if slices.Contains(cfg.impls, etcdImplName) {
-		if etcd, err = startEtcd(ctx, stderr); err != nil {
+		if b.etcd, err = startEtcd(ctx, stderr); err != nil {
 			return err
 		}
-		defer etcd.close()
+		defer b.etcd.close()
 	}
-	ms, err := openMasters(ctx, cfg, stderr)
-	if err != nil {
+	if b.ms, err = openMasters(ctx, cfg, stderr); err != nil {
 		return err
 	}
-	defer ms.shutdown()
+	defer b.ms.shutdown()
+	if done, err := b.ownTables(ctx); done || err != nil {
+		return err
+	}
+	return b.measure(ctx)
+}
 
+// benchRun is one run of the bench once its servers are up: the
+// configuration, the masters and what the cells share.
+type benchRun struct {
+	cfg    *config
+	ms     *masters
+	tel    *benchTelemetry
+	etcd   *etcdServers // nil unless -impls names etcd
+	stdout io.Writer
+	stderr io.Writer
+	began  time.Time
+	runID  string // names the run's keys (newRunID)
+}
+
+// ownTables runs the scenarios with a table of their own (leases,
+// sqlfence), printing each, and takes them off cfg.scenarios; done
+// reports that no scenario is left.
+func (b *benchRun) ownTables(ctx context.Context) (done bool, err error) {
+	cfg := b.cfg
 	if i := slices.Index(cfg.scenarios, "leases"); i >= 0 {
 		cfg.scenarios = slices.Delete(cfg.scenarios, i, i+1)
-		r, err := runLeases(ctx, ms, cfg.leases, cfg.ttl, cfg.duration, stderr)
+		r, err := runLeases(ctx, b.ms, cfg.leases, cfg.ttl, cfg.duration, b.stderr)
 		if err != nil {
-			return fmt.Errorf("leases: %w", err)
+			return true, fmt.Errorf("leases: %w", err)
 		}
-		if err := renderLeases(stdout, r, fmt.Sprintf("%d %s masters", ms.info.N, ms.info.Kind)); err != nil {
-			return err
+		if err := renderLeases(b.stdout, r, fmt.Sprintf("%d %s masters", b.ms.info.N, b.ms.info.Kind)); err != nil {
+			return true, err
 		}
 		if len(cfg.scenarios) == 0 {
-			return nil
+			return true, nil
 		}
 	}
 	if i := slices.Index(cfg.scenarios, "sqlfence"); i >= 0 { // sqlfence.go
 		cfg.scenarios = slices.Delete(cfg.scenarios, i, i+1)
-		r, err := runSQLFence(ctx, ms, cfg, stderr)
+		r, err := runSQLFence(ctx, b.ms, cfg, b.stderr)
 		if err != nil {
-			return fmt.Errorf("sqlfence: %w", err)
+			return true, fmt.Errorf("sqlfence: %w", err)
 		}
-		if err := renderSQLFence(stdout, r); err != nil {
-			return err
+		if err := renderSQLFence(b.stdout, r); err != nil {
+			return true, err
 		}
 		if len(cfg.scenarios) == 0 {
-			return nil
+			return true, nil
 		}
 	}
-	rep := newReport(cfg, ms, began)
-	rep.Etcd = etcd.info()
+	return false, nil
+}
+
+// measure runs the cells and the election scenarios (under -cpuprofile),
+// then prints the report and writes -json and -chart. An error that ends
+// the run early still prints the cells that finished.
+func (b *benchRun) measure(ctx context.Context) error {
+	cfg := b.cfg
+	rep := newReport(cfg, b.ms, b.began)
+	rep.Etcd = b.etcd.info()
 	cells := plan(cfg)
 	if cfg.cpuProfile != "" {
 		f, err := os.Create(cfg.cpuProfile)
@@ -126,41 +154,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	prog := newProgress(stderr, cfg.quiet, len(cells))
-	runID := newRunID()
-	var runErr error
-	for i, c := range cells {
-		res, err := runCell(ctx, c, cellEnv{ms: ms, duration: cfg.duration, ttl: cfg.ttl,
-			lockers: cfg.lockers, run: runID, index: i, progress: prog, tel: tel, etcd: etcd})
-		if err != nil {
-			runErr = err
-			if ctx.Err() != nil {
-				// Interrupted: report the cells that finished.
-				runErr = fmt.Errorf("interrupted after %d of %d cells: %w", i, len(cells), err)
-			}
-			break
-		}
-		rep.Results = append(rep.Results, res)
-	}
+	b.runID = newRunID()
+	runErr := b.runCells(ctx, cells, rep)
 	if cfg.repeat > 1 {
 		rep.Results = medianRuns(rep.Results)
 	}
 	if runErr == nil && slices.ContainsFunc(cfg.scenarios, isElectionScenario) {
-		er := electionRun{scenarios: cfg.scenarios, impls: cfg.electionImpls(), campaigners: cfg.campaigners,
-			failovers: cfg.failovers, repeat: cfg.repeat, duration: cfg.duration, runID: runID, ms: ms, stderr: stderr,
-			env: electionEnv{masters: ms.opts, ttl: cfg.electionTTL}}
-		if etcd != nil {
-			er.env.etcd = etcd.endpoints
-		}
-		rep.Elections, runErr = runElections(ctx, er)
-		if runErr != nil && ctx.Err() != nil {
-			runErr = fmt.Errorf("interrupted in the election scenarios: %w", runErr)
-		}
+		rep.Elections, runErr = b.elections(ctx)
 	}
 	rep.Ratios = computeRatios(rep.Results)
-	rep.WallSeconds = time.Since(began).Seconds()
+	rep.WallSeconds = time.Since(b.began).Seconds()
 
-	errs := []error{runErr, renderTable(stdout, rep)}
+	errs := []error{runErr, renderTable(b.stdout, rep)}
 	if cfg.jsonPath != "" {
 		errs = append(errs, writeJSON(cfg.jsonPath, rep))
 	}
@@ -168,6 +173,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		errs = append(errs, writeChart(cfg.chartPath, rep))
 	}
 	return errors.Join(errs...)
+}
+
+// runCells runs cells one after another, appending each result to
+// rep.Results, and stops at the first that fails.
+func (b *benchRun) runCells(ctx context.Context, cells []cell, rep *Report) error {
+	prog := newProgress(b.stderr, b.cfg.quiet, len(cells))
+	for i, c := range cells {
+		res, err := runCell(ctx, c, cellEnv{ms: b.ms, duration: b.cfg.duration, ttl: b.cfg.ttl,
+			lockers: b.cfg.lockers, run: b.runID, index: i, progress: prog, tel: b.tel, etcd: b.etcd})
+		if err != nil {
+			if ctx.Err() != nil {
+				// Interrupted: report the cells that finished.
+				return fmt.Errorf("interrupted after %d of %d cells: %w", i, len(cells), err)
+			}
+			return err
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	return nil
+}
+
+// elections runs the election scenarios (election.go).
+func (b *benchRun) elections(ctx context.Context) ([]ElectionResult, error) {
+	cfg := b.cfg
+	er := electionRun{scenarios: cfg.scenarios, impls: cfg.electionImpls(), campaigners: cfg.campaigners,
+		failovers: cfg.failovers, repeat: cfg.repeat, duration: cfg.duration, runID: b.runID, ms: b.ms, stderr: b.stderr,
+		env: electionEnv{masters: b.ms.opts, ttl: cfg.electionTTL}}
+	if b.etcd != nil {
+		er.env.etcd = b.etcd.endpoints
+	}
+	res, err := runElections(ctx, er)
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("interrupted in the election scenarios: %w", err)
+	}
+	return res, err
 }
 
 // medianRuns keeps, of the repeated runs of each scenario × impl ×

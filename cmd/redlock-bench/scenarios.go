@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // phase is a slice of a cell's time, as fractions of its duration, and the
@@ -36,46 +34,12 @@ type scenario struct {
 	partition bool
 }
 
-// fault is how a scenario takes a master away and brings it back.
-type fault struct {
-	stop   func(ctx context.Context, i int, for_ time.Duration) error
-	resume func(i int) error
-}
-
-// fault returns the scenario's way of faulting ms's masters.
-func (s scenario) fault(ms *masters) fault {
-	if s.partition && ms.cut != nil {
-		return fault{stop: func(_ context.Context, i int, _ time.Duration) error { return ms.cut(i) }, resume: ms.heal}
-	}
-	return fault{stop: ms.pause, resume: ms.resume}
-}
-
 // phaseList returns the phases, or the single implicit one.
 func (s scenario) phaseList() []phase {
 	if len(s.phases) == 0 {
 		return []phase{{name: "all", from: 0, to: 1}}
 	}
 	return s.phases
-}
-
-// Stall timeline: healthy, then one master SIGSTOPped, then two, then all
-// back. Ours should hold its healthy throughput in the middle phases (it
-// stops waiting for a master after MasterTimeout and then skips it until it
-// answers); redsync by default waits for every master's reply, i.e. for
-// go-redis's 3 s ReadTimeout and its retries.
-var stallPhases = []phase{
-	{name: "healthy", from: 0, to: 0.2},
-	{name: "1 stopped", from: 0.2, to: 0.5, paused: []int{0}},
-	{name: "2 stopped", from: 0.5, to: 0.8, paused: []int{0, 1}},
-	{name: "recovered", from: 0.8, to: 1},
-}
-
-// Partition timeline: the stall timeline with cuts instead of stops.
-var partitionPhases = []phase{
-	{name: "healthy", from: 0, to: 0.2},
-	{name: "1 cut", from: 0.2, to: 0.5, paused: []int{0}},
-	{name: "2 cut", from: 0.5, to: 0.8, paused: []int{0, 1}},
-	{name: "recovered", from: 0.8, to: 1},
 }
 
 // scenarios is the plan, in run order.

@@ -248,6 +248,36 @@ func findResult(rs []Result, sc string, workers int, impl string) (Result, bool)
 // handoff table and the ratios. Every ratio compares cells of the same
 // scenario and worker count.
 func renderTable(w io.Writer, rep *Report) error {
+	renderHeader(w, rep)
+	if len(rep.Results) > 0 { // none when only the election scenarios ran
+		if err := renderResults(w, rep); err != nil {
+			return err
+		}
+	}
+	renderSummaries(w, rep)
+	for _, s := range rep.Scenarios { // phases, for scenarios that have them
+		if err := renderPhases(w, rep, s); err != nil {
+			return err
+		}
+	}
+	if err := renderHandoff(w, rep); err != nil {
+		return err
+	}
+	for _, r := range rep.Results {
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "note: %s/%s/%dw: %s\n", r.Scenario, r.Impl, r.Workers, n)
+		}
+	}
+	if err := renderElections(w, rep.Elections); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nwall time %.1fs\n", rep.WallSeconds)
+	return nil
+}
+
+// renderHeader writes the report's first lines: the masters, the run's
+// settings and environment, and the scenarios not run.
+func renderHeader(w io.Writer, rep *Report) {
 	m := rep.Masters
 	fmt.Fprintf(w, "redlock-bench: %d %s masters · %s · %v per cell · TTL %v · %s/%s, %d CPUs, %s\n",
 		m.N, m.Kind, fmtWorkers(rep.Config.Workers), time.Duration(rep.Config.DurationSeconds*float64(time.Second)),
@@ -271,37 +301,44 @@ func renderTable(w io.Writer, rep *Report) error {
 		}
 	}
 	fmt.Fprintln(w)
+}
 
-	var tw *tabwriter.Writer
-	if len(rep.Results) > 0 { // none when only the election scenarios ran
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tcmd/acq\tredlock ÷\tfailures\tclient µs/acq\tserver µs/acq\tfloor µs/acq\t")
-		for _, r := range rep.Results {
-			ratio := ""
-			if r.Impl != oursName {
-				if x, ok := findRatio(rep.Ratios, r.Scenario, r.Workers, oursName, "all", r.Impl, "all"); ok {
-					ratio = fmtRatio(x)
-				}
+// renderResults writes the table of cells, one row per result, and its
+// legend.
+func renderResults(w io.Writer, rep *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tworkers\timpl\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tvalid min\tp1\tp50\telapsed\tdrift\tmargin\tcmd/acq\tredlock ÷\tfailures\tclient µs/acq\tserver µs/acq\tfloor µs/acq\t")
+	for _, r := range rep.Results {
+		ratio := ""
+		if r.Impl != oursName {
+			if x, ok := findRatio(rep.Ratios, r.Scenario, r.Workers, oursName, "all", r.Impl, "all"); ok {
+				ratio = fmtRatio(x)
 			}
-			v := r.Validity
-			valid := []string{"-", "-", "-", "-", "-", "-"}
-			if v.Count > 0 {
-				valid = []string{fmt.Sprintf("%.4f", v.Min), fmt.Sprintf("%.4f", v.P1), fmt.Sprintf("%.4f", v.P50),
-					fmtMs(v.ElapsedMsP50), fmtMs(v.DriftMs), fmtMs(v.SafetyMarginMs)}
-			}
-			a := r.AcquireMs
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
-				fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), fmtOpt(r.CommandsPerAcquisition), ratio, fmtFailures(r.Failures),
-				fmtOpt(r.ClientCPUUsPerAcquisition), fmtOpt(r.ServerCPUUsPerAcquisition), fmtOpt(r.ServerCommandUsPerAcquisition))
 		}
-		if err := tw.Flush(); err != nil {
-			return err
+		v := r.Validity
+		valid := []string{"-", "-", "-", "-", "-", "-"}
+		if v.Count > 0 {
+			valid = []string{fmt.Sprintf("%.4f", v.Min), fmt.Sprintf("%.4f", v.P1), fmt.Sprintf("%.4f", v.P50),
+				fmtMs(v.ElapsedMsP50), fmtMs(v.DriftMs), fmtMs(v.SafetyMarginMs)}
 		}
-		fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL;")
-		fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported;")
-		fmt.Fprintln(w, " client/server µs/acq: CPU time of this process (getrusage) / of the masters (INFO cpu, summed) over the same window ÷ successful Lock calls;")
-		fmt.Fprintln(w, " floor µs/acq: the masters' command handlers' time (INFO commandstats usec, summed) ÷ successful Lock calls: their cost without network I/O)")
+		a := r.AcquireMs
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, r.OpsPerSec,
+			fmtMs(a.P50), fmtMs(a.P90), fmtMs(a.P99), fmtMs(a.Max), strings.Join(valid, "\t"), fmtOpt(r.CommandsPerAcquisition), ratio, fmtFailures(r.Failures),
+			fmtOpt(r.ClientCPUUsPerAcquisition), fmtOpt(r.ServerCPUUsPerAcquisition), fmtOpt(r.ServerCommandUsPerAcquisition))
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL;")
+	fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported;")
+	fmt.Fprintln(w, " client/server µs/acq: CPU time of this process (getrusage) / of the masters (INFO cpu, summed) over the same window ÷ successful Lock calls;")
+	fmt.Fprintln(w, " floor µs/acq: the masters' command handlers' time (INFO commandstats usec, summed) ÷ successful Lock calls: their cost without network I/O)")
+	return nil
+}
+
+// renderSummaries writes each run's ops/s under -repeat, the fairness
+// across Lockers under -lockers, and the summary lines per worker count.
+func renderSummaries(w io.Writer, rep *Report) {
 	if n := rep.Config.Repeat; n > 1 {
 		fmt.Fprintf(w, "-repeat %d: every row is the run of median ops/s of %d interleaved runs; ops/s of each run, in run order:\n", n, n)
 		for _, r := range rep.Results {
@@ -324,97 +361,94 @@ func renderTable(w io.Writer, rep *Report) error {
 	if lines := slices.Concat(summaryLines(rep), mutexLines(rep), sharedLines(rep)); len(lines) > 0 {
 		fmt.Fprintf(w, "\nsummary per worker count (Nw): ops/s ratio (p50: acquire-latency p50 ratio, below 1 = ours faster)\n%s\n", strings.Join(lines, "\n"))
 	}
+}
 
-	// Phases, for scenarios that have them.
-	for _, s := range rep.Scenarios {
-		if len(s.Phases) < 2 {
-			continue
-		}
-		var rows []Result
-		for _, r := range rep.Results {
-			if r.Scenario == s.Name {
-				rows = append(rows, r)
-			}
-		}
-		if len(rows) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s: ops/s per phase, by completion time\n", s.Name)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		head := []string{"workers", "impl"}
-		for _, p := range s.Phases {
-			head = append(head, fmt.Sprintf("%s (%.0f–%.0f%%)", p.Name, p.From*100, p.To*100))
-		}
-		for _, p := range s.Phases[1:] {
-			head = append(head, p.Name+" ÷ "+s.Phases[0].Name)
-		}
-		head = append(head, "late ops")
-		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-		for _, r := range rows {
-			cols := []string{fmt.Sprint(r.Workers), r.Impl}
-			for _, p := range r.Phases {
-				cols = append(cols, fmt.Sprintf("%.0f", p.OpsPerSec))
-			}
-			for _, p := range r.Phases[1:] {
-				x, _ := findRatio(rep.Ratios, s.Name, r.Workers, r.Impl, p.Name, r.Impl, r.Phases[0].Name)
-				cols = append(cols, fmtRatio(x))
-			}
-			cols = append(cols, fmt.Sprint(r.LateOps))
-			fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if r.Impl == oursName {
-				continue
-			}
-			var parts []string
-			for _, p := range r.Phases {
-				if x, ok := findRatio(rep.Ratios, s.Name, r.Workers, oursName, p.Name, r.Impl, p.Name); ok {
-					parts = append(parts, p.Name+" "+fmtRatio(x))
-				}
-			}
-			if len(parts) > 0 {
-				fmt.Fprintf(w, "%dw redlock ÷ %s: %s\n", r.Workers, r.Impl, strings.Join(parts, ", "))
-			}
+// renderPhases writes scenario s's ops/s per phase, for each of its
+// results, and ours ÷ each other implementation per phase; nothing for a
+// scenario of one phase or without results.
+func renderPhases(w io.Writer, rep *Report, s ScenarioInfo) error {
+	if len(s.Phases) < 2 {
+		return nil
+	}
+	var rows []Result
+	for _, r := range rep.Results {
+		if r.Scenario == s.Name {
+			rows = append(rows, r)
 		}
 	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\n%s: ops/s per phase, by completion time\n", s.Name)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"workers", "impl"}
+	for _, p := range s.Phases {
+		head = append(head, fmt.Sprintf("%s (%.0f–%.0f%%)", p.Name, p.From*100, p.To*100))
+	}
+	for _, p := range s.Phases[1:] {
+		head = append(head, p.Name+" ÷ "+s.Phases[0].Name)
+	}
+	head = append(head, "late ops")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range rows {
+		cols := []string{fmt.Sprint(r.Workers), r.Impl}
+		for _, p := range r.Phases {
+			cols = append(cols, fmt.Sprintf("%.0f", p.OpsPerSec))
+		}
+		for _, p := range r.Phases[1:] {
+			x, _ := findRatio(rep.Ratios, s.Name, r.Workers, r.Impl, p.Name, r.Impl, r.Phases[0].Name)
+			cols = append(cols, fmtRatio(x))
+		}
+		cols = append(cols, fmt.Sprint(r.LateOps))
+		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Impl == oursName {
+			continue
+		}
+		var parts []string
+		for _, p := range r.Phases {
+			if x, ok := findRatio(rep.Ratios, s.Name, r.Workers, oursName, p.Name, r.Impl, p.Name); ok {
+				parts = append(parts, p.Name+" "+fmtRatio(x))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "%dw redlock ÷ %s: %s\n", r.Workers, r.Impl, strings.Join(parts, ", "))
+		}
+	}
+	return nil
+}
 
-	// Handoff, for shared-resource scenarios.
+// renderHandoff writes the hand-off table of the shared-resource
+// scenarios' results, and the commands the masters executed per Lock.
+func renderHandoff(w io.Writer, rep *Report) error {
 	var hand []Result
 	for _, r := range rep.Results {
 		if r.HandoffMs != nil {
 			hand = append(hand, r)
 		}
 	}
-	if len(hand) > 0 {
-		fmt.Fprintln(w, "\nhandoff: from a holder calling Unlock to the next holder's Lock returning (ms)")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tworkers\timpl\tcount\tp50\tp90\tp99\tmax\tPING RTT\tp50 ÷ RTT\tRTT loaded\tp50 ÷ loaded\t")
-		for _, r := range hand {
-			h := r.HandoffMs
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max),
-				fmtOptRTT(r.PingRTTMs), fmtHandoffRTT(r), fmtOptRTT(r.PingRTTLoadedMs), fmtRatioOf(handoffOver(r, r.PingRTTLoadedMs)))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if lines := commandLines(hand); len(lines) > 0 {
-			fmt.Fprintln(w, "\ncommands the masters executed per successful Lock (INFO commandstats over the cell, summed over masters; commands run by scripts count too)")
-			fmt.Fprintln(w, strings.Join(lines, "\n"))
-		}
+	if len(hand) == 0 {
+		return nil
 	}
-
-	for _, r := range rep.Results {
-		for _, n := range r.Notes {
-			fmt.Fprintf(w, "note: %s/%s/%dw: %s\n", r.Scenario, r.Impl, r.Workers, n)
-		}
+	fmt.Fprintln(w, "\nhandoff: from a holder calling Unlock to the next holder's Lock returning (ms)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tworkers\timpl\tcount\tp50\tp90\tp99\tmax\tPING RTT\tp50 ÷ RTT\tRTT loaded\tp50 ÷ loaded\t")
+	for _, r := range hand {
+		h := r.HandoffMs
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Workers, r.Impl, h.Count, fmtMs(h.P50), fmtMs(h.P90), fmtMs(h.P99), fmtMs(h.Max),
+			fmtOptRTT(r.PingRTTMs), fmtHandoffRTT(r), fmtOptRTT(r.PingRTTLoadedMs), fmtRatioOf(handoffOver(r, r.PingRTTLoadedMs)))
 	}
-	if err := renderElections(w, rep.Elections); err != nil {
+	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nwall time %.1fs\n", rep.WallSeconds)
+	if lines := commandLines(hand); len(lines) > 0 {
+		fmt.Fprintln(w, "\ncommands the masters executed per successful Lock (INFO commandstats over the cell, summed over masters; commands run by scripts count too)")
+		fmt.Fprintln(w, strings.Join(lines, "\n"))
+	}
 	return nil
 }
 

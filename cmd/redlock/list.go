@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumlab/redlock/redlock"
 	"github.com/quorumlab/redlock/validity"
 )
 
@@ -75,18 +76,75 @@ func globEscape(s string) string {
 	return b.String()
 }
 
+// cmdList lists the locks and primitives under the key prefix whose
+// names start with resPrefix (at most limit of each), as a table or JSON,
+// with on how many masters each lock's token is; without a majority of
+// masters answering it exits exitQuorum.
 func cmdList(ctx context.Context, s *conns, resPrefix string, limit int, asJSON bool, stdout io.Writer) int {
 	opts := s.r.keyOpts
 	match := globEscape(opts.KeyPrefix) + "*"
 	n := len(s.clients)
-	res := listResult{Prefix: opts.KeyPrefix, Match: match, Limit: limit, Majority: validity.Majority(n), Locks: []listLock{}, Primitives: []listPrimitive{}}
+	l := &listRun{s: s, opts: opts, resPrefix: resPrefix, limit: limit, n: n,
+		res: listResult{Prefix: opts.KeyPrefix, Match: match, Limit: limit, Majority: validity.Majority(n), Locks: []listLock{}, Primitives: []listPrimitive{}}}
+	errs := l.scan(ctx)
+	l.pickNames()
+	l.found = make([][]keyValue, n)
+	errs2 := make([]error, n)
+	if len(l.names) > 0 {
+		errs2 = l.readKeys(ctx, errs)
+	}
+	errs3 := make([]error, n)
+	if len(l.primNames) > 0 {
+		l.res.Primitives, errs3 = s.listPrims(ctx, l.primNames, l.primStems, l.primKinds)
+	}
+	answered := l.tally(errs, errs2, errs3)
+	res := l.res
+	if asJSON {
+		writeJSON(stdout, res)
+	} else {
+		printList(stdout, res, n)
+	}
+	if answered < res.Majority {
+		fmt.Fprintf(s.stderr, "redlock: only %d of %d masters answered: cannot tell which locks are held (exit %d)\n", answered, n, exitQuorum)
+		return exitQuorum
+	}
+	return exitOK
+}
 
-	// Round 1: each master's lock keys, by SCAN. SCAN's order differs from
-	// master to master, so a bounded scan finds different keys on each.
-	scanned := make([][]string, n)
-	prims := make([][]string, n) // semaphore, read-write lock and election keys
-	truncated := make([]bool, n)
-	errs := s.each(ctx, "list: scanning "+match, func(ctx context.Context, i int, c *redis.Client) error {
+// listRun is one list command's state, round by round.
+type listRun struct {
+	s         *conns
+	opts      *redlock.Options // KeyPrefix and RedsyncKeys
+	resPrefix string
+	limit     int
+	n         int // masters
+	res       listResult
+
+	// Round 1, per master: lock keys, primitives' keys (semaphore,
+	// read-write lock and election keys), and whether -limit or the
+	// SCAN bound left keys out.
+	scanned   [][]string
+	prims     [][]string
+	truncated []bool
+
+	// The resources listed: the first -limit of the union, by name.
+	union     map[string]string // resource → key
+	names     []string
+	primNames []string
+	primStems map[string]string
+	primKinds map[string]map[string]bool
+
+	// Round 2: the listed keys' values on each master.
+	found [][]keyValue
+}
+
+// scan is round 1: each master's lock keys, by SCAN. SCAN's order differs
+// from master to master, so a bounded scan finds different keys on each.
+func (l *listRun) scan(ctx context.Context) []error {
+	s, opts, n, limit := l.s, l.opts, l.n, l.limit
+	l.scanned, l.prims, l.truncated = make([][]string, n), make([][]string, n), make([]bool, n)
+	scanned, prims, truncated := l.scanned, l.prims, l.truncated
+	return s.each(ctx, "list: scanning "+l.res.Match, func(ctx context.Context, i int, c *redis.Client) error {
 		var cursor uint64
 		for calls := 0; ; calls++ {
 			if calls == maxScanCalls || len(scanned[i]) >= limit {
@@ -95,7 +153,7 @@ func cmdList(ctx context.Context, s *conns, resPrefix string, limit int, asJSON 
 			}
 			rctx, cancel := s.req(ctx)
 			// Every type: a read-write lock's readers are a sorted set.
-			batch, next, err := c.Scan(rctx, cursor, match, scanCount).Result()
+			batch, next, err := c.Scan(rctx, cursor, l.res.Match, scanCount).Result()
 			cancel()
 			if err != nil {
 				return err
@@ -104,13 +162,13 @@ func cmdList(ctx context.Context, s *conns, resPrefix string, limit int, asJSON 
 			// more, even when every master left out the same ones.
 			for _, k := range batch {
 				if r, _, ok := primitiveOf(opts, k); ok {
-					if strings.HasPrefix(r, resPrefix) {
+					if strings.HasPrefix(r, l.resPrefix) {
 						prims[i], truncated[i] = keep(prims[i], k, limit, truncated[i])
 					}
 					continue
 				}
 				r, ok := resourceFor(opts, k)
-				if ok && k != s.r.audit && strings.HasPrefix(r, resPrefix) {
+				if ok && k != s.r.audit && strings.HasPrefix(r, l.resPrefix) {
 					scanned[i], truncated[i] = keep(scanned[i], k, limit, truncated[i])
 				}
 			}
@@ -119,105 +177,113 @@ func cmdList(ctx context.Context, s *conns, resPrefix string, limit int, asJSON 
 			}
 		}
 	})
-	// The first -limit resources of the union, by name.
-	union := map[string]string{} // resource → key
-	for i := range n {
-		res.Truncated = res.Truncated || truncated[i]
-		for _, k := range scanned[i] {
-			r, _ := resourceFor(opts, k)
-			union[r] = k
-		}
-	}
-	primStems, primKinds := map[string]string{}, map[string]map[string]bool{}
-	for i := range n {
-		for _, k := range prims[i] {
-			r, kind, _ := primitiveOf(opts, k)
-			if primKinds[r] == nil {
-				primKinds[r] = map[string]bool{}
-				primStems[r] = opts.KeyPrefix
-				if stem, _, err := keyFor(opts, r); err == nil {
-					primStems[r] = stem
-				}
-			}
-			primKinds[r][kind] = true
-		}
-	}
-	primNames := make([]string, 0, len(primStems))
-	for r := range primStems {
-		primNames = append(primNames, r)
-	}
-	sort.Strings(primNames)
-	if len(primNames) > limit {
-		primNames, res.Truncated = primNames[:limit], true
-	}
-	names := make([]string, 0, len(union))
-	for r := range union {
-		names = append(names, r)
-	}
-	sort.Strings(names)
-	if len(names) > limit {
-		names, res.Truncated = names[:limit], true
-	}
+}
 
-	// Round 2: those keys on every master, so that each resource is
-	// counted on all of them.
-	found := make([][]keyValue, n)
-	errs2 := make([]error, n)
-	if len(names) > 0 {
-		errs2 = s.each(ctx, fmt.Sprintf("list: reading %d keys", len(names)), func(ctx context.Context, i int, c *redis.Client) error {
-			if errs[i] != nil {
-				return errs[i] // not asked twice
-			}
-			for start := 0; start < len(names); start += getBatch {
-				part := names[start:min(start+getBatch, len(names))]
-				rctx, cancel := s.req(ctx)
-				cmds, err := c.Pipelined(rctx, func(p redis.Pipeliner) error {
-					for _, r := range part {
-						p.Get(rctx, union[r])
-						p.PTTL(rctx, union[r])
-					}
-					return nil
-				})
-				cancel()
-				if err != nil && !errors.Is(err, redis.Nil) && !isReplyError(err) {
-					return err
-				}
-				for j, r := range part {
-					v, err := cmds[2*j].(*redis.StringCmd).Result()
-					if err != nil {
-						continue // absent here, expired meanwhile, or not a string
-					}
-					found[i] = append(found[i], keyValue{key: union[r], token: v, pttl: cmds[2*j+1].(*redis.DurationCmd).Val()})
+// pickNames takes, of the keys round 1 found, the first -limit locks and
+// the first -limit primitives of the union, by name.
+func (l *listRun) pickNames() {
+	opts := l.opts
+	l.union = map[string]string{}
+	for i := range l.n {
+		l.res.Truncated = l.res.Truncated || l.truncated[i]
+		for _, k := range l.scanned[i] {
+			r, _ := resourceFor(opts, k)
+			l.union[r] = k
+		}
+	}
+	l.primStems, l.primKinds = map[string]string{}, map[string]map[string]bool{}
+	for i := range l.n {
+		for _, k := range l.prims[i] {
+			r, kind, _ := primitiveOf(opts, k)
+			if l.primKinds[r] == nil {
+				l.primKinds[r] = map[string]bool{}
+				l.primStems[r] = opts.KeyPrefix
+				if stem, _, err := keyFor(opts, r); err == nil {
+					l.primStems[r] = stem
 				}
 			}
-			return nil
-		})
+			l.primKinds[r][kind] = true
+		}
 	}
-	errs3 := make([]error, n)
-	if len(primNames) > 0 {
-		res.Primitives, errs3 = s.listPrims(ctx, primNames, primStems, primKinds)
+	l.primNames = make([]string, 0, len(l.primStems))
+	for r := range l.primStems {
+		l.primNames = append(l.primNames, r)
 	}
-	answered := 0
-	type agg struct {
-		key    string
-		count  map[string]int
-		maxTTL map[string]time.Duration
+	sort.Strings(l.primNames)
+	if len(l.primNames) > l.limit {
+		l.primNames, l.res.Truncated = l.primNames[:l.limit], true
 	}
-	byRes := map[string]*agg{}
-	for i := range n {
+	l.names = make([]string, 0, len(l.union))
+	for r := range l.union {
+		l.names = append(l.names, r)
+	}
+	sort.Strings(l.names)
+	if len(l.names) > l.limit {
+		l.names, l.res.Truncated = l.names[:l.limit], true
+	}
+}
+
+// readKeys is round 2: into found, the listed keys on every master (but those that
+// failed round 1, errs), so that each resource is counted on all of them.
+func (l *listRun) readKeys(ctx context.Context, errs []error) []error {
+	s, names, union := l.s, l.names, l.union
+	found := l.found
+	return s.each(ctx, fmt.Sprintf("list: reading %d keys", len(names)), func(ctx context.Context, i int, c *redis.Client) error {
+		if errs[i] != nil {
+			return errs[i] // not asked twice
+		}
+		for start := 0; start < len(names); start += getBatch {
+			part := names[start:min(start+getBatch, len(names))]
+			rctx, cancel := s.req(ctx)
+			cmds, err := c.Pipelined(rctx, func(p redis.Pipeliner) error {
+				for _, r := range part {
+					p.Get(rctx, union[r])
+					p.PTTL(rctx, union[r])
+				}
+				return nil
+			})
+			cancel()
+			if err != nil && !errors.Is(err, redis.Nil) && !isReplyError(err) {
+				return err
+			}
+			for j, r := range part {
+				v, err := cmds[2*j].(*redis.StringCmd).Result()
+				if err != nil {
+					continue // absent here, expired meanwhile, or not a string
+				}
+				found[i] = append(found[i], keyValue{key: union[r], token: v, pttl: cmds[2*j+1].(*redis.DurationCmd).Val()})
+			}
+		}
+		return nil
+	})
+}
+
+// listAgg is one resource's tokens across the masters: on how many each
+// is, and its longest TTL among them.
+type listAgg struct {
+	key    string
+	count  map[string]int
+	maxTTL map[string]time.Duration
+}
+
+// tally fills res's masters (a master answered when none of its rounds
+// failed) and locks from round 2, and returns how many masters answered.
+func (l *listRun) tally(errs, errs2, errs3 []error) (answered int) {
+	byRes := map[string]*listAgg{}
+	for i := range l.n {
 		err := cmp.Or(errs[i], errs2[i], errs3[i])
-		lm := listMaster{Addr: s.r.masters[i].name, Answered: err == nil, Keys: len(found[i]), Truncated: truncated[i]}
+		lm := listMaster{Addr: l.s.r.masters[i].name, Answered: err == nil, Keys: len(l.found[i]), Truncated: l.truncated[i]}
 		if err != nil {
-			lm.Error = describe(err, s.r.timeout)
+			lm.Error = describe(err, l.s.r.timeout)
 		} else {
 			answered++
 		}
-		res.Masters = append(res.Masters, lm)
-		for _, kv := range found[i] {
-			r, _ := resourceFor(opts, kv.key)
+		l.res.Masters = append(l.res.Masters, lm)
+		for _, kv := range l.found[i] {
+			r, _ := resourceFor(l.opts, kv.key)
 			a := byRes[r]
 			if a == nil {
-				a = &agg{key: kv.key, count: map[string]int{}, maxTTL: map[string]time.Duration{}}
+				a = &listAgg{key: kv.key, count: map[string]int{}, maxTTL: map[string]time.Duration{}}
 				byRes[r] = a
 			}
 			a.count[kv.token]++
@@ -226,7 +292,15 @@ func cmdList(ctx context.Context, s *conns, resPrefix string, limit int, asJSON 
 			}
 		}
 	}
-	unanswered := n - answered
+	l.addLocks(byRes, l.n-answered)
+	return answered
+}
+
+// addLocks adds a listLock per resource to res, sorted by name: its most
+// common token (the smallest of those tied), on how many masters, and
+// whether that is a majority that the unanswered masters cannot undo.
+func (l *listRun) addLocks(byRes map[string]*listAgg, unanswered int) {
+	res := &l.res
 	for r, a := range byRes {
 		top, on := "", 0
 		for t, c := range a.count {
@@ -246,16 +320,6 @@ func cmdList(ctx context.Context, s *conns, resPrefix string, limit int, asJSON 
 		})
 	}
 	sort.Slice(res.Locks, func(i, j int) bool { return res.Locks[i].Resource < res.Locks[j].Resource })
-	if asJSON {
-		writeJSON(stdout, res)
-	} else {
-		printList(stdout, res, n)
-	}
-	if answered < res.Majority {
-		fmt.Fprintf(s.stderr, "redlock: only %d of %d masters answered: cannot tell which locks are held (exit %d)\n", answered, n, exitQuorum)
-		return exitQuorum
-	}
-	return exitOK
 }
 
 func printList(w io.Writer, res listResult, n int) {

@@ -180,11 +180,35 @@ type forced struct {
 // when so many masters did not answer that the target may still be on a
 // majority.
 func (s *conns) forceDelete(ctx context.Context, d forced, f releaseFlags, asJSON bool, stdout io.Writer) int {
-	n := len(s.clients)
+	res := s.deleteOnEach(ctx, d, f)
+	line, err := json.Marshal(res.auditRecord)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "redlock: encoding the audit record: %v\n", err)
+		return exitRefused
+	}
+	s.mu.Lock()
+	fmt.Fprintf(s.stderr, "%s\n", line)
+	s.mu.Unlock()
+	s.writeAudit(ctx, d, line, &res)
+	if asJSON {
+		writeJSON(stdout, res)
+	} else {
+		printForced(stdout, d, res, len(s.clients), s.r.audit)
+	}
+	if !res.Released {
+		fmt.Fprintf(s.stderr, "redlock: %d masters did not answer the delete: it may still be on a majority (exit %d)\n", res.MayStillHold, exitRefused)
+		return exitRefused
+	}
+	return exitOK
+}
+
+// deleteOnEach runs d.del on every master and returns the result with its
+// audit record: what each master held and whether it deleted it.
+func (s *conns) deleteOnEach(ctx context.Context, d forced, f releaseFlags) releaseResult {
 	rec := auditRecord{
 		Event: d.event, Who: whoAmI(f.who), Reason: f.reason,
 		Resource: d.resource, Key: d.key, Token: shortToken(d.target), Chosen: d.chosen,
-		Masters: make([]auditMaster, n),
+		Masters: make([]auditMaster, len(s.clients)),
 	}
 	what := d.event + ": compare-and-delete of " + shortToken(d.target)
 	if d.target == "" {
@@ -226,15 +250,13 @@ func (s *conns) forceDelete(ctx context.Context, d forced, f releaseFlags, asJSO
 	res.auditRecord = rec
 	// Released: the token can now be on fewer masters than a majority.
 	res.Released = res.MayStillHold < d.majority
+	return res
+}
 
-	line, err := json.Marshal(rec)
-	if err != nil {
-		fmt.Fprintf(s.stderr, "redlock: encoding the audit record: %v\n", err)
-		return exitRefused
-	}
-	s.mu.Lock()
-	fmt.Fprintf(s.stderr, "%s\n", line)
-	s.mu.Unlock()
+// writeAudit adds the audit record (line, its JSON) to the audit stream
+// on every master, noting in res where it was written and where not.
+func (s *conns) writeAudit(ctx context.Context, d forced, line []byte, res *releaseResult) {
+	rec := res.auditRecord
 	aerrs := s.each(ctx, d.event+": writing the audit record to "+s.r.audit, func(ctx context.Context, i int, c *redis.Client) error {
 		ctx, cancel := s.req(ctx)
 		defer cancel()
@@ -253,39 +275,35 @@ func (s *conns) forceDelete(ctx context.Context, d forced, f releaseFlags, asJSO
 	if len(res.AuditWritten) == 0 {
 		fmt.Fprintf(s.stderr, "redlock: WARNING: the audit record reached no master; keep the JSON line above\n")
 	}
+}
 
-	if asJSON {
-		writeJSON(stdout, res)
+// printForced writes a forced delete's result for people: on how many of
+// the n masters it deleted, what each held, and where the audit record
+// (stream audit) went.
+func printForced(w io.Writer, d forced, res releaseResult, n int, audit string) {
+	if d.target == "" {
+		fmt.Fprintf(w, "%s: reset: deleted its keys on %d of %d masters\n", printable(d.resource), res.Deleted, n)
 	} else {
-		if d.target == "" {
-			fmt.Fprintf(stdout, "%s: reset: deleted its keys on %d of %d masters\n", printable(d.resource), res.Deleted, n)
-		} else {
-			fmt.Fprintf(stdout, "%s: deleted %s (%s) on %d of %d masters\n", printable(d.resource), res.Token, printable(d.key), res.Deleted, n)
-		}
-		for _, m := range rec.Masters {
-			what := m.Found
-			switch {
-			case m.Error != "":
-				what = m.Error
-			case m.Deleted && d.target != "":
-				what = "deleted"
-			case m.Deleted:
-				what = "deleted " + m.Found
-			case m.Found == "other":
-				what = "holds another token: left alone"
-			}
-			fmt.Fprintf(stdout, "  %s: %s\n", m.Addr, what)
-		}
-		if d.note != "" {
-			fmt.Fprintln(stdout, d.note)
-		}
-		fmt.Fprintf(stdout, "audit record in %s on %d of %d masters\n", s.r.audit, len(res.AuditWritten), n)
+		fmt.Fprintf(w, "%s: deleted %s (%s) on %d of %d masters\n", printable(d.resource), res.Token, printable(d.key), res.Deleted, n)
 	}
-	if !res.Released {
-		fmt.Fprintf(s.stderr, "redlock: %d masters did not answer the delete: it may still be on a majority (exit %d)\n", res.MayStillHold, exitRefused)
-		return exitRefused
+	for _, m := range res.Masters {
+		what := m.Found
+		switch {
+		case m.Error != "":
+			what = m.Error
+		case m.Deleted && d.target != "":
+			what = "deleted"
+		case m.Deleted:
+			what = "deleted " + m.Found
+		case m.Found == "other":
+			what = "holds another token: left alone"
+		}
+		fmt.Fprintf(w, "  %s: %s\n", m.Addr, what)
 	}
-	return exitOK
+	if d.note != "" {
+		fmt.Fprintln(w, d.note)
+	}
+	fmt.Fprintf(w, "audit record in %s on %d of %d masters\n", audit, len(res.AuditWritten), n)
 }
 
 // place is where a semaphore's or read-write lock's holder is: a key that

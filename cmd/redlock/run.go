@@ -77,113 +77,145 @@ flags:
 // progress, errors and audit records to stderr, and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &config{timeout: 2 * time.Second, set: map[string]bool{}}
-	var rf releaseFlags
-	limit := 1000
-
-	usage := func(w io.Writer) {
-		fmt.Fprint(w, usageText)
-		fs := flag.NewFlagSet("redlock", flag.ContinueOnError)
-		c.register(fs)
-		var rf releaseFlags
-		l := 1000
-		registerCommandFlags(fs, &rf, &l)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
+	cl, err := parseCommandLine(c, args)
+	if err != nil {
+		return failUsage(c, err, stdout, stderr)
 	}
-	fail := func(err error) int {
-		if errors.Is(err, flag.ErrHelp) || errors.Is(err, errHelp) {
-			usage(stdout)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "redlock: %v\nrun 'redlock -h' for usage (exit %d)\n", err, exitUsage)
-		return exitUsage
-	}
-
-	// Flags before the command, then the command's own set (which may
-	// also take the common flags, after the command or its arguments).
-	global := flag.NewFlagSet("redlock", flag.ContinueOnError)
-	global.SetOutput(io.Discard)
-	c.register(global)
-	if err := global.Parse(args); err != nil {
-		return fail(err)
-	}
-	global.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	if c.version {
 		fmt.Fprintln(stdout, version.String("redlock"))
 		return exitOK
 	}
+	r, err := c.resolve()
+	if err != nil {
+		return failUsage(c, err, stdout, stderr)
+	}
+	s := newConns(r, stderr, c.quiet || !isTerminal(stderr))
+	defer s.close()
+	switch cl.cmd {
+	case "inspect":
+		return cmdInspect(ctx, s, cl.resource, c.json, stdout)
+	case "list":
+		return cmdList(ctx, s, cl.resource, cl.limit, c.json, stdout)
+	case "reset":
+		return cmdReset(ctx, s, cl.resource, cl.rf, c.json, stdout)
+	default:
+		return cmdRelease(ctx, s, cl.resource, cl.rf, c.json, stdout)
+	}
+}
+
+// commandLine is a parsed command line: the command, its RESOURCE (list:
+// its PREFIX) and its own flags; the common flags are in config.
+type commandLine struct {
+	cmd      string
+	resource string
+	rf       releaseFlags
+	limit    int
+}
+
+// failUsage answers a command line run cannot use: the usage on stdout
+// for -h or help (exitOK), else err and a hint on stderr (exitUsage).
+func failUsage(c *config, err error, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errHelp) {
+		printUsage(stdout, c)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "redlock: %v\nrun 'redlock -h' for usage (exit %d)\n", err, exitUsage)
+	return exitUsage
+}
+
+// printUsage writes the usage: usageText, then every flag.
+func printUsage(w io.Writer, c *config) {
+	fmt.Fprint(w, usageText)
+	fs := flag.NewFlagSet("redlock", flag.ContinueOnError)
+	c.register(fs)
+	var rf releaseFlags
+	l := 1000
+	registerCommandFlags(fs, &rf, &l)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// parseCommandLine parses args into c and a commandLine: flags before the
+// command, then the command's own set (which may also take the common
+// flags, after the command or its arguments). With -version it stops
+// after the flags before the command.
+func parseCommandLine(c *config, args []string) (commandLine, error) {
+	cl := commandLine{limit: 1000}
+	global := flag.NewFlagSet("redlock", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	c.register(global)
+	if err := global.Parse(args); err != nil {
+		return cl, err
+	}
+	global.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	if c.version {
+		return cl, nil
+	}
 	if global.NArg() == 0 {
-		return fail(usagef("no command: give inspect, list, release or reset"))
+		return cl, usagef("no command: give inspect, list, release or reset")
 	}
 	cmd, rest := global.Arg(0), global.Args()[1:]
 	if cmd == "help" {
-		return fail(errHelp)
+		return cl, errHelp
 	}
+	cl.cmd = cmd
 	fs := flag.NewFlagSet("redlock "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.register(fs)
 	switch cmd {
 	case "inspect", "list", "release", "reset":
-		registerCommandFlags(fs, &rf, &limit)
+		registerCommandFlags(fs, &cl.rf, &cl.limit)
 	default:
-		return fail(usagef("unknown command %q: give inspect, list, release or reset", cmd))
+		return cl, usagef("unknown command %q: give inspect, list, release or reset", cmd)
 	}
 	pos, err := parseArgs(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
-		return fail(err)
+		return cl, err
 	}
 	if err != nil {
-		return fail(usagef("%s: %v", cmd, err))
+		return cl, usagef("%s: %v", cmd, err)
 	}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	for _, name := range []string{"force", "reason", "token", "who"} {
 		if c.set[name] && cmd != "release" && (cmd != "reset" || name == "token") {
-			return fail(usagef("%s does not take -%s (release does)", cmd, name))
+			return cl, usagef("%s does not take -%s (release does)", cmd, name)
 		}
 	}
 	if c.set["limit"] && cmd != "list" {
-		return fail(usagef("%s does not take -limit (list does)", cmd))
+		return cl, usagef("%s does not take -limit (list does)", cmd)
 	}
-
-	var resource string
-	switch cmd {
-	case "inspect", "release", "reset":
-		if len(pos) != 1 {
-			return fail(usagef("%s takes one RESOURCE, got %d arguments", cmd, len(pos)))
-		}
-		resource = pos[0]
-	case "list":
-		if len(pos) > 1 {
-			return fail(usagef("list takes at most one PREFIX, got %d arguments", len(pos)))
-		}
-		if len(pos) == 1 {
-			resource = pos[0]
-		}
-		if limit <= 0 {
-			return fail(usagef("-limit %d must be positive", limit))
-		}
+	if cl.resource, err = cl.positional(pos); err != nil {
+		return cl, err
 	}
 	if cmd == "release" || cmd == "reset" {
-		if err := checkRelease(cmd, rf); err != nil {
-			return fail(err)
+		if err := checkRelease(cmd, cl.rf); err != nil {
+			return cl, err
 		}
 	}
-	r, err := c.resolve()
-	if err != nil {
-		return fail(err)
-	}
-	s := newConns(r, stderr, c.quiet || !isTerminal(stderr))
-	defer s.close()
-	switch cmd {
-	case "inspect":
-		return cmdInspect(ctx, s, resource, c.json, stdout)
+	return cl, nil
+}
+
+// positional checks the command's arguments after its flags and returns
+// its RESOURCE (list: its PREFIX, "" for none).
+func (cl *commandLine) positional(pos []string) (string, error) {
+	switch cl.cmd {
+	case "inspect", "release", "reset":
+		if len(pos) != 1 {
+			return "", usagef("%s takes one RESOURCE, got %d arguments", cl.cmd, len(pos))
+		}
+		return pos[0], nil
 	case "list":
-		return cmdList(ctx, s, resource, limit, c.json, stdout)
-	case "reset":
-		return cmdReset(ctx, s, resource, rf, c.json, stdout)
-	default:
-		return cmdRelease(ctx, s, resource, rf, c.json, stdout)
+		if len(pos) > 1 {
+			return "", usagef("list takes at most one PREFIX, got %d arguments", len(pos))
+		}
+		if cl.limit <= 0 {
+			return "", usagef("-limit %d must be positive", cl.limit)
+		}
+		if len(pos) == 1 {
+			return pos[0], nil
+		}
 	}
+	return "", nil
 }
 
 // registerCommandFlags defines the flags of list and release on fs; run
