@@ -46,7 +46,7 @@ const (
 	cmdRead       // rw_read.lua: register a reader (key: the readers' set)
 	cmdReadExtend // rw_read.lua: move a live reader's expiry
 	cmdUnread     // rw_unread.lua: remove a reader
-	// The keeper's batched extension (keeper.go): compare-and-PEXPIRE
+	// The keeper's batched extension (keepbatch.go): compare-and-PEXPIRE
 	// of many single-key locks, each decided on its own; the keys,
 	// tokens and TTLs are ext's.
 	cmdExtendBatch // extend_batch.lua
