@@ -249,3 +249,47 @@ func TestMutateKeeperWorkers(t *testing.T) {
 		}
 	}
 }
+
+// A batched extension's wait ends once every lock in it is decided: each
+// has a majority of masters that extended it, or too few masters are left
+// unanswered for it to get one, and not before (keeper.go: the count of
+// extBatch.answered made `c <= need` or `c+open > need`, lived). Five
+// masters, two locks, answers in a chosen order; decided reports after
+// which answer the wait ended.
+func TestMutateBatchDecided(t *testing.T) {
+	cases := []struct {
+		name    string
+		answers []string // master i's flags, in order; "" is a failed answer
+		decided int      // answers counted when the wait ends (0: never)
+	}{
+		{"both locks on a majority", []string{"11", "11", "11", "00", "00"}, 3},
+		{"one on a majority, the other out of reach", []string{"11", "10", "00", "10", "01"}, 4},
+		{"the second lock can still reach three", []string{"11", "11", "10", "00", "01"}, 5},
+		{"the second lock cannot reach three", []string{"11", "11", "10", "00", "00"}, 5},
+		{"no lock can reach three", []string{"00", "00", "00"}, 3},
+		{"failed answers count as not extended", []string{"", "", "11", "11", "11"}, 5},
+		{"a lock on a majority waits for the other", []string{"11", "11", "10", "01"}, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &extBatch{keys: []string{"a", "b"}, need: 3}
+			decided := 0
+			counted := 0
+			b.begin(5, func(error) {
+				if decided == 0 {
+					decided = counted
+				}
+			})
+			for node, flags := range tc.answers {
+				counted++
+				if flags != "" {
+					b.record(node, flags)
+				}
+				b.answered(node, flags != "")
+			}
+			if decided != tc.decided {
+				t.Errorf("the wait ended after answer %d, want %d", decided, tc.decided)
+			}
+		})
+	}
+}
