@@ -1,0 +1,200 @@
+package docs
+
+import (
+	"go/ast"
+	"go/token"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// maxFileLines is the longest a non-test Go file of the library may be: a
+// file holds one job, and a reader sees its whole shape.
+const maxFileLines = 600
+
+// libraryDirs are the root module's packages: what a consumer of the
+// library compiles.
+var libraryDirs = []string{"redlock", "internal", "validity", "quorum", "lab", "redlocktest"}
+
+// TestNoLongFiles fails on any non-test Go file of the library longer
+// than maxFileLines.
+func TestNoLongFiles(t *testing.T) {
+	eachLibraryFile(t, libraryDirs, func(p string, fset *token.FileSet, f *ast.File) {
+		if n := fset.Position(f.FileEnd).Line; n > maxFileLines {
+			t.Errorf("%s is %d lines, over %d", p, n, maxFileLines)
+		}
+	})
+}
+
+// TestInternalImportsNoProtocol holds the layering: the packages under
+// internal/ (the transport, the wait's state machine, the simulator's
+// models) are below package redlock and never import it.
+func TestInternalImportsNoProtocol(t *testing.T) {
+	const protocol = "github.com/quorumlab/redlock/redlock"
+	eachLibraryFile(t, []string{"internal"}, func(p string, _ *token.FileSet, f *ast.File) {
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); path == protocol {
+				t.Errorf("%s imports %s", p, protocol)
+			}
+		}
+	})
+}
+
+// maxCycleFiles bounds package redlock's cycle (TestRedlockFileCycle):
+// the size measured when the bound was set, so that the cycle only
+// shrinks. The aim is at most half the package's files; the hub that
+// holds it is the Locker, whose fields' types are declared in the files
+// that hold its methods.
+const maxCycleFiles = 30
+
+// TestRedlockFileCycle measures how tangled package redlock's files are: a
+// file uses another when it names a package-level function, type,
+// variable or constant declared there (methods and fields are not
+// counted: they are reached through a value, not a name). The largest
+// strongly connected component of that graph is the package's cycle: the
+// files that cannot be read, or moved out, one without the others. It
+// must hold no more than maxCycleFiles.
+//
+// Run `go test ./tests/docs -run TestRedlockFileCycle -v` to print the
+// cycle's files.
+func TestRedlockFileCycle(t *testing.T) {
+	uses := fileUses(t, "redlock")
+	cycle := largestCycle(uses)
+	t.Logf("package redlock: %d non-test files, %d in its largest cycle: %s",
+		len(uses), len(cycle), strings.Join(cycle, " "))
+	if len(cycle) > maxCycleFiles {
+		t.Errorf("the cycle holds %d of %d files, over %d", len(cycle), len(uses), maxCycleFiles)
+	}
+}
+
+// fileUses returns, for each non-test file of the package in dir, the
+// set of the package's other files whose package-level names it uses.
+func fileUses(t *testing.T, dir string) map[string]map[string]bool {
+	t.Helper()
+	declared := map[string]string{} // package-level name -> file
+	files := map[string]*ast.File{}
+	eachLibraryFile(t, []string{dir}, func(p string, _ *token.FileSet, f *ast.File) {
+		if filepath.Dir(p) != filepath.Join("..", "..", dir) {
+			return // a subpackage
+		}
+		name := filepath.Base(p)
+		files[name] = f
+		for _, decl := range f.Decls {
+			for _, id := range declaredNames(decl) {
+				declared[id] = name
+			}
+		}
+	})
+	uses := map[string]map[string]bool{}
+	for name, f := range files {
+		uses[name] = map[string]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.SelectorExpr:
+				ast.Inspect(n.X, func(m ast.Node) bool { return visitUse(m, name, declared, uses) })
+				return false // n.Sel names a field, a method or an import's member
+			case *ast.KeyValueExpr:
+				if _, ok := n.Key.(*ast.Ident); ok {
+					ast.Inspect(n.Value, func(m ast.Node) bool { return visitUse(m, name, declared, uses) })
+					return false // a composite literal's key may name a field
+				}
+			}
+			return visitUse(n, name, declared, uses)
+		})
+	}
+	return uses
+}
+
+// visitUse records an identifier that the parser left unresolved in its
+// file (so not a local, a parameter or a name of the same file) and that
+// names another file's package-level declaration.
+func visitUse(n ast.Node, file string, declared map[string]string, uses map[string]map[string]bool) bool {
+	id, ok := n.(*ast.Ident)
+	if !ok || id.Obj != nil {
+		return true
+	}
+	if other, ok := declared[id.Name]; ok && other != file {
+		uses[file][other] = true
+	}
+	return true
+}
+
+// declaredNames lists the package-level names a declaration introduces
+// (functions, not methods; types, variables, constants).
+func declaredNames(decl ast.Decl) []string {
+	var names []string
+	switch d := decl.(type) {
+	case *ast.FuncDecl:
+		if d.Recv == nil && d.Name.Name != "init" && d.Name.Name != "_" {
+			names = append(names, d.Name.Name)
+		}
+	case *ast.GenDecl:
+		for _, spec := range d.Specs {
+			switch s := spec.(type) {
+			case *ast.TypeSpec:
+				names = append(names, s.Name.Name)
+			case *ast.ValueSpec:
+				for _, id := range s.Names {
+					if id.Name != "_" {
+						names = append(names, id.Name)
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+// largestCycle returns the largest strongly connected component of the
+// graph (Tarjan's algorithm), its files sorted; a file alone is a cycle
+// only if it is its own component, so the result is empty when there is
+// no cycle of two files or more.
+func largestCycle(g map[string]map[string]bool) []string {
+	nodes := make([]string, 0, len(g))
+	for n := range g {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	index, low := map[string]int{}, map[string]int{}
+	onStack := map[string]bool{}
+	var stack, best []string
+	var visit func(v string)
+	visit = func(v string) {
+		index[v], low[v] = len(index), len(index)
+		stack = append(stack, v)
+		onStack[v] = true
+		for w := range g[v] {
+			if _, seen := index[w]; !seen {
+				visit(w)
+				low[v] = min(low[v], low[w])
+			} else if onStack[w] {
+				low[v] = min(low[v], index[w])
+			}
+		}
+		if low[v] != index[v] {
+			return
+		}
+		var comp []string
+		for {
+			w := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			onStack[w] = false
+			comp = append(comp, w)
+			if w == v {
+				break
+			}
+		}
+		if len(comp) > 1 && len(comp) > len(best) {
+			best = comp
+		}
+	}
+	for _, v := range nodes {
+		if _, seen := index[v]; !seen {
+			visit(v)
+		}
+	}
+	sort.Strings(best)
+	return best
+}
