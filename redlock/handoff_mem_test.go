@@ -430,7 +430,7 @@ func TestSplitGrantsResolve(t *testing.T) {
 	}
 	// The first: within 4s of the release, on the clock the waiters'
 	// timers move, while the other stays asleep.
-	w.until("a first acquisition", 2, 100, func() bool { return len(events) > 0 })
+	w.until("a first acquisition", func() int { return 2 }, 100, func() bool { return len(events) > 0 })
 	check(<-events)
 	if d := w.clk.now() - u; d > 4*time.Second {
 		t.Errorf("%s acquired %v after the release, want within 4s (TTL %v): split grants must resolve well before the keys expire", got[0].who, d, ttl)
@@ -442,7 +442,7 @@ func TestSplitGrantsResolve(t *testing.T) {
 	if err := got[0].lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w.until("the second acquisition", 1, 100, func() bool { return len(events) > 0 })
+	w.until("the second acquisition", one, 100, func() bool { return len(events) > 0 })
 	check(<-events)
 	if err := got[1].lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -555,7 +555,7 @@ func TestMinorityOfGrantsCompletesWhereTheKeyIsFree(t *testing.T) {
 	w.releases(lkA)
 	// Woken by its grants from masters 0 and 1, B waits its first backoff
 	// for the others, then reads every master and completes.
-	w.until("B's completion", 1, 10, func() bool { return len(got) > 0 })
+	w.until("B's completion", one, 10, func() bool { return len(got) > 0 })
 	lkB := lockOf(t, got, "B")
 	defer lkB.Unlock(context.Background())
 	if lkB.Token() != token {

@@ -44,6 +44,8 @@ type worldMaster struct {
 	subs map[sim.Conn]*memSub
 	next sim.Conn
 	lose bool // what it publishes is lost
+
+	pending []pendingMsg // published, not yet delivered (memWorld.hold)
 }
 
 // memConn is one Locker's connection to a worldMaster (its driver.Master
@@ -57,6 +59,7 @@ type memConn struct {
 // memSub is one subscription connection of a Locker to a worldMaster.
 type memSub struct {
 	mm      *worldMaster
+	from    *memConn
 	conn    sim.Conn
 	deliver func(channel, payload string)
 }
@@ -288,12 +291,12 @@ func (s *sleeper) fire() {
 }
 
 // until fires the callers' timers, one at a time and each once the
-// callers are quiet (n asleep, or done), until done holds, at most max
-// times.
-func (w *memWorld) until(what string, n, max int, done func() bool) {
+// callers are quiet (live() of them asleep: every caller still running),
+// until done holds, at most max times.
+func (w *memWorld) until(what string, live func() int, max int, done func() bool) {
 	w.t.Helper()
 	for range max {
-		eventually(w.t, what+": the callers asleep, or done", func() bool { return done() || w.asleep() >= n })
+		eventually(w.t, what+": the callers asleep, or done", func() bool { return done() || w.asleep() >= live() })
 		if done() {
 			return
 		}
@@ -303,6 +306,9 @@ func (w *memWorld) until(what string, n, max int, done func() bool) {
 	}
 	w.t.Fatalf("%s: not done after %d timers fired", what, max)
 }
+
+// one is the live count of a single caller, for until.
+func one() int { return 1 }
 
 // hold keeps what the masters publish from now in their outboxes, in
 // flight, until deliver.
@@ -325,25 +331,58 @@ func (w *memWorld) deliver() {
 	}
 }
 
-// publishLocked delivers what the master published to the connections
-// subscribed when it did, unless the world holds it.
+// deliverTo delivers what the masters published since hold to the
+// Locker of conns only, each master's messages in order; the world
+// still holds the rest.
+func (w *memWorld) deliverTo(conns []*memConn) {
+	for i, mm := range w.masters {
+		mm.mu.Lock()
+		mm.sendLocked(conns[i])
+		mm.mu.Unlock()
+	}
+}
+
+// pendingMsg is a message published and not yet delivered to to.
+type pendingMsg struct {
+	channel, payload string
+	to               []sim.Conn
+}
+
+// publishLocked takes what the master published, with the connections
+// subscribed when it did, and delivers it unless the world holds it.
 func (mm *worldMaster) publishLocked() {
+	mm.m.Drain(func(msg sim.Message, to []sim.Conn) {
+		if !mm.lose {
+			mm.pending = append(mm.pending, pendingMsg{msg.Channel, msg.Payload, slices.Clone(to)})
+		}
+	})
 	mm.w.mu.Lock()
 	held := mm.w.holding
 	mm.w.mu.Unlock()
-	if held {
-		return
+	if !held {
+		mm.sendLocked(nil)
 	}
-	mm.m.Drain(func(msg sim.Message, to []sim.Conn) {
-		if mm.lose {
-			return
-		}
-		for _, c := range to {
-			if s := mm.subs[c]; s != nil {
-				s.deliver(msg.Channel, msg.Payload)
+}
+
+// sendLocked delivers the pending messages to their recipients that are
+// subscriptions of only (nil: all).
+func (mm *worldMaster) sendLocked(only *memConn) {
+	for k := range mm.pending {
+		p := &mm.pending[k]
+		keep := p.to[:0]
+		for _, c := range p.to {
+			s := mm.subs[c]
+			switch {
+			case s == nil: // closed since
+			case only == nil || s.from == only:
+				s.deliver(p.channel, p.payload)
+			default:
+				keep = append(keep, c)
 			}
 		}
-	})
+		p.to = keep
+	}
+	mm.pending = slices.DeleteFunc(mm.pending, func(p pendingMsg) bool { return len(p.to) == 0 })
 }
 
 func (c *memConn) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, error) {
@@ -402,7 +441,7 @@ func (c *memConn) Subscribe(_ context.Context, deliver func(channel, payload str
 	mm.mu.Lock()
 	defer mm.mu.Unlock()
 	mm.next++
-	s := &memSub{mm: mm, conn: mm.next, deliver: deliver}
+	s := &memSub{mm: mm, from: c, conn: mm.next, deliver: deliver}
 	mm.subs[s.conn] = s
 	return s, nil
 }
