@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/quorumlab/redlock/lab"
-	"github.com/quorumlab/redlock/redlock"
 )
 
 // monitor records the commands master addr executes (MONITOR) until stop,
@@ -126,55 +125,4 @@ func TestRWMutexWokenWriterAsksAndLeavesInItsRound(t *testing.T) {
 	if err := res.lk.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Two writers of two Lockers wait in the masters' queue while a reader
-// holds; the drain wakes both (one per Locker). The one behind is refused
-// by its place (rw_write.lua), not granted, and goes next: its Lock
-// returns after the head's Unlock, woken by that release's hand-on.
-func TestRWMutexWriterBehindInQueueGoesNext(t *testing.T) {
-	c := lab.ForTest(t, 3, nil)
-	opts := &redlock.Options{TTL: 30 * time.Second, Retry: redlock.RetryPolicy{MinDelay: time.Minute, MaxDelay: time.Minute}}
-	la, lb := newLocker(t, c, opts), newLocker(t, c, opts)
-	a, _ := la.RWMutex("cache")
-	b, _ := lb.RWMutex("cache")
-	r, err := a.TryRLock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	const wkey = "redlock:{cache}:w"
-	gotA := inBackground(t, a.Lock)
-	queued(t, c, wkey, 1)
-	gotB := inBackground(t, b.Lock)
-	queued(t, c, wkey, 2)
-	waitSubscribed(t, c, wkey)
-	if err := r.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	resA := <-gotA
-	if resA.err != nil {
-		t.Fatalf("the writer at the head: %v", resA.err)
-	}
-	// Both Lockers heard the drain; the second writer stays in the queue.
-	queued(t, c, wkey, 1) // the head left; the second writer is still in it
-	select {
-	case res := <-gotB:
-		t.Fatalf("the second writer got the lock while the first held: %v, %v", res.lk, res.err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	unlocked := time.Now()
-	if err := resA.lk.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	resB := <-gotB
-	if resB.err != nil {
-		t.Fatalf("the second writer: %v", resB.err)
-	}
-	if !resB.lk.Acquisition().Start.After(unlocked) {
-		t.Fatalf("the second writer's granting round started at %v, before the first's Unlock at %v", resB.lk.Acquisition().Start, unlocked)
-	}
-	if err := resB.lk.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	queued(t, c, wkey, 0)
 }
