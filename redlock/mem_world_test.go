@@ -54,6 +54,9 @@ type memConn struct {
 	mm   *worldMaster
 	mu   sync.Mutex
 	sent [][]string
+	// before, when set, runs on the master before each command of the
+	// Locker's, as something else happening there just then.
+	before func(m *sim.Master, now time.Duration, args []string)
 }
 
 // memSub is one subscription connection of a Locker to a worldMaster.
@@ -398,7 +401,11 @@ func (c *memConn) Do(ctx context.Context, cmds [][]string) ([]driver.Reply, erro
 		if len(args) != 2 || args[1] != flushKey {
 			c.mu.Lock()
 			c.sent = append(c.sent, slices.Clone(args))
+			before := c.before
 			c.mu.Unlock()
+			if before != nil {
+				before(mm.m, now, args)
+			}
 		}
 		r := mm.m.Do(now, args)
 		out[i] = driver.Reply{Kind: driver.ReplyKind(r.Kind), Int: r.Int, Text: r.Text}
