@@ -97,16 +97,7 @@ func noKeyHolds(t *testing.T, c *lab.Masters, key, token, what string) {
 // last masters' commands of a round may still be on their way when the
 // call that made it returns. The caller then asserts the state itself,
 // so that a failure says what is on the masters.
-func settles(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-	}
-}
+func settles(d time.Duration, cond func() bool) bool { return poll(d, cond) }
 
 // state is what each master holds for key: the key's value and its queue.
 func state(t *testing.T, c *lab.Masters, key string) string {
