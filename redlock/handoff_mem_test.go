@@ -405,6 +405,7 @@ func TestSplitGrantsResolve(t *testing.T) {
 		t.Fatalf("the release split the grants %q, want W's on 0 and 1, B's on 2 and 3, none on 4", v)
 	}
 	w.deliver()
+	eventually(t, "W and B woken by their first grants", func() bool { return Wakes(lw) >= 1 && Wakes(lb) >= 1 })
 	var got []taken
 	check := func(e taken) {
 		t.Helper()
@@ -555,6 +556,7 @@ func TestMinorityOfGrantsCompletesWhereTheKeyIsFree(t *testing.T) {
 	w.releases(lkA)
 	// Woken by its grants from masters 0 and 1, B waits its first backoff
 	// for the others, then reads every master and completes.
+	eventually(t, "B woken by its first grant", func() bool { return Wakes(b) == 1 })
 	w.until("B's completion", one, 10, func() bool { return len(got) > 0 })
 	lkB := lockOf(t, got, "B")
 	defer lkB.Unlock(context.Background())
@@ -579,4 +581,44 @@ func TestMinorityOfGrantsCompletesWhereTheKeyIsFree(t *testing.T) {
 			t.Errorf("master %d: B sent %d SETs since the release, want %d (SET NX of its grant token where the key was free, only)", i, n-sets[i], want-sets[i])
 		}
 	}
+}
+
+// Adopt of a lock the masters handed over (§14.3): the handed keys were
+// set by the release, after the first join of the waiter's token from
+// which the holder counts its validity, so the adopted deadline may be
+// later than the holder's own, but by no more than the holder's
+// Acquisition().Elapsed less MasterTimeout (docs/design.md §16), with the
+// millisecond of PTTL's resolution.
+func TestAdoptOfHandedLockDeadlineBound(t *testing.T) {
+	w := newMemWorld(t, 5)
+	const resource = "adopt-handed"
+	a, _ := w.locker(nil)
+	b, _ := w.locker(&Options{Retry: memSlowRetry})
+	lkA, got, m := w.bWaits(t.Context(), a, b, resource)
+	token := grantOf(t, m, DefaultTTL)
+	// B waits longer than MasterTimeout (50 ms): the handed keys are set
+	// that much after its first join, more than Adopt's MasterTimeout
+	// makes up for.
+	if d := w.delays(); len(d) != 1 || d[0] <= 600*time.Millisecond {
+		t.Fatalf("B sleeps %v, want one sleep past the 600ms the test lets pass", d)
+	}
+	w.advance(600 * time.Millisecond)
+	w.releases(lkA)
+	lkB := lockOf(t, got, "B")
+	defer lkB.Unlock(context.Background())
+	if lkB.Token() != token {
+		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), token)
+	}
+	adopter, _ := w.locker(nil)
+	adopted, err := adopter.Adopt(t.Context(), resource, lkB.Token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nt := adopter.Options().MasterTimeout
+	bound := lkB.Deadline().Add(lkB.Acquisition().Elapsed - nt + 2*time.Millisecond)
+	if adopted.Deadline().After(bound) {
+		t.Errorf("adopted deadline %v after the holder's %v plus its Elapsed %v less MasterTimeout %v",
+			adopted.Deadline().Sub(lkB.Deadline()), lkB.Deadline().Format(time.StampMicro), lkB.Acquisition().Elapsed, nt)
+	}
+	t.Logf("adopted deadline − holder's: %v; bound: Elapsed %v − MasterTimeout %v", adopted.Deadline().Sub(lkB.Deadline()), lkB.Acquisition().Elapsed, nt)
 }

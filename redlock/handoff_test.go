@@ -82,17 +82,6 @@ func everyKeyHolds(t *testing.T, c *lab.Masters, key, token string) func() bool 
 	}
 }
 
-// noKeyHolds fails t for every master where key holds token (what says
-// whose token it is).
-func noKeyHolds(t *testing.T, c *lab.Masters, key, token, what string) {
-	t.Helper()
-	for i := range c.N() {
-		if getKey(t, c, i, key) == token {
-			t.Errorf("master %d: the key holds %s", i, what)
-		}
-	}
-}
-
 // settles polls cond for up to d and reports whether it came to hold: the
 // last masters' commands of a round may still be on their way when the
 // call that made it returns. The caller then asserts the state itself,
@@ -107,17 +96,6 @@ func state(t *testing.T, c *lab.Masters, key string) string {
 		fmt.Fprintf(&b, "\n  master %d: GET %q, waiters %q", i, getKey(t, c, i, key), zrange(t, c, i, key))
 	}
 	return b.String()
-}
-
-// clean reports whether no master holds key or a queue entry for it.
-func clean(t *testing.T, c *lab.Masters, key string) bool {
-	t.Helper()
-	for i := range c.N() {
-		if getKey(t, c, i, key) != "" || len(zrange(t, c, i, key)) != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 type lockResult struct {
@@ -162,30 +140,6 @@ func bWaits(ctx context.Context, t *testing.T, c *lab.Masters, a, b *redlock.Loc
 	queued(t, c, key, 1)
 	waitSubscribed(t, c, redlock.WakeChannel(b, key))
 	return lkA, got, memberOf(t, c, 0, b, key)
-}
-
-// grantWaits is bWaits on five new masters, with A's Locker default and
-// B's on slowRetry (so that only a hand-off acquires soon): A's lock, B's
-// Lock in flight and B's grant token.
-func grantWaits(t *testing.T, resource string) (c *lab.Masters, key string, lkA *redlock.Lock, got <-chan lockResult, token string) {
-	t.Helper()
-	c = lab.ForTest(t, 5, nil)
-	a := newLocker(t, c, nil)
-	b := newLocker(t, c, &redlock.Options{Retry: slowRetry})
-	lkA, got, m := bWaits(t.Context(), t, c, a, b, resource)
-	return c, handKey(resource), lkA, got, grantToken(t, m)
-}
-
-// takesGrant is B's lock, which must carry its grant token: it acquired by
-// the hand-off (or a completion), not by a round of its own.
-func takesGrant(t *testing.T, got <-chan lockResult, token string) *redlock.Lock {
-	t.Helper()
-	lkB := takes(t, got, "B")
-	if lkB.Token() != token {
-		_ = lkB.Unlock(context.Background())
-		t.Fatalf("B's token %q is not its grant token %q: it did not acquire by the hand-off", lkB.Token(), token)
-	}
-	return lkB
 }
 
 // A release that passes the queue hands the key itself to the head, a

@@ -75,6 +75,7 @@ type sleeper struct {
 	ctx   context.Context
 	quit  context.Context
 	fired chan struct{}
+	ended chan wakeup // what ended the sleep, once it has
 }
 
 // newMemWorld is a world of n masters.
@@ -265,24 +266,34 @@ func (w *memWorld) advance(d time.Duration) {
 	}
 }
 
-// fireNext moves the clock to the end of the soonest sleep of a caller
-// asleep (not backwards), and fires its timer; it reports the delay of
-// that sleep, and false when no caller is asleep.
-func (w *memWorld) fireNext() (time.Duration, bool) {
+// fireNext fires the timer of the soonest sleep of a caller asleep, which
+// moves the clock to its end (not backwards) as the sleep returns, and
+// waits for the sleep to end. It reports the delay of that sleep, and
+// whether its timer ended it (not a wake that came first); ok is false
+// when no caller is asleep.
+func (w *memWorld) fireNext() (delay time.Duration, timer, ok bool) {
 	w.flush()
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.sortedLocked() {
-		if !s.idle() {
-			continue
+	var s *sleeper
+	for _, x := range w.sortedLocked() {
+		if x.idle() {
+			s = x
+			break
 		}
-		if d := s.until - w.clk.now(); d > 0 {
-			w.clk.pass(d)
-		}
-		s.fire()
-		return s.delay, true
 	}
-	return 0, false
+	if s == nil {
+		w.mu.Unlock()
+		return 0, false, false
+	}
+	s.fire()
+	w.mu.Unlock()
+	select {
+	case r := <-s.ended:
+		return s.delay, r == wakeTimer, true
+	case <-time.After(10 * time.Second):
+		w.t.Fatal("a sleep whose timer fired did not end within 10s")
+	}
+	return 0, false, false
 }
 
 func (s *sleeper) fire() {
@@ -303,9 +314,7 @@ func (w *memWorld) until(what string, live func() int, max int, done func() bool
 		if done() {
 			return
 		}
-		if _, ok := w.fireNext(); !ok {
-			w.t.Fatalf("%s: no caller asleep", what)
-		}
+		w.fireNext() // none asleep any more: a wake came first; look again
 	}
 	w.t.Fatalf("%s: not done after %d timers fired", what, max)
 }
@@ -498,24 +507,30 @@ func (e stepEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-c
 		return wakeWoken
 	default:
 	}
-	s := &sleeper{until: e.clk.now() + delay, delay: delay, woken: woken, ctx: ctx, quit: quit, fired: make(chan struct{})}
+	s := &sleeper{until: e.clk.now() + delay, delay: delay, woken: woken, ctx: ctx, quit: quit, fired: make(chan struct{}), ended: make(chan wakeup, 1)}
 	w := e.w
 	w.mu.Lock()
 	w.sleepers = append(w.sleepers, s)
 	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		w.sleepers = slices.DeleteFunc(w.sleepers, func(x *sleeper) bool { return x == s })
-		w.mu.Unlock()
-	}()
+	var r wakeup
 	select {
 	case <-ctx.Done():
-		return wakeCtx
+		r = wakeCtx
 	case <-quit.Done():
-		return wakeClosed
+		r = wakeClosed
 	case <-woken:
-		return wakeWoken
+		r = wakeWoken
 	case <-s.fired:
-		return wakeTimer
+		r = wakeTimer
 	}
+	w.mu.Lock()
+	w.sleepers = slices.DeleteFunc(w.sleepers, func(x *sleeper) bool { return x == s })
+	if r == wakeTimer {
+		if d := s.until - w.clk.now(); d > 0 {
+			w.clk.pass(d) // fired by fireNext: the clock comes to the timer's end
+		}
+	}
+	w.mu.Unlock()
+	s.ended <- r
+	return r
 }

@@ -131,6 +131,16 @@ func waitWithin(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
+// observe calls check every pace until end, or until check returns
+// false: a test watching a state over a span of time (a lock kept
+// through several TTLs), where the span is the point. It is the one
+// pace of such observations in this package's tests.
+func observe(end time.Time, pace time.Duration, check func() bool) {
+	for time.Now().Before(end) && check() {
+		time.Sleep(pace)
+	}
+}
+
 // poll reports whether cond comes to hold within d, checked every 2 ms:
 // the one wait of this package's tests on real masters for a state
 // (waitFor, waitWithin, settles, ...).
