@@ -134,6 +134,9 @@ func TestTTLBound(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WithTTL(MaxTTL): %v", err)
 	}
+	// TryLock returns at a majority: master 0's SET may still be on its
+	// way.
+	waitFor(t, "the key on master 0", func() bool { return c.Client(0).Exists(ctx, "redlock:{bound}").Val() == 1 })
 	if d, err := c.Client(0).PTTL(ctx, "redlock:{bound}").Result(); err != nil || d <= redlock.MaxTTL-time.Minute {
 		t.Errorf("PTTL with MaxTTL: %v, %v", d, err)
 	}

@@ -93,7 +93,9 @@ func TestPerLockTTL(t *testing.T) {
 	}
 	// Still in (4s, 5s], not reset to 2s: the 5s TTL is kept.
 	waitFor(t, "short's PTTL in (4s, 5s] on every master after a plain Extend", allIn(4*time.Second, 5*time.Second))
-	time.Sleep(50 * time.Millisecond) // any stray 2s PEXPIRE would have landed
+	// Any stray 2s PEXPIRE has landed once l's next round has been
+	// answered by every master: each runs l's commands in order.
+	redlock.WarmUp(l)
 	for i, d := range pttls(t, c, "short") {
 		if d <= 3*time.Second {
 			t.Errorf("short after a plain extend: PTTL on master %d = %v, want the 5s TTL kept", i, d)
@@ -147,15 +149,15 @@ func TestHoldKeepsAndSignalsLoss(t *testing.T) {
 		t.Fatalf("Keep on a kept lock: %v, want nil (it does nothing)", err)
 	}
 	start := time.Now()
-	for time.Since(start) < 5*ttl {
+	observe(start.Add(5*ttl), 5*time.Millisecond, func() bool {
 		if err := h.Err(); err != nil {
 			t.Fatalf("lost after %v: %v", time.Since(start), err)
 		}
 		if got := majorityHolder(t, c, "leader"); got != h.Token() {
 			t.Fatalf("after %v the majority does not hold the token: %q", time.Since(start), keyState(t, c, "leader"))
 		}
-		time.Sleep(5 * time.Millisecond) // pacing the observation
-	}
+		return true
+	})
 
 	for _, i := range []int{0, 1, 2} {
 		if err := c.Pause(i); err != nil {
@@ -229,7 +231,7 @@ func TestHoldExtendWithShorterTTL(t *testing.T) {
 	}
 	// Kept on the short TTL for 3 of them.
 	start := time.Now()
-	for time.Since(start) < 3*short {
+	observe(start.Add(3*short), 10*time.Millisecond, func() bool {
 		if err := h.Err(); err != nil {
 			t.Fatalf("lost after %v: %v", time.Since(start), err)
 		}
@@ -240,8 +242,8 @@ func TestHoldExtendWithShorterTTL(t *testing.T) {
 				t.Fatalf("master %d: PTTL %v, under the %v to the deadline", i, d, until)
 			}
 		}
-		time.Sleep(10 * time.Millisecond) // pacing the observation
-	}
+		return true
+	})
 	for _, i := range []int{0, 1, 2} {
 		if err := c.Pause(i); err != nil {
 			t.Fatal(err)

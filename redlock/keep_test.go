@@ -35,19 +35,20 @@ func TestDoKeepsTheLockAlive(t *testing.T) {
 		}
 		start := time.Now()
 		holder := majorityHolder(t, c, "kept")
-		for time.Since(start) < 5*ttl {
-			if err := ctx.Err(); err != nil {
+		var err error
+		observe(start.Add(5*ttl), 5*time.Millisecond, func() bool {
+			if err = ctx.Err(); err != nil {
 				t.Errorf("fn's ctx ended after %v: %v (cause %v)", time.Since(start), err, context.Cause(ctx))
-				return err
+				return false
 			}
 			if h := majorityHolder(t, c, "kept"); h == "" || h != holder {
 				t.Errorf("after %v no majority holds the token (%q)", time.Since(start), keyState(t, c, "kept"))
-				return nil
+				return false
 			}
 			polls++
-			time.Sleep(5 * time.Millisecond) // pacing the observation, not waiting for a state
-		}
-		return nil
+			return true
+		})
+		return err
 	})
 	if err != nil {
 		t.Fatalf("Do: %v", err)

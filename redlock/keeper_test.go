@@ -54,7 +54,7 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 	starved := watchStarvation(t)
 	lostEarly := map[int]bool{}
 	start := time.Now()
-	for time.Since(start) < 3*ttl {
+	observe(start.Add(3*ttl), 50*time.Millisecond, func() bool {
 		if g := runtime.NumGoroutine(); g-base > bound {
 			t.Fatalf("%d leases kept with %d goroutines more than before any (bound %d)", n, g-base, bound)
 		}
@@ -68,8 +68,8 @@ func TestKeeperKeepsManyLeasesWithFewGoroutines(t *testing.T) {
 				lostEarly[i] = true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true
+	})
 	for _, i := range []int{0, n / 2, n - 1} {
 		if lostEarly[i] {
 			continue
@@ -157,20 +157,17 @@ func extendedOnce(t *testing.T, hs []*redlock.Lock, limit time.Duration) {
 	for i, h := range hs {
 		first[i] = h.Deadline()
 	}
-	for end := time.Now().Add(limit); ; {
-		left := 0
+	left := 0
+	if !poll(limit, func() bool {
+		left = 0
 		for i, h := range hs {
 			if h.Err() == nil && !h.Deadline().After(first[i]) {
 				left++
 			}
 		}
-		if left == 0 {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%d of %d leases not extended within %v", left, len(hs), limit)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return left == 0
+	}) {
+		t.Fatalf("%d of %d leases not extended within %v", left, len(hs), limit)
 	}
 }
 
@@ -300,7 +297,7 @@ func lostByDeadline(t *testing.T, name string, h *redlock.Lock, within time.Dura
 	t.Helper()
 	deadline := h.Deadline()
 	for {
-		time.Sleep(time.Until(deadline) + time.Millisecond)
+		sleepPast(h)
 		if d := h.Deadline(); !d.After(deadline) {
 			break
 		} else {

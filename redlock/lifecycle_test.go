@@ -129,20 +129,20 @@ func TestContextMadeAfterDeadlineIsBornLost(t *testing.T) {
 		var pending []string
 		redlock.SetAfterLock(d, func() {
 			// Paused between Lock and its keeping until past the
-			// deadline, while the other Locker takes the resource.
-			time.Sleep(opts.TTL + 10*time.Millisecond)
+			// deadline, while the other Locker takes the resource: it
+			// does once the keys have expired on a majority, each set
+			// after the lock's Start and living its TTL, so the
+			// deadline (Start + TTL − drift) has passed by then.
 			mu.Lock()
 			r := pending[0]
 			pending = pending[1:]
 			mu.Unlock()
 			var lk *redlock.Lock
 			var err error
-			for try := 0; try < 500; try++ { // until the keys expired
-				if lk, err = b.TryLock(ctx, r); err == nil {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			poll(5*time.Second, func() bool { // until the keys expired
+				lk, err = b.TryLock(ctx, r)
+				return err == nil
+			})
 			if err != nil {
 				t.Errorf("%s: the other Locker: %v", r, err)
 				return

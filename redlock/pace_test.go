@@ -70,13 +70,12 @@ func TestKeeperExtendsEarlierUnderLatency(t *testing.T) {
 		t.Fatalf("with 100 ms latency the first extension began %v after the acquisition; want before %v (the earliest a third of the window allows) and before %v (without latency)", late, old, idle)
 	}
 	// Keep it through several extensions at that latency: never lost.
-	until := time.Now().Add(4 * w)
-	for time.Now().Before(until) {
+	observe(time.Now().Add(4*w), 5*time.Millisecond, func() bool {
 		if err := h.Err(); err != nil {
 			t.Fatalf("lost while the masters answered in about 200 ms (MasterTimeout 400 ms): %v (%v)", err, context.Cause(h.Context()))
 		}
-		time.Sleep(5 * time.Millisecond) // sampling pace
-	}
+		return true
+	})
 	if err := h.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +189,12 @@ func TestKeeperWaitsPastNodeTimeoutForSlowMasters(t *testing.T) {
 		}
 	})
 	first := h.Deadline()
-	until := first.Add(2 * ttl)
-	for time.Now().Before(until) {
+	observe(first.Add(2*ttl), 5*time.Millisecond, func() bool {
 		if err := h.Err(); err != nil {
 			t.Fatalf("lost while every master answered in about 50 ms (MasterTimeout 20 ms, TTL %v): %v (%v)", ttl, err, context.Cause(h.Context()))
 		}
-		time.Sleep(5 * time.Millisecond) // sampling pace
-	}
+		return true
+	})
 	if d := h.Deadline(); !d.After(first.Add(ttl)) {
 		t.Fatalf("deadline %v, not moved on by the extensions from %v", d, first)
 	}
@@ -230,10 +228,20 @@ func TestCloseCutsTheKeepersLongWait(t *testing.T) {
 		}
 	}
 	t.Cleanup(c.ResumeAll)
+	written := l.Stats()
 	began := time.Now()
 	got := make(chan error, 1)
 	go func() { got <- redlock.KeeperExtend(lk) }()
-	time.Sleep(100 * time.Millisecond) // the extension is waiting (its wait: about 2 s)
+	// The extension is waiting (its wait: about 2 s) once it was written
+	// to every master, the stalled ones too.
+	waitFor(t, "the extension written to every master", func() bool {
+		for i, s := range l.Stats() {
+			if s.Written == written[i].Written {
+				return false
+			}
+		}
+		return true
+	})
 	closed := make(chan time.Duration, 1)
 	go func() {
 		l.Close()

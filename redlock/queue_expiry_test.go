@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +101,23 @@ func TestQueueMemberOfClosedLockerExpires(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(time.Second)
+			// Once they answer again, every key of the resource has an
+			// expiry (polled, widely, for what they still had to run).
+			keysExpire := func() bool {
+				for i := range c.N() {
+					names, err := c.Client(i).Keys(ctx, key+"*").Result()
+					if err != nil {
+						return false
+					}
+					for _, k := range names {
+						if pttl, err := c.Client(i).PTTL(ctx, k).Result(); !strings.HasSuffix(k, ":fence") && (err != nil || pttl == -1) {
+							return false
+						}
+					}
+				}
+				return true
+			}
+			settles(10*time.Second, keysExpire)
 			left := 0
 			for i := range c.N() {
 				cl := c.Client(i)
@@ -138,21 +155,11 @@ func TestQueueMemberOfClosedLockerExpires(t *testing.T) {
 			for _, s := range tc.suffixes {
 				mine = append(mine, key+s)
 			}
-			deadline := time.Now().Add(60 * time.Second)
 			for i := range c.N() {
-				for {
+				waitWithin(t, fmt.Sprintf("master %d to drop %q by their expiry", i, mine), time.Minute, func() bool {
 					n, err := c.Client(i).Exists(ctx, mine...).Result()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if n == 0 {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("master %d still holds some of %q a minute after their expiry", i, mine)
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+					return err == nil && n == 0
+				})
 			}
 		})
 	}

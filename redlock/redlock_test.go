@@ -117,15 +117,40 @@ func countValue(vals []string, v string) int {
 	return n
 }
 
+// waitFor fails t unless cond comes to hold within 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
+	waitWithin(t, what, 10*time.Second, cond)
+}
+
+// waitWithin fails t unless cond comes to hold within d.
+func waitWithin(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	if !poll(d, cond) {
+		t.Fatalf("timed out (%v) waiting for %s", d, what)
 	}
+}
+
+// observe calls check every pace until end, or until check returns
+// false: a test watching a state over a span of time (a lock kept
+// through several TTLs), where the span is the point. It is the one
+// pace of such observations in this package's tests.
+func observe(end time.Time, pace time.Duration, check func() bool) {
+	for time.Now().Before(end) && check() {
+		time.Sleep(pace)
+	}
+}
+
+// poll reports whether cond comes to hold within d, checked every 2 ms:
+// the one wait of this package's tests on real masters for a state
+// (waitFor, waitWithin, settles, ...).
+func poll(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
 }
 
 func TestAcquireReleaseOnFiveMasters(t *testing.T) {

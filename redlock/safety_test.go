@@ -116,16 +116,17 @@ func TestDoStopsFnByTheDeadlineWhileExtensionsHang(t *testing.T) {
 			got := make(chan struct{})
 			go func() {
 				defer close(got)
-				for ctx2 := t.Context(); ctx2.Err() == nil; time.Sleep(time.Millisecond) {
+				ctx2 := t.Context()
+				poll(time.Hour, func() bool { // until it acquires, or the test ends
 					lk2, err := l2.TryLock(ctx2, resource)
 					if err != nil {
-						continue
+						return ctx2.Err() != nil
 					}
 					acquiredAt = time.Now()
 					overlap = ctx.Err() == nil
 					lk2.Unlock(ctx2)
-					return
-				}
+					return true
+				})
 			}()
 			<-ctx.Done()
 			held, doneAt, deadline = lk, time.Now(), lk.Deadline()

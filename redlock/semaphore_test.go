@@ -231,12 +231,12 @@ func TestKeepPermitAndReadLock(t *testing.T) {
 	}
 	hp, hr := p, r
 	start := time.Now()
-	for time.Since(start) < 4*ttl {
+	observe(start.Add(4*ttl), 20*time.Millisecond, func() bool {
 		if err := errors.Join(hp.Err(), hr.Err()); err != nil {
 			t.Fatalf("lost after %v: %v", time.Since(start), err)
 		}
-		time.Sleep(20 * time.Millisecond) // pacing the observation
-	}
+		return true
+	})
 	if _, err := s.TryAcquire(t.Context()); !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("the kept permit was free after %v: %v", 4*ttl, err)
 	}
@@ -353,7 +353,8 @@ func TestSemaphoreRecordExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := p
-	for start := time.Now(); time.Since(start) < 3*ttl; {
+	start := time.Now()
+	observe(start.Add(3*ttl), 20*time.Millisecond, func() bool {
 		if err := h.Err(); err != nil {
 			t.Fatalf("the permit was lost: %v", err)
 		}
@@ -362,8 +363,8 @@ func TestSemaphoreRecordExpires(t *testing.T) {
 				t.Fatalf("master %d, %v after the permit was kept: record %q, %v; want \"2\" while a permit is held", i, time.Since(start), v, err)
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // pacing the observation
-	}
+		return true
+	})
 	if _, err := three.TryAcquire(t.Context()); !errors.Is(err, redlock.ErrInvalid) {
 		t.Fatalf("3 permits while one of 2 is held: %v; want ErrInvalid", err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // A stalled master gets nothing new once it has been silent for
-// MasterTimeout: while 8 workers run rounds for 1.5 s, every command written
+// MasterTimeout: while 8 workers run 200 rounds more, every command written
 // to it was written before the breaker opened, and it counts as answering
 // again only when it replies (after the resume), which also delivers the
 // releases held back meanwhile.
@@ -38,6 +38,9 @@ func TestStalledMasterGetsNothingUntilItAnswers(t *testing.T) {
 	var ops, fails, waitedOn atomic.Int64
 	var openedAt atomic.Int64 // unix ns: the breaker is open from here on
 	openedAt.Store(math.MaxInt64)
+	var skippedAt atomic.Int64 // unix ns: the test saw master 0 skipped
+	skippedAt.Store(math.MaxInt64)
+	var fresh [8]atomic.Bool // the worker ended a round it began after skippedAt
 	for w := range 8 {
 		wg.Go(func() {
 			res := fmt.Sprintf("stall-%d", w)
@@ -49,6 +52,9 @@ func TestStalledMasterGetsNothingUntilItAnswers(t *testing.T) {
 				}
 				began := time.Now().UnixNano()
 				lk, err := l.TryLock(t.Context(), res)
+				if began > skippedAt.Load() {
+					fresh[w].Store(true)
+				}
 				if err != nil {
 					// Live masters that missed MasterTimeout (a loaded
 					// machine) fail a round; the stalled one, once
@@ -65,13 +71,22 @@ func TestStalledMasterGetsNothingUntilItAnswers(t *testing.T) {
 			}
 		})
 	}
-	// Once the breaker is open (a MasterTimeout, plus room for a loaded
-	// machine), the count must not move.
+	// Once the breaker is open, and every round begun before is over
+	// (each worker has ended one begun after), the count must not move.
 	waitFor(t, "master 0 to be skipped", func() bool { return l.Stats()[0].Skipped })
-	time.Sleep(2 * nt)
+	skippedAt.Store(time.Now().UnixNano())
+	waitFor(t, "every worker's round begun after the breaker opened", func() bool {
+		for i := range fresh {
+			if !fresh[i].Load() {
+				return false
+			}
+		}
+		return true
+	})
 	opened := l.Stats()[0]
 	openedAt.Store(time.Now().UnixNano())
-	time.Sleep(1500 * time.Millisecond) // the rounds' run time
+	rounds := ops.Load() + fails.Load()
+	waitWithin(t, "200 rounds with master 0 stalled", time.Minute, func() bool { return ops.Load()+fails.Load()-rounds >= 200 })
 	close(stop)
 	wg.Wait()
 	after := l.Stats()[0]
@@ -81,7 +96,7 @@ func TestStalledMasterGetsNothingUntilItAnswers(t *testing.T) {
 	if !after.Skipped || waitedOn.Load() != 0 || ops.Load() == 0 {
 		t.Fatalf("skipped %v, %d ops, %d failed rounds waited for the stalled master; want skipped, ops, and none", after.Skipped, ops.Load(), waitedOn.Load())
 	}
-	t.Logf("%d ops in 1.5 s with master 0 stalled (%d rounds failed on live masters); %d commands were written to it before its breaker opened, %d releases deferred", ops.Load(), fails.Load(), opened.Written-before, after.Deferred)
+	t.Logf("%d ops with master 0 stalled (%d rounds failed on live masters); %d commands were written to it before its breaker opened, %d releases deferred", ops.Load(), fails.Load(), opened.Written-before, after.Deferred)
 	c.ResumeAll()
 	// It answers what it had; the deferred releases follow, and nothing
 	// of ours is left on it.

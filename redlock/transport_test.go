@@ -295,10 +295,8 @@ func TestReleaseOnSilentConnectionWithoutTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); countValue(keyState(t, c, "silent"), lk.Token()) != 5; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the token is not on all 5 masters: %q (token %q); acquisition %+v; stats %+v", keyState(t, c, "silent"), lk.Token(), lk.Acquisition().Masters, l.Stats())
-		}
+	if !poll(10*time.Second, func() bool { return countValue(keyState(t, c, "silent"), lk.Token()) == 5 }) {
+		t.Fatalf("the token is not on all 5 masters: %q (token %q); acquisition %+v; stats %+v", keyState(t, c, "silent"), lk.Token(), lk.Acquisition().Masters, l.Stats())
 	}
 	// Nothing gets through on master 0's connection any more, either way.
 	// (The lab's own client to master 0 is held too: a new one reads.)

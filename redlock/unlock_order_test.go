@@ -74,13 +74,15 @@ func TestHeldUnlockEndsContextBeforeRelease(t *testing.T) {
 					return
 				}
 			})
-			for !unlocked.Load() {
-				now := time.Now()
-				if hctx.Err() == nil {
+			observe(time.Now().Add(10*time.Minute), time.Millisecond, func() bool {
+				if unlocked.Load() {
+					return false
+				}
+				if now := time.Now(); hctx.Err() == nil {
 					lastOpen.Store(now.UnixNano())
 				}
-				time.Sleep(time.Millisecond) // sampling pace
-			}
+				return true
+			})
 		})
 		lk, err := release(ready)
 		unlocked.Store(true)

@@ -17,7 +17,9 @@
 # through): the simulator's short run (TestSim), replay and regression
 # seeds (TestSimSwarmRegressions), and the tests
 # that need no redis-server (in-memory streams, the waker and the wait's
-# state, the command wire format, and the mutate_*_test.go checks). The
+# state, the command wire format, the mutate_*_test.go checks, and the
+# hand-off, queue, wake and expiry tests on the in-memory world of
+# *_mem_test.go: real Lockers over shared simulated masters). The
 # tests on real masters are left out: each mutant's run then takes seconds
 # (mostly TestSim), not minutes.
 #
@@ -56,7 +58,7 @@ log() { echo "mutate: $*" >&2; }
 REDLOCK_FILES="locker.go acquiring.go round.go lock.go wait.go wake.go announce.go grant.go subscriptions.go watch.go expiry.go queue.go keep.go keeper.go keepbatch.go pace.go semaphore.go rwmutex.go election.go primitives.go"
 REDLOCK_FILES=${MUTATE_FILES:-$REDLOCK_FILES}
 # Package redlock's fast set: no test here starts a redis-server.
-REDLOCK_RUN='^(TestSim|TestSimReplay|TestSimSwarmRegressions|TestMemStream.*|TestCommandWire|TestWriterRefusalAndPlace|TestExpiresAt|TestAcqRecordOutcome|TestGivenBackGrantsDoNotCount|TestNoHandedLockOnceClosing|TestClientPubSubReopens|TestParseAnnouncement|TestMalformedAnnouncementIgnored|TestMutate.*)$'
+REDLOCK_RUN='^(TestSim|TestSimReplay|TestSimSwarmRegressions|TestMemStream.*|TestCommandWire|TestWriterRefusalAndPlace|TestExpiresAt|TestAcqRecordOutcome|TestGivenBackGrantsDoNotCount|TestNoHandedLockOnceClosing|TestClientPubSubReopens|TestParseAnnouncement|TestMalformedAnnouncementIgnored|TestMutate.*|TestHandedLockCountsValidityFromItsJoin|TestReleaseSkipsAHandedHeadNobodyHears|TestUnlockOfHandedLockLeavesNoQueueEntry|TestGrantWaiterThatGivesUpLeavesNoKey|TestGrantWaiterThatWinsARoundLeavesNoRecord|TestSplitGrantsResolve|TestReleaseHandsAnAbsentKeyToTheHead|TestHandedLockIsLoggedAsAcquired|TestMinorityOfGrantsCompletesWhereTheKeyIsFree|TestAdoptOfHandedLockDeadlineBound|TestReleaseHandsOnToOneWaiterAcrossLockers|TestDeadWaiterInQueueIsDropped|TestQueuedWaitersAcquireWhenEveryMessageIsLost|TestWaiterThatGivesUpLeavesTheQueue|TestWaiterBehindDeadHeadAcquiresWhenHolderVanishes|TestReleaseWakesOneWaiter|TestWaiterAcquiresWhenTheReleaseMessageIsLost|TestCloseWhileWaiting|TestWriterReleaseWakesEveryReader|TestRWMutexWriterBehindInQueueGoesNext|TestWaiterAcquiresWhenDeadHoldersKeysExpire|TestWaiterAcquiresWhenKeysExpireBeforeItsRead)$'
 
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(validity quorum internal/wait redlock)
