@@ -1020,6 +1020,7 @@ type simLink struct {
 	sp   *simPath
 	gen  uint64
 	dead bool
+	buf  []arg // a command's arguments, reused: the stream writes one batch at a time
 }
 
 func (k *simLink) Direct() bool { return true }
@@ -1029,11 +1030,12 @@ func (k *simLink) Write(batch []transport.Command) error {
 		return errSimLost
 	}
 	p := k.sp.p
-	var buf [16]arg
 	for _, c := range batch {
-		as := c.Args(buf[:0])
-		args := make([]string, len(as))
-		for i, a := range as {
+		// A stack array would escape through the interface call and
+		// cost an allocation per batch.
+		k.buf = c.Args(k.buf[:0])
+		args := make([]string, len(k.buf))
+		for i, a := range k.buf {
 			args[i] = a.String()
 		}
 		p.out = append(p.out, world.Action{Kind: world.Send, Master: k.sp.m, Tag: k.gen, Args: args})
