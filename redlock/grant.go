@@ -82,9 +82,6 @@ func (w *waker) grants(wt *waiter) int {
 	return wt.grant.count()
 }
 
-// mine counts master i, where a poll read token, wt's grant token, in the
-// key, as a grant: the master set the key after a join carrying token
-// reached it. A poll of a token given back since does not count.
 // partial is wt's grant token, its TTL in ms and which masters have
 // handed it the key, while some have and no give-back has ended the
 // token's count (by is nil otherwise).
@@ -98,6 +95,9 @@ func (w *waker) partial(wt *waiter) (token string, ttl uint64, by []bool) {
 	return g.token, g.ttl, slices.Clone(g.by)
 }
 
+// mine counts master i, where a poll read token, wt's grant token, in the
+// key, as a grant: the master set the key after a join carrying token
+// reached it. A poll of a token given back since does not count.
 func (w *waker) mine(wt *waiter, i int, token string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

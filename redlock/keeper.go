@@ -303,7 +303,7 @@ func (h *keeping) extendOnce() {
 	h.retryLocked(err, lk.Deadline())
 }
 
-// retry plans the keeper's next attempt after a failed extension whose
+// retryLocked plans the keeper's next attempt after a failed extension whose
 // failure time may still mend, and says so. h.busy is held; deadline is
 // the lock's.
 func (h *keeping) retryLocked(err error, deadline time.Time) {
