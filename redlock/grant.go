@@ -95,10 +95,10 @@ func (w *waker) partial(wt *waiter) (token string, ttl uint64, by []bool) {
 	return g.token, g.ttl, slices.Clone(g.by)
 }
 
-// mine counts master i, where a poll read token, wt's grant token, in the
+// countGrant counts master i, where a poll read token, wt's grant token, in the
 // key, as a grant: the master set the key after a join carrying token
 // reached it. A poll of a token given back since does not count.
-func (w *waker) mine(wt *waiter, i int, token string) {
+func (w *waker) countGrant(wt *waiter, i int, token string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if g := wt.grant; g != nil && g.token == token {

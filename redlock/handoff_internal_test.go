@@ -43,8 +43,8 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	if n := w.grants(x); n != 0 {
 		t.Fatalf("%d grants counted after the give-back, want 0", n)
 	}
-	w.mine(x, 4, "B") // no join has carried B yet: nothing of B can be on a master
-	w.mine(x, 4, "A") // a poll of the token given back
+	w.countGrant(x, 4, "B") // no join has carried B yet: nothing of B can be on a master
+	w.countGrant(x, 4, "A") // a poll of the token given back
 	grant(2, "A")
 	grant(3, "B") // before any join of B
 	if n := w.grants(x); n != 0 {
@@ -60,7 +60,7 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	w.member(x, true, t1.Add(time.Second)) // a later join of B: validity still counts from the first
 	grant(0, "A")                          // the old token
 	grant(1, "B")
-	w.mine(x, 2, "B") // a poll that read B
+	w.countGrant(x, 2, "B") // a poll that read B
 	grant(3, "B")
 	start, by, ok := w.grantedSince(x)
 	if !ok || !start.Equal(t1) {
@@ -73,7 +73,7 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	w.resetGrants(x, "")
 	w.member(x, true, t1)
 	grant(0, "B")
-	w.mine(x, 1, "B")
+	w.countGrant(x, 1, "B")
 	if n := w.grants(x); n != 0 {
 		t.Fatalf("%d grants counted with counting off, want 0", n)
 	}

@@ -83,7 +83,7 @@ func (l *Locker) complete(ctx context.Context, t target, w *waiter) {
 	})
 	for i, r := range res.Replies {
 		if r.Outcome == quorum.OK && !by[i] {
-			l.wake.mine(w, i, token)
+			l.wake.countGrant(w, i, token)
 		}
 	}
 }
@@ -160,7 +160,7 @@ func (l *Locker) probe(ctx context.Context, t target, w *waiter) (free bool, exp
 	if token != "" {
 		for i, r := range res.Replies {
 			if r.Outcome == quorum.OK && r.Value == probeMine {
-				l.wake.mine(w, i, token)
+				l.wake.countGrant(w, i, token)
 			}
 		}
 	}
