@@ -82,10 +82,10 @@ func (w *waker) grants(wt *waiter) int {
 	return wt.grant.count()
 }
 
-// partial is wt's grant token, its TTL in ms and which masters have
+// grantSoFar is wt's grant token, its TTL in ms and which masters have
 // handed it the key, while some have and no give-back has ended the
 // token's count (by is nil otherwise).
-func (w *waker) partial(wt *waiter) (token string, ttl uint64, by []bool) {
+func (w *waker) grantSoFar(wt *waiter) (token string, ttl uint64, by []bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := wt.grant

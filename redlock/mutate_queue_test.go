@@ -167,7 +167,7 @@ func TestMutateGrantWaiter(t *testing.T) {
 	if !free {
 		t.Error("probe with the key another's on 1 of 3 masters: not free")
 	}
-	if _, _, by := l.wake.partial(x); !slices.Equal(by, []bool{true, false, false}) {
+	if _, _, by := l.wake.grantSoFar(x); !slices.Equal(by, []bool{true, false, false}) {
 		t.Fatalf("probe counted grants %v, want master 0's (the one holding the grant token)", by)
 	}
 	log := spy(ms)

@@ -67,7 +67,7 @@ func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) 
 // the token, from which the lock's validity counts, and a give-back
 // releases them with the rest.
 func (l *Locker) complete(ctx context.Context, t target, w *waiter) {
-	token, ttl, by := l.wake.partial(w)
+	token, ttl, by := l.wake.grantSoFar(w)
 	missing := l.need
 	for _, g := range by {
 		if g {
