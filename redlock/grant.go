@@ -128,10 +128,10 @@ func (w *waker) resetGrants(wt *waiter, next string) string {
 	return old
 }
 
-// unhand makes wt a waiter that releases name, no longer one they may
+// clearGrant makes wt a waiter that releases name, no longer one they may
 // hand the key to: its later joins carry its bare id, and no grant
 // counts (wt gave its token back first).
-func (w *waker) unhand(wt *waiter) {
+func (w *waker) clearGrant(wt *waiter) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt.grant = nil

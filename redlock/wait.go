@@ -90,7 +90,7 @@ func (d *waitDriver) do(a wait.Action) wait.Action {
 	case wait.GiveBack:
 		l.giveBack(ctx, t, d.w, false)
 		if a.Again {
-			l.wake.unhand(d.w) // named from now on (§14.3 item 5)
+			l.wake.clearGrant(d.w) // named from now on (§14.3 item 5)
 		}
 		return d.m.GiveBackDone(d.l.env.now())
 	case wait.Sleep:
