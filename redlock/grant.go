@@ -158,9 +158,10 @@ func (w *waker) setGrant(wt *waiter, g *grantState) {
 	wt.grant = g
 }
 
-// aged reports whether wt's grant token was first joined more than an
-// eighth of its TTL before now.
-func (w *waker) aged(wt *waiter, now time.Time) bool {
+// needsNewToken reports whether wt's grant token was first joined more
+// than an eighth of its TTL before now: a join then gives it back and
+// carries a new one (join).
+func (w *waker) needsNewToken(wt *waiter, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := wt.grant

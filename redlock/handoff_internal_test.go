@@ -54,8 +54,8 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	if m := w.member(x, true, t1); m != x.id+" 1000 B" {
 		t.Fatalf("queue member %q, want %q", m, x.id+" 1000 B")
 	}
-	if !w.aged(x, t1.Add(125*time.Millisecond+time.Microsecond)) || w.aged(x, t1.Add(125*time.Millisecond)) {
-		t.Fatalf("aged: want true only past an eighth of the TTL (125ms) after B's first join")
+	if !w.needsNewToken(x, t1.Add(125*time.Millisecond+time.Microsecond)) || w.needsNewToken(x, t1.Add(125*time.Millisecond)) {
+		t.Fatalf("needsNewToken: want true only past an eighth of the TTL (125ms) after B's first join")
 	}
 	w.member(x, true, t1.Add(time.Second)) // a later join of B: validity still counts from the first
 	grant(0, "A")                          // the old token
@@ -77,8 +77,8 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	if n := w.grants(x); n != 0 {
 		t.Fatalf("%d grants counted with counting off, want 0", n)
 	}
-	if w.aged(x, t1.Add(time.Hour)) {
-		t.Fatalf("aged with counting off: a join would give back for nothing")
+	if w.needsNewToken(x, t1.Add(time.Hour)) {
+		t.Fatalf("needsNewToken with counting off: a join would give back for nothing")
 	}
 }
 

@@ -32,7 +32,7 @@ func (l *Locker) queued(t target) bool {
 // gives it back and joins with a new one: a handed lock counts its
 // validity from the first join of its token (§14.3), which stays recent.
 func (l *Locker) join(ctx context.Context, t target, w *waiter) {
-	if l.wake.aged(w, l.env.now()) {
+	if l.wake.needsNewToken(w, l.env.now()) {
 		l.giveBack(ctx, t, w, true)
 	}
 	l.queueRound(ctx, t, w, cmdJoin)
