@@ -237,7 +237,7 @@ func (d *waitDriver) TakeGrants() bool {
 
 func (d *waitDriver) FirstInLine() bool { return d.l.wake.first(d.w) }
 
-func (d *waitDriver) Popped() bool { return d.l.wake.popped(d.w) }
+func (d *waitDriver) Popped() bool { return d.l.wake.takePopped(d.w) }
 
 func (d *waitDriver) WakeOnMajority() (now, later bool) { return d.l.wake.wakeOnMajority(d.w) }
 
