@@ -84,10 +84,10 @@ func (h *keeping) endedError(op string) error {
 	return &Error{Op: op, Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was released before " + op, kind: ErrUnlocked}
 }
 
-// over reports whether the lock has ended, without making the keeping
+// ended reports whether the lock has ended, without making the keeping
 // that Done, Err and Context make (whose timer is the runtime's, not the
 // simulator's): a kept lock by its context, another by Valid.
-func (lk *Lock) over() bool {
+func (lk *Lock) ended() bool {
 	lk.mu.Lock()
 	h := lk.held
 	lk.mu.Unlock()
