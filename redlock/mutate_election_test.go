@@ -140,7 +140,7 @@ func TestMutateObserveDelivers(t *testing.T) {
 // before; a Keep after Context joins the keeper.
 func TestMutateKeptLockEnded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	lk := &Lock{held: &keeping{ctx: ctx}}
+	lk := &Lock{held: &lifetime{ctx: ctx}}
 	if lk.ended() {
 		t.Error("a lock kept in a live context has ended")
 	}
