@@ -64,7 +64,7 @@ type lifetime struct {
 // Locker's Shutdown did (Done is then closed, and Err is
 // context.Canceled).
 func (lk *Lock) Keep() error {
-	return lk.keep(context.Background(), false, true).endedError("keep")
+	return lk.keep(context.Background(), keepJoin).endedError("keep")
 }
 
 // endedError is nil while h's lock lasts; once it has ended, the error
@@ -105,13 +105,13 @@ func (lk *Lock) ended() bool {
 // From then on the lock is not exclusive: stop touching the resource. A
 // lock that is not kept (Keep) is lost at its deadline unless Extend
 // moves it.
-func (lk *Lock) Done() <-chan struct{} { return lk.keep(context.Background(), false, false).ctx.Done() }
+func (lk *Lock) Done() <-chan struct{} { return lk.keep(context.Background(), keepWatch).ctx.Done() }
 
 // Err returns nil while the lock is held; once Done is closed, ErrLost if
 // the lock was lost, context.Canceled after Unlock, or the cause that
 // ended Do's ctx.
 func (lk *Lock) Err() error {
-	h := lk.keep(context.Background(), false, false)
+	h := lk.keep(context.Background(), keepWatch)
 	if h.ctx.Err() == nil {
 		return nil
 	}
@@ -121,14 +121,24 @@ func (lk *Lock) Err() error {
 // Context returns a context that is done when Done is closed, with Err as
 // its cause, and from which FromContext returns the Lock: hand it to the
 // work the lock protects.
-func (lk *Lock) Context() context.Context { return lk.keep(context.Background(), false, false).ctx }
+func (lk *Lock) Context() context.Context { return lk.keep(context.Background(), keepWatch).ctx }
 
-// keep returns lk's lifetime, made on first use, and with join (Keep, Do)
-// joins the keeper unless it has ended. life gives the context its values
-// and, when cancellable (Do's ctx), its cancellation too: the context then
-// ends when life does. Only Do passes a life, and only before anything
-// else can have made the lifetime.
-func (lk *Lock) keep(life context.Context, cancellable, join bool) *lifetime {
+// keepMode is what a caller of keep asks of the lock's lifetime.
+type keepMode uint8
+
+const (
+	keepWatch keepMode = iota // Done, Err, Context: the lifetime only
+	keepJoin                  // Keep: and it joins the keeper
+	keepDo                    // Do: it joins the keeper, and its context ends when life does
+)
+
+// keep returns lk's lifetime, made on first use; with keepJoin or keepDo
+// it joins the keeper unless it has ended. life gives the context its values
+// and, with keepDo (life is Do's ctx), its cancellation too: the context
+// then ends when life does. Only Do passes a life, and only before
+// anything else can have made the lifetime.
+func (lk *Lock) keep(life context.Context, mode keepMode) *lifetime {
+	join := mode != keepWatch
 	// The timer is armed and the lifetime published under the Lock's
 	// mutex, so that no Extend can move the deadline in between.
 	lk.mu.Lock()
@@ -140,7 +150,7 @@ func (lk *Lock) keep(life context.Context, cancellable, join bool) *lifetime {
 		}
 		return h
 	}
-	h := &lifetime{lk: lk, life: life, cancellable: cancellable, left: true}
+	h := &lifetime{lk: lk, life: life, cancellable: mode == keepDo, left: true}
 	h.ctx, h.cancel = context.WithCancelCause((*heldValues)(h))
 	lk.held = h
 	if lk.released || lk.locker.live.isClosed() {
@@ -332,7 +342,7 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	if l.afterLock != nil {
 		l.afterLock()
 	}
-	h := lk.keep(ctx, true, true)
+	h := lk.keep(ctx, keepDo)
 	if err := h.endedError("do"); err != nil {
 		// Shutdown released the lock between Lock and keep, or its
 		// deadline passed meanwhile: fn must not run, its keys may be
