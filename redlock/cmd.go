@@ -295,7 +295,7 @@ func (c *cmd) Park() { c.round = nil }
 
 // Answer hands the reply r, which came at now, to c's round, as what it
 // means for c (interpret).
-func (c *cmd) Answer(r raw, now time.Time) { c.Done(c.interpret(r), now) }
+func (c *cmd) Answer(r respReply, now time.Time) { c.Done(c.interpret(r), now) }
 
 // Resend reports whether c, answered NOSCRIPT (it did not run), is sent
 // again once the scripts are loaded, and marks it so; ahead reports
@@ -350,8 +350,9 @@ func releaseAhead(ahead func(func(transport.Command) bool) bool, token string) b
 	})
 }
 
-// raw is one RESP reply, as every link reads it.
-type raw = transport.Raw
+// respReply is one RESP reply, as every link reads it: interpret makes
+// it the command's quorum.Reply.
+type respReply = transport.Raw
 
 // serverError is an error reply from a master, e.g. NOSCRIPT or NOPERM.
 type serverError = transport.ServerError
@@ -359,7 +360,7 @@ type serverError = transport.ServerError
 var errUnexpected = transport.ErrUnexpected
 
 // interpret turns a reply into the command's outcome.
-func (c *cmd) interpret(r raw) quorum.Reply {
+func (c *cmd) interpret(r respReply) quorum.Reply {
 	if r.Type == '-' {
 		return quorum.Reply{Outcome: quorum.Failed, Err: c.replyError(r.Text)}
 	}
@@ -375,7 +376,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 // interpretLock reads the reply to a lock's acquisition, fence
 // write-back, extension or release; false when c is not one, or r is not
 // a reply it can have.
-func (c *cmd) interpretLock(r raw) (quorum.Reply, bool) {
+func (c *cmd) interpretLock(r respReply) (quorum.Reply, bool) {
 	ok := quorum.Reply{Outcome: quorum.OK}
 	no := quorum.Reply{Outcome: quorum.Refused}
 	switch c.kind {
@@ -431,7 +432,7 @@ func (c *cmd) interpretLock(r raw) (quorum.Reply, bool) {
 // lock's acquisition, a count of a semaphore's holders, a poll, a rank,
 // an adoption, a batched extension or a script load; false as for
 // interpretLock.
-func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
+func (c *cmd) interpretOther(r respReply) (quorum.Reply, bool) {
 	ok := quorum.Reply{Outcome: quorum.OK}
 	no := quorum.Reply{Outcome: quorum.Refused}
 	switch c.kind {

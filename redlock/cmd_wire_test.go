@@ -83,12 +83,12 @@ func TestWriterRefusalAndPlace(t *testing.T) {
 		want uint64
 	}{{false, -1, 1}, {false, -2, 2}, {true, -1, 1}, {true, -2, 2}, {true, -3, 3}, {true, -6, 6}} {
 		c := cmd{kind: cmdWriteWait, waiter: "L.1", ask: tc.ask}
-		if r := c.interpret(raw{Type: ':', N: tc.n}); r.Outcome != quorum.Refused || r.Value != tc.want {
+		if r := c.interpret(respReply{Type: ':', N: tc.n}); r.Outcome != quorum.Refused || r.Value != tc.want {
 			t.Errorf("ask %v, reply %d: %v value %d; want refused, %d", tc.ask, tc.n, r.Outcome, r.Value, tc.want)
 		}
 	}
 	// A round that did not ask cannot be refused for its place.
-	if r := (&cmd{kind: cmdWriteWait}).interpret(raw{Type: ':', N: -3}); r.Outcome != quorum.Failed {
+	if r := (&cmd{kind: cmdWriteWait}).interpret(respReply{Type: ':', N: -3}); r.Outcome != quorum.Failed {
 		t.Errorf("reply -3 to a round that did not ask: %v; want failed", r.Outcome)
 	}
 	asked := inQueue{id: "L.1", ask: true}
