@@ -90,7 +90,7 @@ func (c *cmd) lua() *script {
 	case cmdJoin:
 		return joinScript
 	}
-	return c.lua2()
+	return c.primitiveLua()
 }
 
 // arg is one argument of a command, laid out without allocating
@@ -198,7 +198,7 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdLoad:
 		return append(dst, str("SCRIPT"), str("LOAD"), str(c.script.src))
 	}
-	return c.args2(dst)
+	return c.primitiveArgs(dst)
 }
 
 // evalsha appends the head of an EVALSHA of c's script with nkeys keys.
