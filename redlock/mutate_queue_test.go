@@ -40,9 +40,9 @@ func TestMutateQueueDecisions(t *testing.T) {
 		t.Errorf("memberLife(10s) = %v, want the TTL", got)
 	}
 
-	// queueLife: only a release that may hand the key itself (pop 2).
+	// queueLife: only a release that may hand the key itself (releaseHand).
 	l.opts.TTL = 10 * time.Second
-	for pop, want := range map[uint64]uint64{0: 0, 1: 0, 2: 10_000, 3: 10_000} {
+	for pop, want := range map[releaseQueue]uint64{releaseKeyOnly: 0, releasePop: 0, releaseHand: 10_000, 3: 10_000} {
 		if got := l.queueLife(pop); got != want {
 			t.Errorf("queueLife(%d) = %d, want %d", pop, got, want)
 		}

@@ -51,7 +51,7 @@ func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) 
 	token := l.wake.token(w)
 	old := l.wake.resetGrants(w, next)
 	l.round(context.WithoutCancel(ctx), l.env.now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.waiter, c.pass = cmdRelease, t.key, token, 2, old, l.queueLife(2)
+		c.kind, c.key, c.token, c.pop, c.waiter, c.pass = cmdRelease, t.key, token, releaseHand, old, l.queueLife(releaseHand)
 		return true
 	})
 }
@@ -290,11 +290,11 @@ func (l *Locker) memberLife(ttl time.Duration) time.Duration {
 	return max(ttl, 8*(l.opts.Retry.MaxDelay+l.opts.MasterTimeout))
 }
 
-// queueLife is what a release that may hand the key itself (pop 2) gives
-// a queue it puts a head back into (release.lua): the member's life at
-// the Locker's TTL. 0 for other releases, which put nothing back.
-func (l *Locker) queueLife(pop uint64) uint64 {
-	if pop < 2 {
+// queueLife is what a release that may hand the key itself (releaseHand)
+// gives a queue it puts a head back into (release.lua): the member's life
+// at the Locker's TTL. 0 for other releases, which put nothing back.
+func (l *Locker) queueLife(pop releaseQueue) uint64 {
+	if pop < releaseHand {
 		return 0
 	}
 	return uint64(l.memberLife(l.opts.TTL).Milliseconds())
