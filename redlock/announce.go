@@ -155,7 +155,7 @@ func (q *waitQueue) named(i int, id, msg string, need, masters int) bool {
 			continue
 		}
 		if x.msg != msg {
-			x.msg, x.named, x.popped, x.again = msg, 0, true, false
+			x.msg, x.named, x.newlyPopped, x.again = msg, 0, true, false
 			if x.by == nil {
 				x.by = make([]bool, masters)
 			}

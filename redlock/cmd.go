@@ -90,7 +90,7 @@ func (c *cmd) lua() *script {
 	case cmdJoin:
 		return joinScript
 	}
-	return c.lua2()
+	return c.primitiveLua()
 }
 
 // arg is one argument of a command, laid out without allocating
@@ -124,7 +124,7 @@ func (c *cmd) args(dst []arg) []arg {
 		}
 		dst = append(dst, str(c.token))
 		switch {
-		case c.n >= 2:
+		case c.pop == releaseHand:
 			// The releasing waiter's own queue member ("" for none)
 			// goes first; then the key may be handed itself (§14.3),
 			// and a head put back keeps the queue's life (pass).
@@ -198,7 +198,7 @@ func (c *cmd) args(dst []arg) []arg {
 	case cmdLoad:
 		return append(dst, str("SCRIPT"), str("LOAD"), str(c.script.src))
 	}
-	return c.args2(dst)
+	return c.primitiveArgs(dst)
 }
 
 // evalsha appends the head of an EVALSHA of c's script with nkeys keys.
@@ -216,9 +216,18 @@ const queueSuffix = ":waiters"
 const probeMine = 1
 
 // releaseKeys is how many keys a cmdRelease passes: the lock key, and its
-// queue when the release hands the key on (n ≥ 1; with n == 2 it may hand
-// the key itself, §14.3).
-func (c *cmd) releaseKeys() int { return 1 + int(min(c.n, 1)) }
+// queue when the release hands the key on (releasePop or releaseHand).
+func (c *cmd) releaseKeys() int { return 1 + int(min(c.pop, releasePop)) }
+
+// releaseQueue is what a cmdRelease does with the key's queue
+// (release.lua).
+type releaseQueue uint8
+
+const (
+	releaseKeyOnly releaseQueue = iota // the key only: the queue is left as it is
+	releasePop                         // and pop the queue's head, naming it in the announcement (§14.1)
+	releaseHand                        // and also hand the key itself to a head that asked (§14.3)
+)
 
 // isRelease reports whether c is a release (of a lock, a permit or a read
 // lock).
@@ -241,14 +250,22 @@ type cmd struct {
 	// master in one slice, and padding between them would cost a size
 	// class (5 × 160 bytes: 896 allocated, against 768 for 5 × 152).
 	kind   cmdKind
-	fenced bool     // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
-	resent bool     // sent again after a NOSCRIPT reply
-	ask    bool     // cmdWriteWait: a master refuses it while others are ahead of it in the queue (rw_write.lua)
-	key    string   // the lock key (the first of keys); the fence key is key + ":fence"
-	keys   []string // every lock key, for the Multi kinds
+	fenced bool         // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
+	resent bool         // sent again after a NOSCRIPT reply
+	ask    bool         // cmdWriteWait: a master refuses it while others are ahead of it in the queue (rw_write.lua)
+	pop    releaseQueue // cmdRelease: what it does with the key's queue
+	key    string       // the lock key (the first of keys); the fence key is key + ":fence"
+	keys   []string     // every lock key, for the Multi kinds
 	token  string
-	n      uint64  // TTL in ms, or the fence; cmdRelease: 1 to pop the queue (queueKey), 2 to also hand the key itself (§14.3)
-	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits; cmdJoin, and cmdRelease with n == 2: the queue's life in ms
+	// n is one number whose meaning is the kind's (a field per meaning
+	// would take the cmd to a larger size class): the TTL in ms for the
+	// acquisitions and extensions (cmdSetNX, cmdAcquireFenced,
+	// cmdAcquireMulti, cmdExtend, cmdExtendMulti, cmdSemAcquire,
+	// cmdSemExtend, cmdWrite, cmdWriteWait, cmdRead, cmdReadExtend); the
+	// fence for cmdWriteback, cmdWritebackMulti, and cmdLeaderWrite (the
+	// term); the waiter's age in µs for cmdJoin. Unused by the others.
+	n      uint64
+	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits; cmdJoin, and cmdRelease with releaseHand: the queue's life in ms
 	script *script // for cmdLoad
 	round  *quorum.Round
 	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes
@@ -295,7 +312,7 @@ func (c *cmd) Park() { c.round = nil }
 
 // Answer hands the reply r, which came at now, to c's round, as what it
 // means for c (interpret).
-func (c *cmd) Answer(r raw, now time.Time) { c.Done(c.interpret(r), now) }
+func (c *cmd) Answer(r respReply, now time.Time) { c.Done(c.interpret(r), now) }
 
 // Resend reports whether c, answered NOSCRIPT (it did not run), is sent
 // again once the scripts are loaded, and marks it so; ahead reports
@@ -350,8 +367,9 @@ func releaseAhead(ahead func(func(transport.Command) bool) bool, token string) b
 	})
 }
 
-// raw is one RESP reply, as every link reads it.
-type raw = transport.Raw
+// respReply is one RESP reply, as every link reads it: interpret makes
+// it the command's quorum.Reply.
+type respReply = transport.Raw
 
 // serverError is an error reply from a master, e.g. NOSCRIPT or NOPERM.
 type serverError = transport.ServerError
@@ -359,7 +377,7 @@ type serverError = transport.ServerError
 var errUnexpected = transport.ErrUnexpected
 
 // interpret turns a reply into the command's outcome.
-func (c *cmd) interpret(r raw) quorum.Reply {
+func (c *cmd) interpret(r respReply) quorum.Reply {
 	if r.Type == '-' {
 		return quorum.Reply{Outcome: quorum.Failed, Err: c.replyError(r.Text)}
 	}
@@ -375,7 +393,7 @@ func (c *cmd) interpret(r raw) quorum.Reply {
 // interpretLock reads the reply to a lock's acquisition, fence
 // write-back, extension or release; false when c is not one, or r is not
 // a reply it can have.
-func (c *cmd) interpretLock(r raw) (quorum.Reply, bool) {
+func (c *cmd) interpretLock(r respReply) (quorum.Reply, bool) {
 	ok := quorum.Reply{Outcome: quorum.OK}
 	no := quorum.Reply{Outcome: quorum.Refused}
 	switch c.kind {
@@ -431,7 +449,7 @@ func (c *cmd) interpretLock(r raw) (quorum.Reply, bool) {
 // lock's acquisition, a count of a semaphore's holders, a poll, a rank,
 // an adoption, a batched extension or a script load; false as for
 // interpretLock.
-func (c *cmd) interpretOther(r raw) (quorum.Reply, bool) {
+func (c *cmd) interpretOther(r respReply) (quorum.Reply, bool) {
 	ok := quorum.Reply{Outcome: quorum.OK}
 	no := quorum.Reply{Outcome: quorum.Refused}
 	switch c.kind {

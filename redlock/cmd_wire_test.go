@@ -25,8 +25,8 @@ func TestCommandWire(t *testing.T) {
 		{cmd{kind: cmdWriteback, key: "k", token: "t", n: 7}, ev(writebackScript, "2", "k", "k:fence", "t", "7")},
 		{cmd{kind: cmdExtend, key: "k", token: "t", n: 30000}, ev(extendScript, "1", "k", "t", "30000")},
 		{cmd{kind: cmdRelease, key: "k", token: "t"}, ev(releaseScript, "1", "k", "t")},
-		{cmd{kind: cmdRelease, key: "k", token: "t", n: 1}, ev(releaseScript, "2", "k", "k:waiters", "t")},
-		{cmd{kind: cmdRelease, key: "k", token: "t", n: 2, waiter: "w", pass: 3000}, ev(releaseScript, "2", "k", "k:waiters", "t", "w", "h", "3000")},
+		{cmd{kind: cmdRelease, key: "k", token: "t", pop: releasePop}, ev(releaseScript, "2", "k", "k:waiters", "t")},
+		{cmd{kind: cmdRelease, key: "k", token: "t", pop: releaseHand, waiter: "w", pass: 3000}, ev(releaseScript, "2", "k", "k:waiters", "t", "w", "h", "3000")},
 		{cmd{kind: cmdLoad, script: releaseScript}, []string{"SCRIPT", "LOAD", releaseScript.src}},
 		{cmd{kind: cmdAcquireMulti, key: keys[0], keys: keys, token: "t", n: 30000}, ev(acquireMultiScript, "2", "{r}a", "{r}b", "t", "30000", "2", "0")},
 		{cmd{kind: cmdAcquireMulti, key: keys[0], keys: keys, token: "t", n: 30000, fenced: true}, ev(acquireMultiScript, "4", "{r}a", "{r}b", "{r}a:fence", "{r}b:fence", "t", "30000", "2", "1")},
@@ -83,12 +83,12 @@ func TestWriterRefusalAndPlace(t *testing.T) {
 		want uint64
 	}{{false, -1, 1}, {false, -2, 2}, {true, -1, 1}, {true, -2, 2}, {true, -3, 3}, {true, -6, 6}} {
 		c := cmd{kind: cmdWriteWait, waiter: "L.1", ask: tc.ask}
-		if r := c.interpret(raw{Type: ':', N: tc.n}); r.Outcome != quorum.Refused || r.Value != tc.want {
+		if r := c.interpret(respReply{Type: ':', N: tc.n}); r.Outcome != quorum.Refused || r.Value != tc.want {
 			t.Errorf("ask %v, reply %d: %v value %d; want refused, %d", tc.ask, tc.n, r.Outcome, r.Value, tc.want)
 		}
 	}
 	// A round that did not ask cannot be refused for its place.
-	if r := (&cmd{kind: cmdWriteWait}).interpret(raw{Type: ':', N: -3}); r.Outcome != quorum.Failed {
+	if r := (&cmd{kind: cmdWriteWait}).interpret(respReply{Type: ':', N: -3}); r.Outcome != quorum.Failed {
 		t.Errorf("reply -3 to a round that did not ask: %v; want failed", r.Outcome)
 	}
 	asked := inQueue{id: "L.1", ask: true}

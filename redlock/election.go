@@ -106,7 +106,7 @@ func (e *Election) campaign(ctx context.Context, value string, keep bool, opts [
 		return nil, invalid(fmt.Sprintf("Campaign: value is %d bytes, over the %d-byte limit", len(value), maxValueLen))
 	}
 	e.mu.Lock()
-	if e.lead != nil && !e.lead.over() {
+	if e.lead != nil && !e.lead.ended() {
 		e.mu.Unlock()
 		return nil, invalid(fmt.Sprintf("Campaign: this Election leads %q already (Resign first)", e.name))
 	}
@@ -239,7 +239,7 @@ func (e *Election) Resign(ctx context.Context) error {
 	if lk == nil {
 		return &Error{Op: "resign", Resource: e.name, Need: e.l.need, Reason: "this Election does not lead", kind: ErrUnlocked}
 	}
-	if lk.over() {
+	if lk.ended() {
 		// Lost (or released) already: it leads no more. What may be left
 		// of its keys is released all the same.
 		_ = lk.Unlock(ctx)
@@ -252,7 +252,7 @@ func (e *Election) Resign(ctx context.Context) error {
 func (e *Election) leading() *Lock {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.lead == nil || e.lead.over() {
+	if e.lead == nil || e.lead.ended() {
 		return nil
 	}
 	return e.lead

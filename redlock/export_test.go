@@ -109,8 +109,8 @@ func Hold(l *Locker, ctx context.Context, resource string, opts ...LockOption) (
 	return lk, nil
 }
 
-// keepingOf is lk's keeping (nil before Keep, Done, Err or Context).
-func keepingOf(lk *Lock) *keeping {
+// lifetimeOf is lk's lifetime (nil before Keep, Done, Err or Context).
+func lifetimeOf(lk *Lock) *lifetime {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	return lk.held
@@ -118,21 +118,21 @@ func keepingOf(lk *Lock) *keeping {
 
 // KeeperExtendOnce is one extension of lk by its Locker's keeper, the
 // path a lock extended alone takes (extendOnce): lk must be kept (Keep).
-func KeeperExtendOnce(lk *Lock) { keepingOf(lk).extendOnce() }
+func KeeperExtendOnce(lk *Lock) { lifetimeOf(lk).extendOnce() }
 
 // KeeperExtendBatch is one batched extension of the kept locks lks by
 // their Locker's keeper (extendBatch).
 func KeeperExtendBatch(lks ...*Lock) {
-	hs := make([]*keeping, len(lks))
+	hs := make([]*lifetime, len(lks))
 	for i, lk := range lks {
-		hs[i] = keepingOf(lk)
+		hs[i] = lifetimeOf(lk)
 	}
 	extendBatch(hs)
 }
 
 // KeeperBusy reports whether the keeper is extending lk right now.
 func KeeperBusy(lk *Lock) bool {
-	h := keepingOf(lk)
+	h := lifetimeOf(lk)
 	if h == nil || h.busy.TryLock() {
 		if h != nil {
 			h.busy.Unlock()
@@ -143,7 +143,7 @@ func KeeperBusy(lk *Lock) bool {
 }
 
 // SetBeforeRelease makes Unlock (and Shutdown, which unlocks) run f with
-// the lock's resource once the lock's keeping has ended and before its
+// the lock's resource once the lock's lifetime has ended and before its
 // release is sent to any master.
 func SetBeforeRelease(l *Locker, f func(resource string)) { l.beforeRelease = f }
 

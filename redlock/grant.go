@@ -82,13 +82,10 @@ func (w *waker) grants(wt *waiter) int {
 	return wt.grant.count()
 }
 
-// mine counts master i, where a poll read token, wt's grant token, in the
-// key, as a grant: the master set the key after a join carrying token
-// reached it. A poll of a token given back since does not count.
-// partial is wt's grant token, its TTL in ms and which masters have
+// grantSoFar is wt's grant token, its TTL in ms and which masters have
 // handed it the key, while some have and no give-back has ended the
 // token's count (by is nil otherwise).
-func (w *waker) partial(wt *waiter) (token string, ttl uint64, by []bool) {
+func (w *waker) grantSoFar(wt *waiter) (token string, ttl uint64, by []bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := wt.grant
@@ -98,7 +95,10 @@ func (w *waker) partial(wt *waiter) (token string, ttl uint64, by []bool) {
 	return g.token, g.ttl, slices.Clone(g.by)
 }
 
-func (w *waker) mine(wt *waiter, i int, token string) {
+// countGrant counts master i, where a poll read token, wt's grant token, in the
+// key, as a grant: the master set the key after a join carrying token
+// reached it. A poll of a token given back since does not count.
+func (w *waker) countGrant(wt *waiter, i int, token string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if g := wt.grant; g != nil && g.token == token {
@@ -128,10 +128,10 @@ func (w *waker) resetGrants(wt *waiter, next string) string {
 	return old
 }
 
-// unhand makes wt a waiter that releases name, no longer one they may
+// clearGrant makes wt a waiter that releases name, no longer one they may
 // hand the key to: its later joins carry its bare id, and no grant
 // counts (wt gave its token back first).
-func (w *waker) unhand(wt *waiter) {
+func (w *waker) clearGrant(wt *waiter) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wt.grant = nil
@@ -158,9 +158,10 @@ func (w *waker) setGrant(wt *waiter, g *grantState) {
 	wt.grant = g
 }
 
-// aged reports whether wt's grant token was first joined more than an
-// eighth of its TTL before now.
-func (w *waker) aged(wt *waiter, now time.Time) bool {
+// needsNewToken reports whether wt's grant token was first joined more
+// than an eighth of its TTL before now: a join then gives it back and
+// carries a new one (join).
+func (w *waker) needsNewToken(wt *waiter, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := wt.grant

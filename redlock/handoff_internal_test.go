@@ -43,8 +43,8 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	if n := w.grants(x); n != 0 {
 		t.Fatalf("%d grants counted after the give-back, want 0", n)
 	}
-	w.mine(x, 4, "B") // no join has carried B yet: nothing of B can be on a master
-	w.mine(x, 4, "A") // a poll of the token given back
+	w.countGrant(x, 4, "B") // no join has carried B yet: nothing of B can be on a master
+	w.countGrant(x, 4, "A") // a poll of the token given back
 	grant(2, "A")
 	grant(3, "B") // before any join of B
 	if n := w.grants(x); n != 0 {
@@ -54,13 +54,13 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	if m := w.member(x, true, t1); m != x.id+" 1000 B" {
 		t.Fatalf("queue member %q, want %q", m, x.id+" 1000 B")
 	}
-	if !w.aged(x, t1.Add(125*time.Millisecond+time.Microsecond)) || w.aged(x, t1.Add(125*time.Millisecond)) {
-		t.Fatalf("aged: want true only past an eighth of the TTL (125ms) after B's first join")
+	if !w.needsNewToken(x, t1.Add(125*time.Millisecond+time.Microsecond)) || w.needsNewToken(x, t1.Add(125*time.Millisecond)) {
+		t.Fatalf("needsNewToken: want true only past an eighth of the TTL (125ms) after B's first join")
 	}
 	w.member(x, true, t1.Add(time.Second)) // a later join of B: validity still counts from the first
 	grant(0, "A")                          // the old token
 	grant(1, "B")
-	w.mine(x, 2, "B") // a poll that read B
+	w.countGrant(x, 2, "B") // a poll that read B
 	grant(3, "B")
 	start, by, ok := w.grantedSince(x)
 	if !ok || !start.Equal(t1) {
@@ -73,12 +73,12 @@ func TestGivenBackGrantsDoNotCount(t *testing.T) {
 	w.resetGrants(x, "")
 	w.member(x, true, t1)
 	grant(0, "B")
-	w.mine(x, 1, "B")
+	w.countGrant(x, 1, "B")
 	if n := w.grants(x); n != 0 {
 		t.Fatalf("%d grants counted with counting off, want 0", n)
 	}
-	if w.aged(x, t1.Add(time.Hour)) {
-		t.Fatalf("aged with counting off: a join would give back for nothing")
+	if w.needsNewToken(x, t1.Add(time.Hour)) {
+		t.Fatalf("needsNewToken with counting off: a join would give back for nothing")
 	}
 }
 

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// keeping is a Lock's watch over its deadline (Done, Err, Context) and,
+// lifetime is a Lock's watch over its deadline (Done, Err, Context) and,
 // once Keep is called, its place in the Locker's keeper (keeper.go), which
 // extends the lock in the background. A lock gets one the first time any
 // of those is called; Keep makes it join the keeper.
-type keeping struct {
+type lifetime struct {
 	lk     *Lock
 	ctx    context.Context // its parent is (*heldValues)(h)
 	cancel context.CancelCauseFunc
@@ -27,7 +27,7 @@ type keeping struct {
 	// the Locker's env). It is re-armed, under the Lock's mutex, by every
 	// successful Extend (the keeper's or the caller's: WithTTL may move
 	// the deadline earlier), and never once it has fired. nil when the
-	// keeping was born over (released, or past its deadline).
+	// lifetime was born over (released, or past its deadline).
 	lost   stopper
 	firing atomic.Bool               // the loss is declared (declareLost ran past its checks)
 	lostAt atomic.Pointer[time.Time] // when it declared the lock lost (tests)
@@ -64,14 +64,14 @@ type keeping struct {
 // Locker's Shutdown did (Done is then closed, and Err is
 // context.Canceled).
 func (lk *Lock) Keep() error {
-	return lk.keep(context.Background(), false, true).endedError("keep")
+	return lk.keep(context.Background(), keepJoin).endedError("keep")
 }
 
 // endedError is nil while h's lock lasts; once it has ended, the error
 // that says how, for op (Keep, Do): ErrLost when it was lost (its
 // deadline passed), ErrClosed when the Locker's Shutdown or Close ended
 // it, ErrUnlocked when Unlock did.
-func (h *keeping) endedError(op string) error {
+func (h *lifetime) endedError(op string) error {
 	lk := h.lk
 	switch {
 	case h.ctx.Err() == nil:
@@ -84,10 +84,10 @@ func (h *keeping) endedError(op string) error {
 	return &Error{Op: op, Resource: lk.resource, Need: lk.locker.need, Reason: "the lock was released before " + op, kind: ErrUnlocked}
 }
 
-// over reports whether the lock has ended, without making the keeping
+// ended reports whether the lock has ended, without making the lifetime
 // that Done, Err and Context make (whose timer is the runtime's, not the
 // simulator's): a kept lock by its context, another by Valid.
-func (lk *Lock) over() bool {
+func (lk *Lock) ended() bool {
 	lk.mu.Lock()
 	h := lk.held
 	lk.mu.Unlock()
@@ -105,13 +105,13 @@ func (lk *Lock) over() bool {
 // From then on the lock is not exclusive: stop touching the resource. A
 // lock that is not kept (Keep) is lost at its deadline unless Extend
 // moves it.
-func (lk *Lock) Done() <-chan struct{} { return lk.keep(context.Background(), false, false).ctx.Done() }
+func (lk *Lock) Done() <-chan struct{} { return lk.keep(context.Background(), keepWatch).ctx.Done() }
 
 // Err returns nil while the lock is held; once Done is closed, ErrLost if
 // the lock was lost, context.Canceled after Unlock, or the cause that
 // ended Do's ctx.
 func (lk *Lock) Err() error {
-	h := lk.keep(context.Background(), false, false)
+	h := lk.keep(context.Background(), keepWatch)
 	if h.ctx.Err() == nil {
 		return nil
 	}
@@ -121,15 +121,25 @@ func (lk *Lock) Err() error {
 // Context returns a context that is done when Done is closed, with Err as
 // its cause, and from which FromContext returns the Lock: hand it to the
 // work the lock protects.
-func (lk *Lock) Context() context.Context { return lk.keep(context.Background(), false, false).ctx }
+func (lk *Lock) Context() context.Context { return lk.keep(context.Background(), keepWatch).ctx }
 
-// keep returns lk's keeping, made on first use, and with join (Keep, Do)
-// joins the keeper unless it has ended. life gives the context its values
-// and, when cancellable (Do's ctx), its cancellation too: the context then
-// ends when life does. Only Do passes a life, and only before anything
-// else can have made the keeping.
-func (lk *Lock) keep(life context.Context, cancellable, join bool) *keeping {
-	// The timer is armed and the keeping published under the Lock's
+// keepMode is what a caller of keep asks of the lock's lifetime.
+type keepMode uint8
+
+const (
+	keepWatch keepMode = iota // Done, Err, Context: the lifetime only
+	keepJoin                  // Keep: and it joins the keeper
+	keepDo                    // Do: it joins the keeper, and its context ends when life does
+)
+
+// keep returns lk's lifetime, made on first use; with keepJoin or keepDo
+// it joins the keeper unless it has ended. life gives the context its values
+// and, with keepDo (life is Do's ctx), its cancellation too: the context
+// then ends when life does. Only Do passes a life, and only before
+// anything else can have made the lifetime.
+func (lk *Lock) keep(life context.Context, mode keepMode) *lifetime {
+	join := mode != keepWatch
+	// The timer is armed and the lifetime published under the Lock's
 	// mutex, so that no Extend can move the deadline in between.
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
@@ -140,7 +150,7 @@ func (lk *Lock) keep(life context.Context, cancellable, join bool) *keeping {
 		}
 		return h
 	}
-	h := &keeping{lk: lk, life: life, cancellable: cancellable, left: true}
+	h := &lifetime{lk: lk, life: life, cancellable: mode == keepDo, left: true}
 	h.ctx, h.cancel = context.WithCancelCause((*heldValues)(h))
 	lk.held = h
 	if lk.released || lk.locker.live.isClosed() {
@@ -168,7 +178,7 @@ func (lk *Lock) keep(life context.Context, cancellable, join bool) *keeping {
 }
 
 // joinLocked hands h to the keeper. lk.mu is held.
-func (lk *Lock) joinLocked(h *keeping) {
+func (lk *Lock) joinLocked(h *lifetime) {
 	h.joined = true
 	if lk.hold != nil {
 		lk.hold.kept.Store(true) // redlock.kept on its hold time
@@ -179,7 +189,7 @@ func (lk *Lock) joinLocked(h *keeping) {
 // lapseLocked declares h's lock lost now if its timer should have
 // fired already (a timer may run late on a loaded machine): whoever asks
 // after that instant finds the lock over. lk.mu is held.
-func (h *keeping) lapseLocked() {
+func (h *lifetime) lapseLocked() {
 	if h.lost == nil || h.ctx.Err() != nil || h.lk.deadline.Sub(h.lk.locker.env.now()) > h.lk.leadLocked() {
 		return
 	}
@@ -187,16 +197,16 @@ func (h *keeping) lapseLocked() {
 	h.declareLost()
 }
 
-// heldValues is the parent of a keeping's context, in place of a
+// heldValues is the parent of a lifetime's context, in place of a
 // context.WithValue on life (one allocation fewer per kept lease): it
 // answers FromContext's key with the Lock and every other key as life
 // does. For a cancellable life (Do's ctx) it is done when life is, so
-// that the keeping's context is cancelled with it, with its cause, as a
+// that the lifetime's context is cancelled with it, with its cause, as a
 // child of a context.WithValue would be. Otherwise it is never done (as
 // context.WithoutCancel would be): it is only ever the parent of the
-// keeping's own cancel context, which answers the context package's own
-// lookups itself, so life's cancellation cannot reach the keeping's context.
-type heldValues keeping
+// lifetime's own cancel context, which answers the context package's own
+// lookups itself, so life's cancellation cannot reach the lifetime's context.
+type heldValues lifetime
 
 func (v *heldValues) Deadline() (time.Time, bool) {
 	if v.cancellable {
@@ -230,7 +240,7 @@ func (v *heldValues) String() string { return "redlock.keeping" }
 
 // declareLost is the lost timer's function; keep and lapseLocked call it
 // too, for a lock found past that instant. It acts once.
-func (h *keeping) declareLost() {
+func (h *lifetime) declareLost() {
 	h.fireMu.Lock()
 	defer h.fireMu.Unlock()
 	if h.unlocked.Load() {
@@ -251,7 +261,7 @@ func (h *keeping) declareLost() {
 // rearmLocked moves the lost timer to the lock's new deadline after a
 // successful extension, unless it has fired, and tells the keeper. lk.mu
 // is held.
-func (h *keeping) rearmLocked() {
+func (h *lifetime) rearmLocked() {
 	if h.lost == nil || h.unlocked.Load() {
 		return // born ended (keep), or unlocked: nothing to extend
 	}
@@ -266,12 +276,12 @@ func (h *keeping) rearmLocked() {
 	h.lk.locker.keeper.schedule(h, h.lk.extendInLocked())
 }
 
-// unlock is Unlock of a lock with a keeping: it closes Done (Err:
+// unlock is Unlock of a lock with a lifetime: it closes Done (Err:
 // context.Canceled, unless the lock was lost first), stops the keeper
 // (ending an extension in flight, without waiting for its round: what it
 // decides no longer counts once the lock is released), then releases the
 // keys; lost reports that the lock had been declared lost before it.
-func (h *keeping) unlock(ctx context.Context) (lost bool, err error) {
+func (h *lifetime) unlock(ctx context.Context) (lost bool, err error) {
 	// A loss whose timer runs late (the process was paused, say) is
 	// declared here, as Done, Err, Context and Keep declare it: the
 	// context's cause and Unlock's error then agree (docs/design.md §8).
@@ -292,7 +302,7 @@ func (h *keeping) unlock(ctx context.Context) (lost bool, err error) {
 // sent: the work the lock protects must stop before any master lets
 // another owner in. The cause is the first one given, so a loss declared
 // earlier stays ErrLost.
-func (h *keeping) endForUnlock() {
+func (h *lifetime) endForUnlock() {
 	h.unlocked.Store(true)
 	h.cancel(nil)
 	h.lk.locker.keeper.leave(h)
@@ -302,10 +312,10 @@ func (h *keeping) endForUnlock() {
 // with a context that lives as long as the lock, and releases the lock when
 // fn returns. WithTTL sets the lock's TTL.
 //
-// While fn runs, the lock is kept as a keeping is: extended in the
+// While fn runs, the lock is kept as Lock.Keep keeps it: extended in the
 // background, and fn's context is done no later than the lock's
 // Deadline(), cancelled with cause ErrLost (context.Cause(ctx) == ErrLost)
-// 10ms before it (see keeping) if no extension succeeded, whatever an
+// 10ms before it (see Lock.Keep) if no extension succeeded, whatever an
 // extension call is doing meanwhile. Do then returns an error wrapping
 // ErrLost and fn's error, if any. fn must stop touching the resource when
 // its context is done: the lock is no longer exclusive. Cancelling Do's
@@ -332,7 +342,7 @@ func (l *Locker) Do(ctx context.Context, resource string, fn func(ctx context.Co
 	if l.afterLock != nil {
 		l.afterLock()
 	}
-	h := lk.keep(ctx, true, true)
+	h := lk.keep(ctx, keepDo)
 	if err := h.endedError("do"); err != nil {
 		// Shutdown released the lock between Lock and keep, or its
 		// deadline passed meanwhile: fn must not run, its keys may be
@@ -392,14 +402,14 @@ func (lk *Lock) leadLocked() time.Duration {
 // The deadline has a timer of its own (h.lost), independent of the
 // keeper: an extension call in flight, or a keeper behind with its
 // batch, must not delay the cancellation.
-func (lk *Lock) keepLocked(h *keeping) {
+func (lk *Lock) keepLocked(h *lifetime) {
 	k := &lk.locker.keeper
 	lk.locker.pace.record(lk.acq.Elapsed) // the acquisition's round, as a first sample
 	k.add(h, lk.extendInLocked())
-	// The keeping's context ends by a loss or an unlock, which leave the
+	// The lifetime's context ends by a loss or an unlock, which leave the
 	// keeper themselves, or, for Do, when Do's ctx ends: only then is a
 	// context.AfterFunc needed to leave (a goroutine only once it runs;
-	// about 500 bytes a keeping, its registration and Done channel, which
+	// about 500 bytes a lifetime, its registration and Done channel, which
 	// Hold and Keep do without). The simulator runs it on the process's
 	// turn (env.afterDone).
 	if h.cancellable {
@@ -412,7 +422,7 @@ func (lk *Lock) keepLocked(h *keeping) {
 // does not wait for the keeper's round: an extension that ends after it
 // changes nothing (the lock is released, or unlocked, first: extend and
 // settleBatch check). Calls after the first wait for the first to end.
-func (h *keeping) stop() {
+func (h *lifetime) stop() {
 	h.stopOnce.Do(func() {
 		k := &h.lk.locker.keeper
 		if h.unwatch != nil {

@@ -31,7 +31,7 @@ func (lk *Lock) batchable() bool {
 // deadline has not passed. A lock the batch does not extend (or cannot
 // carry: unlocked, lapsed, Locker closed) goes down the single path,
 // extendOnce, which retries it or ends it as before.
-func extendBatch(hs []*keeping) {
+func extendBatch(hs []*lifetime) {
 	l := hs[0].lk.locker
 	in, single := claimBatch(hs)
 	// After every lock is unlocked: the workers take them one by one, in
@@ -70,7 +70,7 @@ func extendBatch(hs []*keeping) {
 // its Lock's extension mutex held (in), or, when another worker or an
 // Extend has it, for the single path (single); one that left the keeper,
 // or whose context ended, is dropped.
-func claimBatch(hs []*keeping) (in, single []*keeping) {
+func claimBatch(hs []*lifetime) (in, single []*lifetime) {
 	for _, h := range hs {
 		k := &h.lk.locker.keeper
 		if !h.busy.TryLock() {
@@ -102,7 +102,7 @@ func claimBatch(hs []*keeping) (in, single []*keeping) {
 }
 
 // unlockBatched releases what claimBatch took of h.
-func (h *keeping) unlockBatched() {
+func (h *lifetime) unlockBatched() {
 	h.lk.extMu.Unlock()
 	h.busy.Unlock()
 }
@@ -110,7 +110,7 @@ func (h *keeping) unlockBatched() {
 // batchOf is the batch of in's locks still to extend at start (in, kept in
 // place), their earliest and latest deadlines, and those released or past
 // their deadline (late: unlocked, for the single path).
-func batchOf(in []*keeping, start time.Time) (kept []*keeping, b *extBatch, first, last time.Time, late []*keeping) {
+func batchOf(in []*lifetime, start time.Time) (kept []*lifetime, b *extBatch, first, last time.Time, late []*lifetime) {
 	b = &extBatch{need: in[0].lk.locker.need}
 	n := 0
 	for _, h := range in {
@@ -139,7 +139,7 @@ func batchOf(in []*keeping, start time.Time) (kept []*keeping, b *extBatch, firs
 // settleBatch decides each lock of a batched extension begun at start
 // from the round res, and unlocks it; those for the single path are
 // returned.
-func settleBatch(in []*keeping, b *extBatch, res quorum.Result, start time.Time, elapsed time.Duration) (single []*keeping) {
+func settleBatch(in []*lifetime, b *extBatch, res quorum.Result, start time.Time, elapsed time.Duration) (single []*lifetime) {
 	l := in[0].lk.locker
 	now := l.env.now()
 	refused := refusal(l.nodeResults(res))
@@ -164,7 +164,7 @@ func settleBatch(in []*keeping, b *extBatch, res quorum.Result, start time.Time,
 			h.unlockBatched()
 			continue
 		}
-		// Not extended. A refusal by the masters' ACL ends the keeping
+		// Not extended. A refusal by the masters' ACL ends the lifetime
 		// (the single path returns ErrInvalid and leaves); otherwise, as
 		// after a failed Extend, retry while time remains (in a batch
 		// again: a failed batch must not turn into one call per lock,

@@ -45,9 +45,9 @@ type keeper struct {
 	live    int           // Helds kept (added and not left)
 	running bool          // the goroutine runs
 	wakeup  chan struct{} // the earliest due time moved earlier, or live fell to 0
-	ready   []*keeping    // due, not yet taken by a worker; ready[head:] is pending
+	ready   []*lifetime   // due, not yet taken by a worker; ready[head:] is pending
 	head    int
-	batch   []*keeping // the same for locks extended in batches; batch[bhead:] is pending
+	batch   []*lifetime // the same for locks extended in batches; batch[bhead:] is pending
 	bhead   int
 	workers int // worker goroutines running
 }
@@ -57,7 +57,7 @@ type keeper struct {
 type dueItem struct {
 	at    time.Duration // since the keeper's base
 	ahead time.Duration // it may go this much before at, in a batch
-	h     *keeping
+	h     *lifetime
 	gen   uint64
 }
 
@@ -78,7 +78,7 @@ func (d *dueHeap) Pop() any {
 // add starts keeping h, its first extension due in `in`, unless h's
 // context has ended (a loss or an unlock, which leave the keeper after
 // they end it, came first).
-func (k *keeper) add(h *keeping, in time.Duration) {
+func (k *keeper) add(h *lifetime, in time.Duration) {
 	k.mu.Lock()
 	if h.ctx.Err() != nil {
 		k.mu.Unlock()
@@ -92,7 +92,7 @@ func (k *keeper) add(h *keeping, in time.Duration) {
 
 // schedule plans h's next extension in `in`, replacing any plan it had;
 // nothing once h has left.
-func (k *keeper) schedule(h *keeping, in time.Duration) {
+func (k *keeper) schedule(h *lifetime, in time.Duration) {
 	now := k.env.now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -121,7 +121,7 @@ func (k *keeper) schedule(h *keeping, in time.Duration) {
 // leave stops keeping h: no extension of it starts from now on, and one
 // in flight alone (extendOnce) is ended; a batched one runs on for the
 // others, and settles nothing for h once its lock is released.
-func (k *keeper) leave(h *keeping) {
+func (k *keeper) leave(h *lifetime) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if h.extStop != nil {
@@ -206,7 +206,7 @@ func (k *keeper) startWorkersLocked() {
 
 // single hands hs to the workers, to be extended one by one
 // (extendOnce): the locks a batch did not extend.
-func (k *keeper) single(hs []*keeping) {
+func (k *keeper) single(hs []*lifetime) {
 	if len(hs) == 0 {
 		return
 	}
@@ -254,7 +254,7 @@ func (k *keeper) work() {
 // Extend itself plans the next (rearmLocked); on a failure that time may
 // still mend, it plans a retry; otherwise h leaves the keeper and its
 // timer ends the lock at its deadline, if it has not.
-func (h *keeping) extendOnce() {
+func (h *lifetime) extendOnce() {
 	h.busy.Lock()
 	defer h.busy.Unlock()
 	lk := h.lk
@@ -303,10 +303,10 @@ func (h *keeping) extendOnce() {
 	h.retryLocked(err, lk.Deadline())
 }
 
-// retry plans the keeper's next attempt after a failed extension whose
+// retryLocked plans the keeper's next attempt after a failed extension whose
 // failure time may still mend, and says so. h.busy is held; deadline is
 // the lock's.
-func (h *keeping) retryLocked(err error, deadline time.Time) {
+func (h *lifetime) retryLocked(err error, deadline time.Time) {
 	lk := h.lk
 	l := lk.locker
 	l.log.WarnContext(h.ctx, "redlock: extension failed; retrying while time remains", l.logResource(lk.resource), "token", shortToken(lk.token), l.logErr(err, lk.resource))

@@ -45,7 +45,7 @@ type Lock struct {
 	// extMu serialises extensions (Extend, the keeper's): held for a
 	// whole extension, round included, and taken before mu. mu guards
 	// the fields below and is never held across a round, so that Unlock,
-	// Deadline, Valid and the keeping's Done, Err and Context never wait
+	// Deadline, Valid and the lifetime's Done, Err and Context never wait
 	// for one.
 	extMu    sync.Mutex
 	mu       sync.Mutex
@@ -53,8 +53,8 @@ type Lock struct {
 	budget   validity.Budget // for ttl
 	deadline time.Time
 	released bool
-	waited   bool     // acquired by a Lock that waited: its release hands the key on (set under mu: a Shutdown may be releasing the lock then)
-	held     *keeping // set once by Keep, Done, Err or Context, under mu
+	waited   bool      // acquired by a Lock that waited: its release hands the key on (set under mu: a Shutdown may be releasing the lock then)
+	held     *lifetime // set once by Keep, Done, Err or Context, under mu
 
 	hold *holdEntry // for the hold-time metrics (telemetry.go); nil when not metering
 }
@@ -273,7 +273,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	return lk.unlockKeys(ctx)
 }
 
-// unlockKeys is Unlock's release of the keys; a keeping's unlock calls it
+// unlockKeys is Unlock's release of the keys; a lifetime's unlock calls it
 // once the keeper has let go of the lock.
 func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 	l := lk.locker
@@ -292,7 +292,7 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 	lk.released = true
 	h, deadline, waited, queueID := lk.held, lk.deadline, lk.waited, lk.queueID
 	if h != nil {
-		h.lapseLocked()  // a loss whose timer runs late, as keeping.unlock
+		h.lapseLocked()  // a loss whose timer runs late, as lifetime.unlock
 		h.endForUnlock() // before any release is sent
 	}
 	lk.mu.Unlock()

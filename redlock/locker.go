@@ -54,7 +54,7 @@ type Locker struct {
 	// two rounds of a fenced acquisition; afterLock, between the Lock of
 	// a Hold or Do and the keeping of its lock; afterKeep, between a
 	// Campaign's Keep and the publishing of its value; beforeRelease,
-	// in Unlock (and Shutdown's) between the end of the lock's keeping
+	// in Unlock (and Shutdown's) between the end of the lock's lifetime
 	// and the sending of its release.
 	betweenRounds, afterLock, afterKeep func()
 	beforeRelease                       func(resource string)

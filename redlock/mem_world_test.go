@@ -441,7 +441,7 @@ func (c *memConn) count(match func(args []string) bool) int {
 	return n
 }
 
-// sets counts the commands of conns that match, on each master.
+// sentBy counts the commands of conns that match, on each master.
 func sentBy(conns []*memConn, match func(args []string) bool) []int {
 	out := make([]int, len(conns))
 	for i, c := range conns {

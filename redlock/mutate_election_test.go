@@ -136,17 +136,17 @@ func TestMutateObserveDelivers(t *testing.T) {
 	}
 }
 
-// A lock kept in a context is over once that context ends, and not
+// A lock kept in a context has ended once that context ends, and not
 // before; a Keep after Context joins the keeper.
-func TestMutateKeptLockOver(t *testing.T) {
+func TestMutateKeptLockEnded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	lk := &Lock{held: &keeping{ctx: ctx}}
-	if lk.over() {
-		t.Error("a lock kept in a live context is over")
+	lk := &Lock{held: &lifetime{ctx: ctx}}
+	if lk.ended() {
+		t.Error("a lock kept in a live context has ended")
 	}
 	cancel()
-	if !lk.over() {
-		t.Error("a lock kept in an ended context is not over")
+	if !lk.ended() {
+		t.Error("a lock kept in an ended context has not ended")
 	}
 
 	asleep := new(atomic.Int64)

@@ -85,10 +85,10 @@ func heldLock(t *testing.T, ttl time.Duration) (*Locker, *Lock) {
 	return l, lk
 }
 
-// A keeping's loss timer, on an env whose timers never fire: a lock is
+// A lifetime's loss timer, on an env whose timers never fire: a lock is
 // lost a lead before its deadline. Made at that instant, its context is
 // born ended; made before it and asked again (Context, Keep) at that
-// instant, it lapses then; a Keep on a keeping whose context ended does
+// instant, it lapses then; a Keep on a lifetime whose context ended does
 // not join the keeper.
 func TestMutateKeepingLapses(t *testing.T) {
 	var mu sync.Mutex
@@ -135,7 +135,7 @@ func TestMutateKeepingLapses(t *testing.T) {
 	joined := lk.held.joined
 	lk.mu.Unlock()
 	if joined {
-		t.Error("a Keep on a keeping whose context ended joined the keeper")
+		t.Error("a Keep on a lifetime whose context ended joined the keeper")
 	}
 }
 
@@ -242,7 +242,7 @@ func TestMutateKeeperWorkers(t *testing.T) {
 		{keepWorkers + 5, 0, 0, 0, keepWorkers},
 	} {
 		n := 0
-		k := &keeper{env: spawnCounter{n: &n}, ready: make([]*keeping, c.ready), head: c.head, batch: make([]*keeping, c.batch), bhead: c.bhead}
+		k := &keeper{env: spawnCounter{n: &n}, ready: make([]*lifetime, c.ready), head: c.head, batch: make([]*lifetime, c.batch), bhead: c.bhead}
 		k.startWorkersLocked()
 		if n != c.want || k.workers != c.want {
 			t.Errorf("%d due alone and %d batched pending: %d workers started, want %d", c.ready-c.head, c.batch-c.bhead, n, c.want)

@@ -40,9 +40,9 @@ func TestMutateQueueDecisions(t *testing.T) {
 		t.Errorf("memberLife(10s) = %v, want the TTL", got)
 	}
 
-	// queueLife: only a release that may hand the key itself (pop 2).
+	// queueLife: only a release that may hand the key itself (releaseHand).
 	l.opts.TTL = 10 * time.Second
-	for pop, want := range map[uint64]uint64{0: 0, 1: 0, 2: 10_000, 3: 10_000} {
+	for pop, want := range map[releaseQueue]uint64{releaseKeyOnly: 0, releasePop: 0, releaseHand: 10_000, 3: 10_000} {
 		if got := l.queueLife(pop); got != want {
 			t.Errorf("queueLife(%d) = %d, want %d", pop, got, want)
 		}
@@ -167,7 +167,7 @@ func TestMutateGrantWaiter(t *testing.T) {
 	if !free {
 		t.Error("probe with the key another's on 1 of 3 masters: not free")
 	}
-	if _, _, by := l.wake.partial(x); !slices.Equal(by, []bool{true, false, false}) {
+	if _, _, by := l.wake.grantSoFar(x); !slices.Equal(by, []bool{true, false, false}) {
 		t.Fatalf("probe counted grants %v, want master 0's (the one holding the grant token)", by)
 	}
 	log := spy(ms)

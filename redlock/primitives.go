@@ -2,9 +2,10 @@ package redlock
 
 import "strings"
 
-// The commands of the semaphore (semaphore.go) and the read-write lock
-// (rwmutex.go), laid out as cmd.go lays out the mutex's: c.lua and c.args
-// fall through to lua2 and args2 for these kinds.
+// The commands of the semaphore (semaphore.go), the read-write lock
+// (rwmutex.go) and the election's record (election.go), laid out as cmd.go
+// lays out the mutex's: c.lua and c.args fall through to primitiveLua and
+// primitiveArgs for these kinds.
 
 // mode tells a read or write lock of an RWMutex from a plain lock: what
 // its acquisition sends, and for a read lock how it is extended and
@@ -27,7 +28,8 @@ func (m mode) acquireKind() cmdKind {
 	return cmdRead
 }
 
-func (c *cmd) lua2() *script {
+// primitiveLua is lua for the kinds of this file.
+func (c *cmd) primitiveLua() *script {
 	switch c.kind {
 	case cmdSemAcquire:
 		return semAcquireScript
@@ -49,11 +51,11 @@ func (c *cmd) lua2() *script {
 	return nil
 }
 
-// args2 lays out the semaphore's and the read-write lock's commands. An
-// RWMutex's keys share a stem (its lock key) and differ in their last
-// letters ("<stem>:w", ":wi", ":wg", ":r"), so each is an arg with a suffix, not
-// a string built per master.
-func (c *cmd) args2(dst []arg) []arg {
+// primitiveArgs lays out the semaphore's, the read-write lock's and the
+// election's commands. An RWMutex's keys share a stem (its lock key) and
+// differ in their last letters ("<stem>:w", ":wi", ":wg", ":r"), so each
+// is an arg with a suffix, not a string built per master.
+func (c *cmd) primitiveArgs(dst []arg) []arg {
 	switch c.kind {
 	case cmdSemAcquire:
 		// KEYS: the permits record, then the slots in the caller's order.

@@ -32,7 +32,7 @@ func (l *Locker) queued(t target) bool {
 // gives it back and joins with a new one: a handed lock counts its
 // validity from the first join of its token (§14.3), which stays recent.
 func (l *Locker) join(ctx context.Context, t target, w *waiter) {
-	if l.wake.aged(w, l.env.now()) {
+	if l.wake.needsNewToken(w, l.env.now()) {
 		l.giveBack(ctx, t, w, true)
 	}
 	l.queueRound(ctx, t, w, cmdJoin)
@@ -51,7 +51,7 @@ func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) 
 	token := l.wake.token(w)
 	old := l.wake.resetGrants(w, next)
 	l.round(context.WithoutCancel(ctx), l.env.now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.waiter, c.pass = cmdRelease, t.key, token, 2, old, l.queueLife(2)
+		c.kind, c.key, c.token, c.pop, c.waiter, c.pass = cmdRelease, t.key, token, releaseHand, old, l.queueLife(releaseHand)
 		return true
 	})
 }
@@ -67,7 +67,7 @@ func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) 
 // the token, from which the lock's validity counts, and a give-back
 // releases them with the rest.
 func (l *Locker) complete(ctx context.Context, t target, w *waiter) {
-	token, ttl, by := l.wake.partial(w)
+	token, ttl, by := l.wake.grantSoFar(w)
 	missing := l.need
 	for _, g := range by {
 		if g {
@@ -83,7 +83,7 @@ func (l *Locker) complete(ctx context.Context, t target, w *waiter) {
 	})
 	for i, r := range res.Replies {
 		if r.Outcome == quorum.OK && !by[i] {
-			l.wake.mine(w, i, token)
+			l.wake.countGrant(w, i, token)
 		}
 	}
 }
@@ -160,7 +160,7 @@ func (l *Locker) probe(ctx context.Context, t target, w *waiter) (free bool, exp
 	if token != "" {
 		for i, r := range res.Replies {
 			if r.Outcome == quorum.OK && r.Value == probeMine {
-				l.wake.mine(w, i, token)
+				l.wake.countGrant(w, i, token)
 			}
 		}
 	}
@@ -290,11 +290,11 @@ func (l *Locker) memberLife(ttl time.Duration) time.Duration {
 	return max(ttl, 8*(l.opts.Retry.MaxDelay+l.opts.MasterTimeout))
 }
 
-// queueLife is what a release that may hand the key itself (pop 2) gives
-// a queue it puts a head back into (release.lua): the member's life at
-// the Locker's TTL. 0 for other releases, which put nothing back.
-func (l *Locker) queueLife(pop uint64) uint64 {
-	if pop < 2 {
+// queueLife is what a release that may hand the key itself (releaseHand)
+// gives a queue it puts a head back into (release.lua): the member's life
+// at the Locker's TTL. 0 for other releases, which put nothing back.
+func (l *Locker) queueLife(pop releaseQueue) uint64 {
+	if pop < releaseHand {
 		return 0
 	}
 	return uint64(l.memberLife(l.opts.TTL).Milliseconds())

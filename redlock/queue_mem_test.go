@@ -37,7 +37,7 @@ func lockThenUnlockIn(ctx context.Context, l *Locker, resource string) <-chan er
 	return got
 }
 
-// done is the error got brings, within 10s.
+// doneOf is the error got brings, within 10s.
 func doneOf(t *testing.T, got <-chan error, who string) error {
 	t.Helper()
 	select {

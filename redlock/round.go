@@ -99,18 +99,18 @@ func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHo
 	case t.mode == modeRead:
 		kind = cmdUnread
 	}
-	var pop uint64
+	pop := releaseKeyOnly
 	if handOn {
-		pop = 1
+		pop = releasePop
 		if t.mode == 0 && !t.multi() && !l.opts.Fencing {
-			pop = 2 // and hand the key itself to a waiter that asked (§14.3)
+			pop = releaseHand // and hand the key itself to a waiter that asked (§14.3)
 		}
 	}
 	// The round waits for every master whatever ctx says (a cancelled
 	// caller must not leave keys behind): ctx is only the telemetry's.
 	res := l.round(context.Background(), l.env.now(), true, func(c *cmd) bool {
 		t.set(c)
-		c.kind, c.token, c.n, c.waiter, c.pass = kind, token, pop, queueID, l.queueLife(pop)
+		c.kind, c.token, c.pop, c.waiter, c.pass = kind, token, pop, queueID, l.queueLife(pop)
 		return mayHold[c.node]
 	})
 	if handOn {

@@ -118,7 +118,7 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 	}
 	locks := l.live.close()
 	begun := l.env.now()
-	helds := make([]*keeping, len(locks))
+	helds := make([]*lifetime, len(locks))
 	for i, lk := range locks {
 		lk.mu.Lock()
 		helds[i] = lk.held

@@ -79,7 +79,7 @@ func TestSim(t *testing.T) {
 	}
 	var inside []*simRow
 	for _, row := range rows {
-		if !row.outside {
+		if !row.breaksAssumption {
 			inside = append(inside, row)
 		}
 	}
@@ -141,7 +141,7 @@ func TestSim(t *testing.T) {
 			if i++; i == len(inside) {
 				i, seed = 0, seed+1
 			}
-			if row.every <= 1 || j.seed%uint64(row.every) == 0 {
+			if row.oneSeedIn <= 1 || j.seed%uint64(row.oneSeedIn) == 0 {
 				return j, true
 			}
 		}
@@ -204,7 +204,7 @@ func TestSim(t *testing.T) {
 	// Outside: a few seeds of each row, which must show a violation.
 	var outside []job
 	for _, row := range rows {
-		if row.outside && *simOutside {
+		if row.breaksAssumption && *simOutside {
 			for s := range outsideSeeds {
 				outside = append(outside, job{row, *simSeed + s})
 			}
@@ -226,7 +226,7 @@ func TestSim(t *testing.T) {
 		found[res.row.name] += len(res.r.violations)
 	})
 	for _, row := range rows {
-		if row.outside && *simOutside {
+		if row.breaksAssumption && *simOutside {
 			t.Logf("outside the assumptions, %s: %d violations over %d seeds", row.name, found[row.name], outsideSeeds)
 			if found[row.name] == 0 {
 				t.Errorf("row %s breaks an assumption and showed no violation over %d seeds: a checker misses it", row.name, outsideSeeds)
@@ -288,7 +288,7 @@ func TestSimReplay(t *testing.T) {
 		if a.hash != b.hash || a.sections != b.sections || fmt.Sprint(a.violations) != fmt.Sprint(b.violations) {
 			t.Errorf("%s seed 7: hash %x then %x, %d then %d sections, violations %v then %v", row.name, a.hash, b.hash, a.sections, b.sections, a.violations, b.violations)
 		}
-		if row.outside && len(a.violations) == 0 {
+		if row.breaksAssumption && len(a.violations) == 0 {
 			t.Errorf("%s seed 7 showed no violation to replay", row.name)
 		}
 	}

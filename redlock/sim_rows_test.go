@@ -107,7 +107,7 @@ func simRows() []*simRow {
 		{name: "kept-slow", procs: 3, cfg: simKept(simMutex()), world: func(o *world.Options) { lossy(o); o.Delay = slowly }, chaos: &simFaults},
 		{name: "mutex-slow", procs: 3, cfg: simMutex(), world: func(o *world.Options) { lossy(o); o.Delay = slowly }},
 		// An even number of masters: a majority of 4 is 3.
-		{name: "mutex-4", procs: 3, cfg: simMutex(), world: func(o *world.Options) { lossy(o); o.Masters = 4 }, chaos: &simFaults, every: 2},
+		{name: "mutex-4", procs: 3, cfg: simMutex(), world: func(o *world.Options) { lossy(o); o.Masters = 4 }, chaos: &simFaults, oneSeedIn: 2},
 		// A DriftFactor of 5 % and clocks whose rates differ by up to 4.9 %,
 		// so that the drift term is what keeps a holder at its deadline
 		// safe (with the default 1 % and 0.8 %, a window without it was
@@ -121,13 +121,13 @@ func simRows() []*simRow {
 		}(), world: func(o *world.Options) {
 			lossy(o)
 			o.Drift, o.PubSubDelay = 0.024, world.Dist{Min: 50 * time.Microsecond, Mean: 4 * time.Millisecond, Max: 40 * time.Millisecond}
-		}, every: 16},
+		}, oneSeedIn: 16},
 		// The faults' pauses are the holders' stalls.
 		{name: "edge-faults", procs: 3, cfg: func() simConfig {
 			c := simEdge()
 			c.stall = 0
 			return c
-		}(), world: drifting, chaos: &simEdgeFaults, every: 8},
+		}(), world: drifting, chaos: &simEdgeFaults, oneSeedIn: 8},
 		// Slow messages, and holders that extend a MasterTimeout before
 		// their deadline with a TTL just long enough for a window (26 to
 		// 28 ms: 3.7 to 5.7 ms), which a round often outlasts.
@@ -136,29 +136,29 @@ func simRows() []*simRow {
 			c.opts.MasterTimeout = 25 * time.Millisecond
 			c.extendTTL = [2]time.Duration{26 * time.Millisecond, 28 * time.Millisecond}
 			return c
-		}(), world: func(o *world.Options) { drifting(o); o.Delay = slowly }, every: 4},
+		}(), world: func(o *world.Options) { drifting(o); o.Delay = slowly }, oneSeedIn: 4},
 		{name: "fenced", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.opts.Fencing = true
 			return c
-		}(), world: lossy, chaos: &simFaultsKept, every: 2},
+		}(), world: lossy, chaos: &simFaultsKept, oneSeedIn: 2},
 		{name: "extend", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.extend, c.hold = true, 20*time.Millisecond
 			return c
-		}(), world: lossy, chaos: &simFaults, every: 2},
+		}(), world: lossy, chaos: &simFaults, oneSeedIn: 2},
 		{name: "semaphore", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.permits, c.callers = 2, 3
 			return c
-		}(), world: lossy, chaos: &simFaults, every: 2},
+		}(), world: lossy, chaos: &simFaults, oneSeedIn: 2},
 		{name: "rwmutex", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.readers = 0.7
 			return c
-		}(), world: lossy, chaos: &simFaults, every: 2},
+		}(), world: lossy, chaos: &simFaults, oneSeedIn: 2},
 		// Elections: campaigns, readings of the leader, resignations.
-		{name: "election", procs: 3, cfg: simElection(), world: lossy, chaos: &simFaultsKept, every: 2},
+		{name: "election", procs: 3, cfg: simElection(), world: lossy, chaos: &simFaultsKept, oneSeedIn: 2},
 		// The rest of the surface (sim_surface_test.go), which the swarm
 		// draws too, in rows of their own so that each short run makes
 		// every call: hand-overs and adoptions, and locks on several of 3
@@ -179,7 +179,7 @@ func simRows() []*simRow {
 			// congested link does, when the lock is adopted.
 			lossy(o)
 			o.Delay = world.Dist{Min: 50 * time.Microsecond, Mean: time.Millisecond, Max: 60 * time.Millisecond, Tail: 0.01}
-		}, chaos: &simFaultsKept, every: 4, noLiveness: true},
+		}, chaos: &simFaultsKept, oneSeedIn: 4, noLiveness: true},
 		{name: "surface-semaphore", procs: 3, cfg: func() simConfig {
 			c := simMutex()
 			c.permits, c.callers, c.watch, c.shut = 2, 3, 0.3, 0.5
@@ -189,46 +189,46 @@ func simRows() []*simRow {
 			// reading of the holders is judged (world.Holders).
 			lossy(o)
 			o.Delay = world.Dist{Min: 50 * time.Microsecond, Mean: 150 * time.Microsecond, Max: 2 * time.Millisecond}
-		}, every: 4},
+		}, oneSeedIn: 4},
 		{name: "surface-election", procs: 3, cfg: func() simConfig {
 			c := simElection()
 			c.watch, c.observe, c.shut = 0.3, true, 0.5
 			return c
-		}(), world: lossy, chaos: &simFaultsKept, every: 4},
+		}(), world: lossy, chaos: &simFaultsKept, oneSeedIn: 4},
 		{name: "surface-kept", procs: 3, cfg: func() simConfig {
 			c := simKept(simMutex())
 			c.shut = 1
 			return c
-		}(), world: lossy, chaos: &simFaults, every: 4},
+		}(), world: lossy, chaos: &simFaults, oneSeedIn: 4},
 		// The fault lab's rows (tests/chaos, on containers): its
 		// workload and time scale, handed and fenced, with its faults;
 		// and handed without faults, where callers that do not queue
 		// release the key every few milliseconds.
-		{name: "lab-calm", procs: 5, cfg: simLab(false), span: 10 * time.Second, every: 4},
+		{name: "lab-calm", procs: 5, cfg: simLab(false), span: 10 * time.Second, oneSeedIn: 4},
 		// In the rows with the lab's faults, a process in two closes
 		// without waiting for stalled masters (simConfig.closeEarly).
-		{name: "lab-handed", procs: 5, cfg: closingEarly(simLab(false)), lab: true, span: 10 * time.Second, every: 4},
-		{name: "lab-fenced", procs: 5, cfg: closingEarly(simLab(true)), lab: true, span: 10 * time.Second, every: 4},
+		{name: "lab-handed", procs: 5, cfg: closingEarly(simLab(false)), labFaults: true, span: 10 * time.Second, oneSeedIn: 4},
+		{name: "lab-fenced", procs: 5, cfg: closingEarly(simLab(true)), labFaults: true, span: 10 * time.Second, oneSeedIn: 4},
 		// Outside the assumptions: each must show a violation.
-		{name: "restart-empty-at-once", procs: 3, cfg: simEdge(), outside: true, chaos: &simRestartsAtOnce,
+		{name: "restart-empty-at-once", procs: 3, cfg: simEdge(), breaksAssumption: true, chaos: &simRestartsAtOnce,
 			world: func(o *world.Options) { o.Outside.RestartEmptyAtOnce = true }},
-		{name: "drift-beyond", procs: 3, cfg: simEdge(), outside: true,
+		{name: "drift-beyond", procs: 3, cfg: simEdge(), breaksAssumption: true,
 			world: func(o *world.Options) { o.Drift, o.Outside.DriftBeyond = 0.2, true }},
-		{name: "pause-past-margin", procs: 3, outside: true, cfg: func() simConfig {
+		{name: "pause-past-margin", procs: 3, breaksAssumption: true, cfg: func() simConfig {
 			c := simEdge()
 			c.stall = 60 * time.Millisecond
 			return c
 		}()},
-		{name: "fenced-restart-empty", procs: 3, outside: true, chaos: &simRestartsEmpty, cfg: func() simConfig {
+		{name: "fenced-restart-empty", procs: 3, breaksAssumption: true, chaos: &simRestartsEmpty, cfg: func() simConfig {
 			c := simMutex()
 			c.opts.Fencing = true
 			return c
 		}()},
 		// An election whose masters restart empty: terms repeat.
-		{name: "election-restart-empty", procs: 3, outside: true, chaos: &simRestartsEmpty, cfg: simElection()},
+		{name: "election-restart-empty", procs: 3, breaksAssumption: true, chaos: &simRestartsEmpty, cfg: simElection()},
 		// An election whose masters restart empty and come back at once:
 		// its Leader readers and observers read terms that go back.
-		{name: "election-restart-at-once", procs: 3, outside: true, chaos: &simRestartsAtOnce, cfg: func() simConfig {
+		{name: "election-restart-at-once", procs: 3, breaksAssumption: true, chaos: &simRestartsAtOnce, cfg: func() simConfig {
 			c := simElection()
 			c.watch, c.observe = 0.3, true
 			return c

@@ -27,17 +27,17 @@ type simRow struct {
 	// are set after it).
 	world func(o *world.Options)
 	chaos *world.Chaos
-	// lab: the fault lab's faults (simLabFaults) instead of chaos, and
-	// span: the simulated time per seed (0: -sim.span).
-	lab  bool
-	span time.Duration
-	// outside: the run breaks an assumption on purpose and must show a
-	// violation.
-	outside bool
-	// every: a row inside the assumptions runs on one seed in every
-	// (0, 1: each); the edge rows, whose pollers make many rounds per
-	// section, run less often than the mutex rows.
-	every int
+	// labFaults: the fault lab's faults (simLabFaults) instead of chaos,
+	// and span: the simulated time per seed (0: -sim.span).
+	labFaults bool
+	span      time.Duration
+	// breaksAssumption: the run breaks an assumption on purpose and must
+	// show a violation.
+	breaksAssumption bool
+	// oneSeedIn: a row inside the assumptions runs on one seed in
+	// oneSeedIn (0, 1: each); the edge rows, whose pollers make many
+	// rounds per section, run less often than the mutex rows.
+	oneSeedIn int
 	// swarm: each seed draws the row's world (drawSwarm); tags say what
 	// the drawn world exercises; noLiveness: liveness is not judged (a
 	// heavy tail of delays, or pollers that cut in line).
@@ -137,7 +137,7 @@ func runSimWorld(row *simRow, seed uint64, span time.Duration, trace bool) (simR
 			return simRun{}, nil, err
 		}
 	}
-	if row.lab {
+	if row.labFaults {
 		r := rand.New(rand.NewPCG(seed, 0x1ab))
 		for _, f := range simLabFaults(r, span, w.Masters(), row.procs, o.TTL, o.Fencing) {
 			if err := w.Inject(f); err != nil {

@@ -149,7 +149,7 @@ type simProc struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 
-	broken []world.Violation // promises the process saw broken (checkLife)
+	broken []world.Violation // promises the process saw broken (violates)
 	losses []world.Loss      // kept locks lost while held (world.Kept judges them)
 
 	shared    *simShared       // what the run's processes share (handed-over locks)

@@ -146,9 +146,9 @@ func releaseCmd(tok string) *cmd {
 }
 
 var (
-	rOK       = raw{Type: '+', Text: "OK"}
-	rDeleted  = raw{Type: ':', N: 1}
-	rNoScript = raw{Type: '-', Text: "NOSCRIPT No matching script. Please use EVAL."}
+	rOK       = respReply{Type: '+', Text: "OK"}
+	rDeleted  = respReply{Type: ':', N: 1}
+	rNoScript = respReply{Type: '-', Text: "NOSCRIPT No matching script. Please use EVAL."}
 )
 
 // outcome is c's reply once delivered (waiting up to 10 s for the
@@ -240,7 +240,7 @@ func TestMemStreamLoneCallerWritesItselfOthersBatch(t *testing.T) {
 	<-done
 	wantBatch(t, m.next(t), c3, c4, c5)
 	for _, c := range []*cmd{c2, c3, c4, c5} {
-		s.Answer(ln, map[bool]raw{false: rOK, true: rDeleted}[c.isRelease()], t0)
+		s.Answer(ln, map[bool]respReply{false: rOK, true: rDeleted}[c.isRelease()], t0)
 		if o := outcome(c).Outcome; o != quorum.OK {
 			t.Fatalf("%s: %v", c.describe(), o)
 		}
@@ -413,7 +413,7 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	}
 	answerLoads := func() {
 		for range loads {
-			s.Answer(ln, raw{Type: '$', Text: "sha"}, t0)
+			s.Answer(ln, respReply{Type: '$', Text: "sha"}, t0)
 		}
 	}
 
@@ -425,7 +425,7 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	s.Answer(ln, rNoScript, t0)
 	wantBatch(t, m.next(t), append(loads, a)...)
 	answerLoads()
-	s.Answer(ln, raw{Type: '$', Text: "7"}, t0)
+	s.Answer(ln, respReply{Type: '$', Text: "7"}, t0)
 	if o := outcome(a); o.Outcome != quorum.OK || o.Value != 7 {
 		t.Fatalf("acquire sent again: %v %d, want OK 7 (not the NOSCRIPT reply)", o.Outcome, o.Value)
 	}
@@ -475,7 +475,7 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	if o := outcome(j).Outcome; o != quorum.Failed {
 		t.Fatalf("join with its leave behind: %v, want Failed", o)
 	}
-	s.Answer(ln, raw{Type: ':', N: 1}, t0)
+	s.Answer(ln, respReply{Type: ':', N: 1}, t0)
 	if o := outcome(lv).Outcome; o != quorum.OK {
 		t.Fatalf("leave: %v", o)
 	}
@@ -493,7 +493,7 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	// release finding the key absent hands the key to (the simulator's
 	// swarm, seed 50003599 at d5d6e8a). The release is sent again.
 	j2 := &cmd{kind: cmdJoin, key: "k:w", token: "w2 1000 g2", n: 1, pass: 1000, round: round()}
-	rel := &cmd{kind: cmdRelease, key: "k:w", token: "g2", waiter: "w2 1000 g2", n: 2, pass: 1000, round: round()}
+	rel := &cmd{kind: cmdRelease, key: "k:w", token: "g2", waiter: "w2 1000 g2", pop: releaseHand, pass: 1000, round: round()}
 	s.Submit(j2, t0)
 	wantBatch(t, m.next(t), j2)
 	s.Submit(rel, t0)

@@ -90,7 +90,7 @@ func (d *waitDriver) do(a wait.Action) wait.Action {
 	case wait.GiveBack:
 		l.giveBack(ctx, t, d.w, false)
 		if a.Again {
-			l.wake.unhand(d.w) // named from now on (§14.3 item 5)
+			l.wake.clearGrant(d.w) // named from now on (§14.3 item 5)
 		}
 		return d.m.GiveBackDone(d.l.env.now())
 	case wait.Sleep:
@@ -237,7 +237,7 @@ func (d *waitDriver) TakeGrants() bool {
 
 func (d *waitDriver) FirstInLine() bool { return d.l.wake.first(d.w) }
 
-func (d *waitDriver) Popped() bool { return d.l.wake.popped(d.w) }
+func (d *waitDriver) Popped() bool { return d.l.wake.takePopped(d.w) }
 
 func (d *waitDriver) WakeOnMajority() (now, later bool) { return d.l.wake.wakeOnMajority(d.w) }
 

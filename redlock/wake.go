@@ -113,11 +113,11 @@ type waiter struct {
 	// The release that last named it (msg), how many masters have, and
 	// whether one has since the caller last asked: guarded by the
 	// waker's mutex.
-	msg    string
-	named  int
-	by     []bool // by master: named it in msg
-	popped bool
-	again  bool // wake it again on the majority's announcement
+	msg         string
+	named       int
+	by          []bool // by master: named it in msg
+	newlyPopped bool   // a release named it (so took it off the queue) since the caller last asked (takePopped)
+	again       bool   // wake it again on the majority's announcement
 	// grant: a waiter a release may hand the key to (nil otherwise);
 	// guarded by the waker's mutex.
 	grant *grantState
@@ -346,13 +346,13 @@ func (q *waitQueue) has(id string) bool {
 	return slices.ContainsFunc(q.waiters, func(x *waiter) bool { return x.id == id })
 }
 
-// popped reports whether a release named wt (and so took it off the
-// queue) since the last call.
-func (w *waker) popped(wt *waiter) bool {
+// takePopped reports whether a release named wt (and so took it off the
+// queue) since the last call, and clears it.
+func (w *waker) takePopped(wt *waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	p := wt.popped
-	wt.popped = false
+	p := wt.newlyPopped
+	wt.newlyPopped = false
 	return p
 }
 

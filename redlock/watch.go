@@ -56,7 +56,7 @@ func (x *watcher) stop() {
 	w.notifyLocked()
 }
 
-// poked hands a message on channel to its watchers. w.mu is held.
+// pokedLocked hands a message on channel to its watchers. w.mu is held.
 func (w *waker) pokedLocked(channel string) {
 	for _, x := range w.watched[channel] {
 		select {
