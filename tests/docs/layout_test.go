@@ -2,6 +2,7 @@ package docs
 
 import (
 	"go/ast"
+	"go/parser"
 	"go/token"
 	"path/filepath"
 	"sort"
@@ -212,4 +213,93 @@ func largestCycle(g map[string]map[string]bool) []string {
 	}
 	sort.Strings(best)
 	return best
+}
+
+// The tests of package redlock run mostly without a master: the timing of
+// a hand-off, a queue or a wake is chosen by a test on in-memory masters
+// and a clock it moves, and real-master tests wait for events, not for
+// time. maxMasterShare bounds the share of its test functions that start
+// redis-server; maxTestSleeps the time.Sleep calls in its tests.
+const (
+	maxMasterShare = 0.60
+	maxTestSleeps  = 10
+)
+
+// masterStarters are package lab's functions that start redis-server.
+var masterStarters = map[string]bool{"ForTest": true, "Start": true, "ClustersForTest": true, "StartClusters": true}
+
+// TestRedlockTestsMostlyInMemory counts package redlock's test functions
+// whose body reaches a master starter (directly, or through a function or
+// method of the package's test files, matched by name, which can only
+// count too many), and its tests' time.Sleep calls. Run it with -v to print
+// the counts.
+func TestRedlockTestsMostlyInMemory(t *testing.T) {
+	dir := filepath.Join("..", "..", "redlock")
+	paths, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no test files in %s: %v", dir, err)
+	}
+	fset := token.NewFileSet()
+	calls := map[string]map[string]bool{} // a package and function name -> names it calls
+	starts := map[string]bool{}
+	var tests []string
+	sleeps := 0
+	for _, p := range paths {
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			key := f.Name.Name + "." + fd.Name.Name
+			if fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "Test") && fd.Name.Name != "TestMain" {
+				tests = append(tests, key)
+			}
+			if calls[key] == nil {
+				calls[key] = map[string]bool{}
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.SelectorExpr:
+					if x, ok := n.X.(*ast.Ident); ok && x.Name == "lab" && masterStarters[n.Sel.Name] {
+						starts[key] = true
+					}
+					if x, ok := n.X.(*ast.Ident); ok && x.Name == "time" && n.Sel.Name == "Sleep" {
+						sleeps++
+					}
+					calls[key][f.Name.Name+"."+n.Sel.Name] = true
+				case *ast.Ident:
+					calls[key][f.Name.Name+"."+n.Name] = true
+				}
+				return true
+			})
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for key, called := range calls {
+			for c := range called {
+				if !starts[key] && starts[c] {
+					starts[key], changed = true, true
+				}
+			}
+		}
+	}
+	n := 0
+	for _, k := range tests {
+		if starts[k] {
+			n++
+		}
+	}
+	share := float64(n) / float64(len(tests))
+	t.Logf("package redlock: %d test functions, %d start a master (%.1f %%); %d time.Sleep calls in its tests", len(tests), n, 100*share, sleeps)
+	if share > maxMasterShare {
+		t.Errorf("%d of %d test functions start a master, over %.0f %%", n, len(tests), 100*maxMasterShare)
+	}
+	if sleeps > maxTestSleeps {
+		t.Errorf("%d time.Sleep calls in package redlock's tests, over %d", sleeps, maxTestSleeps)
+	}
 }
