@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -236,6 +237,9 @@ type redsyncImpl struct {
 	clients []redis.UniversalClient
 	closers []func() // clients of other kinds
 	ttl     time.Duration
+	// inflight, when set, counts the commands redsync has out, for close
+	// to wait for.
+	inflight *redsyncInflight
 }
 
 func openRedsync(ms []*redis.Options, ttl time.Duration, opts ...redsync.Option) *redsyncImpl {
@@ -244,7 +248,8 @@ func openRedsync(ms []*redis.Options, ttl time.Duration, opts ...redsync.Option)
 	for i, c := range cs {
 		pools[i] = goredis.NewPool(c)
 	}
-	return &redsyncImpl{rs: redsync.New(pools...), opts: append(opts, redsync.WithExpiry(ttl)), clients: cs, ttl: ttl}
+	f := &redsyncInflight{}
+	return &redsyncImpl{rs: redsync.New(f.countPools(pools)...), opts: append(opts, redsync.WithExpiry(ttl)), clients: cs, ttl: ttl, inflight: f}
 }
 
 func (r *redsyncImpl) lock(ctx context.Context, resource string) (held, error) {
@@ -257,11 +262,82 @@ func (r *redsyncImpl) lock(ctx context.Context, resource string) (held, error) {
 	return &redsyncHeld{m: m, ttl: r.ttl, left: time.Until(m.Until())}, nil
 }
 
+// close waits for redsync's commands still in flight, then closes the
+// clients. With WithFailFast, Lock and Unlock return once a quorum has
+// answered and leave the other masters' commands running in redsync's
+// goroutines; a client closed under one whose reply was just read makes
+// go-redis log "Unexpected conn[N] state changed by hook to CLOSED,
+// closing it" (its pool's putConn finds the connection closed by
+// ConnPool.Close) on the bench's stderr.
 func (r *redsyncImpl) close() error {
+	if r.inflight != nil {
+		r.inflight.drain(drainBound)
+	}
 	for _, f := range r.closers {
 		f()
 	}
 	return closeMasterClients(r.clients)
+}
+
+// redsyncInflight counts redsync's commands in flight through the pools
+// countPools wraps: redsync takes a Conn (Pool.Get) for each command to a
+// master and closes it once the reply is in.
+type redsyncInflight struct {
+	n       atomic.Int64
+	closing atomic.Bool
+}
+
+var errRedsyncClosing = errors.New("redsync implementation closing")
+
+// countPools wraps pools so that f counts their commands.
+func (f *redsyncInflight) countPools(pools []redsyncredis.Pool) []redsyncredis.Pool {
+	out := make([]redsyncredis.Pool, len(pools))
+	for i, p := range pools {
+		out[i] = countedPool{p, f}
+	}
+	return out
+}
+
+// drain refuses new commands and waits, at most bound, for those in
+// flight. A command counts itself before it looks at closing, and drain
+// sets closing before it reads the count, so no command starts unseen.
+func (f *redsyncInflight) drain(bound time.Duration) {
+	f.closing.Store(true)
+	for deadline := time.Now().Add(bound); f.n.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type countedPool struct {
+	redsyncredis.Pool
+	f *redsyncInflight
+}
+
+func (p countedPool) Get(ctx context.Context) (redsyncredis.Conn, error) {
+	p.f.n.Add(1)
+	if p.f.closing.Load() {
+		p.f.n.Add(-1)
+		return nil, errRedsyncClosing
+	}
+	c, err := p.Pool.Get(ctx)
+	if err != nil {
+		p.f.n.Add(-1)
+		return nil, err
+	}
+	return countedConn{c, p.f}, nil
+}
+
+// countedConn is one command's Conn; redsync closes each once (deferred
+// right after Get).
+type countedConn struct {
+	redsyncredis.Conn
+	f *redsyncInflight
+}
+
+func (c countedConn) Close() error {
+	err := c.Conn.Close()
+	c.f.n.Add(-1)
+	return err
 }
 
 type redsyncHeld struct {
