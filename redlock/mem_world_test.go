@@ -496,16 +496,8 @@ func (e stepEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-c
 	if quit == context.Background() {
 		return e.memEnv.sleep(ctx, quit, delay, woken, t)
 	}
-	switch {
-	case ctx.Err() != nil:
-		return wakeCtx
-	case quit.Err() != nil:
-		return wakeClosed
-	}
-	select {
-	case <-woken:
-		return wakeWoken
-	default:
+	if w, ended := endedBefore(ctx, quit, woken); ended {
+		return w
 	}
 	s := &sleeper{until: e.clk.now() + delay, delay: delay, woken: woken, ctx: ctx, quit: quit, fired: make(chan struct{}), ended: make(chan wakeup, 1)}
 	w := e.w

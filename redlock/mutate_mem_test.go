@@ -76,17 +76,26 @@ func (memEnv) await(ctx context.Context, r *quorum.Round, _ time.Duration) quoru
 // intN draws the largest value, n−1: a jittered wait is at its longest.
 func (memEnv) intN(n int64) int64 { return n - 1 }
 
-func (e memEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-chan struct{}, _ **time.Timer) wakeup {
+// endedBefore reports the wakeup of a sleep that ends before it begins:
+// its context or quit already ended, or woken already closed.
+func endedBefore(ctx, quit context.Context, woken <-chan struct{}) (wakeup, bool) {
 	switch {
 	case ctx.Err() != nil:
-		return wakeCtx
+		return wakeCtx, true
 	case quit.Err() != nil:
-		return wakeClosed
+		return wakeClosed, true
 	}
 	select {
 	case <-woken:
-		return wakeWoken
+		return wakeWoken, true
 	default:
+		return wakeTimer, false
+	}
+}
+
+func (e memEnv) sleep(ctx, quit context.Context, delay time.Duration, woken <-chan struct{}, _ **time.Timer) wakeup {
+	if w, ended := endedBefore(ctx, quit, woken); ended {
+		return w
 	}
 	if quit == context.Background() {
 		e.clk.mu.Lock()
