@@ -114,6 +114,10 @@ func TestAdoptAfterRestartExtendsAndUnlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returns at a majority, and Close does not send what is still
+	// queued: the process restarts once its key is on every master, so
+	// that each master's PTTL after the Extend below says what Extend did.
+	waitFor(t, "the key on every master", func() bool { return countValue(keyState(t, c, "adopt-restart"), orig.Token()) == c.N() })
 	l1.Close()
 	l2 := newLocker(t, c, nil)
 	lk, err := l2.Adopt(t.Context(), "adopt-restart", orig.Token())
