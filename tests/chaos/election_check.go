@@ -170,15 +170,7 @@ func ElectionTable(w io.Writer, rs []Result) {
 		if ev == nil {
 			ev = &ElectionVerdict{}
 		}
-		inside := "no"
-		if r.Inside {
-			inside = "yes"
-		}
-		avail, p99 := "–", "–"
-		if r.Acquires > 0 {
-			avail = fmt.Sprintf("%.1f", r.Availability)
-			p99 = r.P99Acquire.Round(100 * time.Microsecond).String()
-		}
+		inside, avail, p99 := r.summaryCells()
 		var obs []string
 		for _, o := range ev.Observers {
 			obs = append(obs, fmt.Sprintf("%d (%d)", o.Deliveries, o.Terms))

@@ -25,15 +25,7 @@ func Table(w io.Writer, rs []Result) {
 	fmt.Fprintln(w, "| scenario | faults | inside assumptions | critical sections | violations (mutex) | fence regressions | stale writes attempted / accepted | of the rejected: by the only holder | availability % | p99 acquire |")
 	fmt.Fprintln(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range rs {
-		inside := "no"
-		if r.Inside {
-			inside = "yes"
-		}
-		avail, p99 := "–", "–"
-		if r.Acquires > 0 {
-			avail = fmt.Sprintf("%.1f", r.Availability)
-			p99 = r.P99Acquire.Round(100 * time.Microsecond).String()
-		}
+		inside, avail, p99 := r.summaryCells()
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %d / %d | %d | %s | %s |\n",
 			r.Scenario, r.Faults, inside, r.Sections, r.Overlaps, r.FenceRegressions,
 			r.StaleAttempted, r.StaleAccepted, r.RejectedExclusive, avail, p99)
@@ -93,4 +85,19 @@ func (r Result) String() string {
 		b.WriteString("; " + r.Notes)
 	}
 	return b.String()
+}
+
+// summaryCells are the cells both result tables end with: whether the run
+// was inside the assumptions, its availability and its p99 acquisition
+// ("–" when nothing was acquired).
+func (r Result) summaryCells() (inside, avail, p99 string) {
+	inside, avail, p99 = "no", "–", "–"
+	if r.Inside {
+		inside = "yes"
+	}
+	if r.Acquires > 0 {
+		avail = fmt.Sprintf("%.1f", r.Availability)
+		p99 = r.P99Acquire.Round(100 * time.Microsecond).String()
+	}
+	return inside, avail, p99
 }
