@@ -4,49 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// lifetime is a Lock's watch over its deadline (Done, Err, Context) and,
-// once Keep is called, its place in the Locker's keeper (keeper.go), which
-// extends the lock in the background. A lock gets one the first time any
-// of those is called; Keep makes it join the keeper.
-type lifetime struct {
-	lk     *Lock
-	ctx    context.Context // its parent is (*heldValues)(h)
-	cancel context.CancelCauseFunc
-	// life gives the context its values, and for Do its cancellation
-	// (cancellable): see heldValues.
-	life        context.Context
-	cancellable bool
-	stopOnce    sync.Once // stop
-
-	// lost declares the lock lost a lead before its deadline (a timer of
-	// the Locker's env). It is re-armed, under the Lock's mutex, by every
-	// successful Extend (the keeper's or the caller's: WithTTL may move
-	// the deadline earlier), and never once it has fired. nil when the
-	// lifetime was born over (released, or past its deadline).
-	lost   stopper
-	firing atomic.Bool               // the loss is declared (declareLost ran past its checks)
-	lostAt atomic.Pointer[time.Time] // when it declared the lock lost (tests)
-	fireMu sync.Mutex                // held by declareLost while it runs
-
-	// The Locker's keeper (keeper.go): busy is held while it extends
-	// this lock; failed counts its extensions failed in a row (under
-	// busy); gen, left and extStop are under the keeper's mutex.
-	busy    sync.Mutex
-	failed  int
-	gen     uint64
-	left    bool               // not in the keeper: before Keep, and once it left
-	extStop context.CancelFunc // ends the keeper's extension in flight (leave calls it)
-	joined  bool               // Keep or Do handed it to the keeper (under the Lock's mu)
-	unwatch func() bool        // stops the env.afterDone that leaves the keeper (Do only)
-	// unlocked: an Unlock has begun (endForUnlock); from then on the
-	// timer declares no loss.
-	unlocked atomic.Bool
-}
+// A Lock's lifetime (declared in lockstate.go): Keep, Done, Err and
+// Context, its loss timer, its end at Unlock, and Do.
 
 // Keep extends the lock in the background until Unlock or loss. The
 // Locker's keeper (one goroutine for all its kept locks, and up to 64

@@ -5,9 +5,14 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 )
+
+// The Locker's keeper at work (docs/design.md §8; the keeper type, in
+// lockerstate.go, says how it works): adding a kept lock and taking it
+// out, the goroutine that sleeps until the earliest extension is due, the
+// workers that run the due extensions, one extension of a kept lock and
+// its retry.
 
 // keepWorkers bounds how many extensions one Locker's keeper has in
 // flight at once. Extensions that fall due together are sent by up to
@@ -25,55 +30,6 @@ const keepBatch = 64
 // so that it joins a batch with others falling due about then: at most
 // this, and at most a quarter of the wait that was planned.
 const keepAhead = 10 * time.Millisecond
-
-// keeper extends every Held of one Locker (docs/design.md §8, "Keeping
-// many leases"): a min-heap of the times each Held's next extension falls
-// due, one goroutine that sleeps until the earliest, and up to keepWorkers
-// goroutines that run the extensions that are due. The goroutine runs
-// only while some Held is kept, and the workers only while an extension
-// is due: a Locker that keeps nothing has none.
-//
-// Each Held's loss is declared by its own timer (Held.lost), not by the
-// keeper: a slow or stalled keeper delays extensions, never the loss
-// signal.
-type keeper struct {
-	mu      sync.Mutex
-	base    time.Time       // due times count from it (monotonic); set once
-	env     env             // the Locker's clock
-	quit    context.Context // the Locker's: done when Close begins, and the goroutine then returns
-	due     dueHeap
-	live    int           // Helds kept (added and not left)
-	running bool          // the goroutine runs
-	wakeup  chan struct{} // the earliest due time moved earlier, or live fell to 0
-	ready   []*lifetime   // due, not yet taken by a worker; ready[head:] is pending
-	head    int
-	batch   []*lifetime // the same for locks extended in batches; batch[bhead:] is pending
-	bhead   int
-	workers int // worker goroutines running
-}
-
-// dueItem is one planned extension; it is stale once its Held has left or
-// has been planned again (gen moved on).
-type dueItem struct {
-	at    time.Duration // since the keeper's base
-	ahead time.Duration // it may go this much before at, in a batch
-	h     *lifetime
-	gen   uint64
-}
-
-type dueHeap []dueItem
-
-func (d dueHeap) Len() int           { return len(d) }
-func (d dueHeap) Less(i, j int) bool { return d[i].at < d[j].at }
-func (d dueHeap) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
-func (d *dueHeap) Push(x any)        { *d = append(*d, x.(dueItem)) }
-func (d *dueHeap) Pop() any {
-	old := *d
-	it := old[len(old)-1]
-	old[len(old)-1] = dueItem{}
-	*d = old[:len(old)-1]
-	return it
-}
 
 // add starts keeping h, its first extension due in `in`, unless h's
 // context has ended (a loss or an unlock, which leave the keeper after

@@ -4,60 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/quorumlab/redlock/quorum"
-	"github.com/quorumlab/redlock/validity"
 )
 
-// Acquisition is the breakdown of one acquisition round, for logs and the
-// bench: how long it took, what was subtracted, what validity was left, and
-// what each master did.
-type Acquisition struct {
-	// Start is the monotonic reading taken before the first request.
-	Start time.Time
-	// Elapsed is from Start to the quorum decision.
-	Elapsed time.Duration
-	// TTL, Drift and SafetyMargin are the budget's terms.
-	TTL, Drift, SafetyMargin time.Duration
-	// Validity is TTL − Elapsed − Drift − SafetyMargin: the time left at
-	// the decision.
-	Validity time.Duration
-	// Masters has one entry per master: what it did in the last round (the
-	// fence write-back, when Options.Fencing is on).
-	Masters []MasterResult
-}
-
-// Lock is a held lock. Its methods are safe for concurrent use. It is
-// yours only before Deadline(); after that, treat the resource as someone
-// else's whatever the masters say.
-type Lock struct {
-	locker *Locker
-	target
-	token   string
-	queueID string // the member in the masters' queue of the waiter the masters handed it to ("" otherwise); set under mu once the lock is registered
-	fence   uint64
-	permits int       // a semaphore's permit: the semaphore's permits (0 for other locks)
-	mayHold []bool    // masters where the acquisition's SET may have landed
-	acq     acqRecord // for Acquisition
-
-	// extMu serialises extensions (Extend, the keeper's): held for a
-	// whole extension, round included, and taken before mu. mu guards
-	// the fields below and is never held across a round, so that Unlock,
-	// Deadline, Valid and the lifetime's Done, Err and Context never wait
-	// for one.
-	extMu    sync.Mutex
-	mu       sync.Mutex
-	ttl      time.Duration
-	budget   validity.Budget // for ttl
-	deadline time.Time
-	released bool
-	waited   bool      // acquired by a Lock that waited: its release hands the key on (set under mu: a Shutdown may be releasing the lock then)
-	held     *lifetime // set once by Keep, Done, Err or Context, under mu
-
-	hold *holdEntry // for the hold-time metrics (telemetry.go); nil when not metering
-}
+// What a held Lock does (the Lock is declared in lockstate.go): its
+// accessors, Extend and Unlock.
 
 func (lk *Lock) isReleased() bool {
 	lk.mu.Lock()
@@ -339,76 +292,4 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 		l.log.ErrorContext(ctx, "redlock: lost", l.logResource(lk.resource), "token", shortToken(lk.token), "reason", reason, l.logErr(err, lk.resource))
 	}
 	return err
-}
-
-// compactNodes is the most masters whose outcomes an acqRecord keeps
-// compactly.
-const compactNodes = 7
-
-// acqRecord is a Lock's Acquisition, kept compactly: a kept lease holds
-// one for its whole life (docs/bench.md, "Keeping many leases"). When
-// there are at most compactNodes masters and none had an error, Masters is
-// nil and each master's outcome and latency are kept here instead; its
-// address is the Locker's. unpack gives back the same Acquisition.
-type acqRecord struct {
-	Start                                       time.Time
-	Elapsed, TTL, Drift, SafetyMargin, Validity time.Duration
-	nodes                                       *[]MasterResult // when not compact
-	lat                                         [compactNodes]time.Duration
-	outs                                        uint32 // 4 bits per master
-	n                                           uint8  // masters, when compact
-}
-
-// boxNodes keeps nodes for a record that is not compact. (Taking the
-// address of info.Masters in pack would move all of info to the heap on
-// every call, compact or not.)
-func boxNodes(nodes []MasterResult) *[]MasterResult { return &nodes }
-
-// pack keeps info for a Lock of l.
-func (l *Locker) pack(info Acquisition) acqRecord {
-	a := acqRecord{Start: info.Start, Elapsed: info.Elapsed, TTL: info.TTL, Drift: info.Drift, SafetyMargin: info.SafetyMargin, Validity: info.Validity}
-	if len(info.Masters) == 0 || len(info.Masters) > compactNodes || len(info.Masters) != len(l.addrs) {
-		if info.Masters != nil {
-			a.nodes = boxNodes(info.Masters)
-		}
-		return a
-	}
-	for i, r := range info.Masters {
-		if r.Err != nil || r.Addr != l.addrs[i] || r.Outcome > 15 {
-			a.lat, a.outs, a.nodes = [compactNodes]time.Duration{}, 0, boxNodes(info.Masters)
-			return a
-		}
-		a.lat[i] = r.Latency
-		a.outs |= uint32(r.Outcome) << (4 * i)
-	}
-	a.n = uint8(len(info.Masters))
-	return a
-}
-
-// outcome is master i's outcome in the acquisition, read without
-// unpacking it (quorum.Pending when it was not kept).
-func (a *acqRecord) outcome(i int) quorum.Outcome {
-	switch {
-	case a.n != 0:
-		return quorum.Outcome(a.outs >> (4 * i) & 15)
-	case a.nodes != nil && i < len(*a.nodes):
-		return (*a.nodes)[i].Outcome
-	}
-	return quorum.Pending
-}
-
-// unpack is the Acquisition a was packed from; addrs are the Locker's.
-func (a *acqRecord) unpack(addrs []string) Acquisition {
-	info := Acquisition{Start: a.Start, Elapsed: a.Elapsed, TTL: a.TTL, Drift: a.Drift, SafetyMargin: a.SafetyMargin, Validity: a.Validity}
-	if a.nodes != nil {
-		info.Masters = *a.nodes
-	}
-	if a.n == 0 {
-		return info
-	}
-	info.Masters = make([]MasterResult, a.n)
-	for i := range info.Masters {
-		info.Masters[i] = MasterResult{Addr: addrs[i], Outcome: quorum.Outcome(a.outs >> (4 * i) & 15), Latency: a.lat[i]}
-	}
-	return info
 }

@@ -3,222 +3,17 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"reflect"
 	"slices"
-	"sync"
 
-	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/quorumlab/redlock/driver"
 	"github.com/quorumlab/redlock/quorum"
 	"github.com/quorumlab/redlock/validity"
 )
 
-// Locker acquires locks on a fixed set of independent Redis masters. It is
-// safe for concurrent use. Close it when done: it owns one connection (or,
-// on the plain path, one flusher) per master.
-type Locker struct {
-	masters []redis.UniversalClient // nil for a master on the client path
-	given   []driver.Master         // as given; Close closes those the Locker made (closeOwned)
-	addrs   []string
-	opts    Options
-	budget  validity.Budget
-	need    int
-	streams []pathway
-	log     *slog.Logger
-	tel     *telemetry
-	wake    *waker
-	env     env // the clock, randomness and waits (env.go)
-
-	// Shutdown (shutdown.go), the keeper's pacing and Stats (pace.go), the
-	// short-validity warning (short.go).
-	live        liveLocks   // locks not unlocked, for Shutdown
-	pace        pace        // recent round times, for the keeper and Stats
-	keeper      keeper      // extends every Held (keeper.go)
-	shortWarned shortWarned // labels whose short validity was logged
-
-	mu             sync.Mutex
-	closing        bool
-	quit           context.Context // done when Close begins (the keeper's long waits end then)
-	endQuit        context.CancelFunc
-	closeOwnedOnce sync.Once
-	ops            opsGroup     // operations in progress; Close waits for them
-	ids            identities   // which server each master reaches (transport.go)
-	tried          atomic.Int32 // streams whose first dial has ended
-
-	// betweenRounds, when set by tests (export_test.go), runs between the
-	// two rounds of a fenced acquisition; afterLock, between the Lock of
-	// a Hold or Do and the keeping of its lock; afterKeep, between a
-	// Campaign's Keep and the publishing of its value; beforeRelease,
-	// in Unlock (and Shutdown's) between the end of the lock's lifetime
-	// and the sending of its release.
-	betweenRounds, afterLock, afterKeep func()
-	beforeRelease                       func(resource string)
-
-	// Rounds in a row without a majority answering, since when, and when
-	// that was last logged (unix ns; logs.go).
-	noQuorumRounds, noQuorumSince, noQuorumWarned atomic.Int64
-}
-
-// New returns a Locker over masters, which must be independent Redis masters
-// (not replicas of each other, not one server under two names): the
-// guarantee rests on a majority of them agreeing. The clients stay the
-// caller's. A nil opts means all defaults. New reports the first rule the
-// arguments break as ErrInvalid, including one server under two addresses
-// it can recognise; it contacts nothing, and two masters that turn out to be
-// one server (same run_id) make every operation fail with ErrInvalid. Fewer
-// than 3 masters, or an even number, are accepted with a warning.
-//
-// A *redis.Client gets the fast path (one dedicated pipelined connection
-// with the client's options), a *redis.ClusterClient one per shard; other
-// clients, and all with Options.ViaClient, send pipelines through the
-// client itself (docs/design.md §10).
-func New(masters []redis.UniversalClient, opts *Options) (*Locker, error) {
-	ms := make([]driver.Master, len(masters))
-	for i, m := range masters {
-		if m != nil && !isNilPointer(m) {
-			ms[i] = &goRedisMaster{c: m}
-		}
-	}
-	return NewMasters(ms, opts)
-}
-
-// NewMasters is New over masters of any client (package driver): go-redis
-// clients (driver.GoRedis) take the paths New gives them, the others (the
-// adapters under adapters/) the client path, through the client's own
-// pipelining. The clients of driver.GoRedis are the Locker's: Close closes
-// them, also when NewMasters fails; the others are the caller's.
-func NewMasters(masters []driver.Master, opts *Options) (*Locker, error) {
-	l, err := newLocker(masters, opts, sysEnv{}, nil)
-	if err != nil {
-		closeOwned(masters)
-	}
-	return l, err
-}
-
-// newLocker makes a Locker that lives in e; path, when not nil, makes
-// each master's path instead of the one its client calls for (the
-// simulator's).
-func newLocker(masters []driver.Master, opts *Options, e env, path func(cfg *pathConfig) pathway) (*Locker, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	o = o.withDefaults()
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	if len(masters) == 0 {
-		return nil, invalid("no masters: a lock needs at least one (Redlock: an odd number such as 5)")
-	}
-	addrs := make([]string, len(masters))
-	clients := make([]redis.UniversalClient, len(masters)) // nil on the client path
-	seen := map[string]int{}
-	for i, m := range masters {
-		if m == nil || isNilPointer(m) {
-			return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
-		}
-		ids := []string{fmt.Sprintf("%p", m)}
-		if g, ok := m.(goRedisClient); ok {
-			c := g.GoRedisClient()
-			if c == nil || isNilPointer(c) {
-				return nil, invalid(fmt.Sprintf("master %d is a nil client", i))
-			}
-			clients[i] = c
-			ids[0] = fmt.Sprintf("%p", c)
-		}
-		addrs[i] = masterAddr(m)
-		// The same address reaches the same server, unless a dialer of
-		// the caller's decides otherwise; names New cannot see are one
-		// (serverName) are caught by run_id on first contact.
-		if c, ok := clients[i].(*redis.Client); (ok && !isFailover(c)) || (clients[i] == nil && addrs[i] != "") {
-			ids = append(ids, serverName(addrs[i]))
-		}
-		for k, id := range ids {
-			if j, dup := seen[id]; dup {
-				if k > 0 {
-					id = addrs[j]
-					if addrs[i] != addrs[j] {
-						id += " and " + addrs[i]
-					}
-				}
-				return nil, invalid(fmt.Sprintf("masters %d and %d are the same master (%s): a quorum needs independent masters", j, i, id))
-			}
-			seen[id] = i
-		}
-	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	l := &Locker{
-		masters: clients,
-		given:   masters,
-		addrs:   addrs,
-		opts:    o,
-		budget:  o.budget(),
-		need:    validity.Majority(len(masters)),
-		log:     log,
-		env:     e,
-		pace:    pace{masters: make([]roundTimes, len(masters))},
-	}
-	l.ids.addrs = addrs
-	l.keeper.env = e
-	l.quit, l.endQuit = context.WithCancel(context.Background())
-	l.keeper.quit = l.quit
-	l.wake = newWaker(l.env, l.masters, l.given, l.need)
-	l.streams = make([]pathway, len(masters))
-	for i, m := range l.masters {
-		cfg := newPathConfig(l, i, e)
-		switch {
-		case path != nil:
-			l.streams[i] = path(cfg)
-		case m != nil:
-			l.streams[i] = newPath(cfg, m, o.ViaClient) // transport.go
-		default:
-			l.streams[i] = newClientPath(cfg, masters[i]) // transport.go
-		}
-	}
-	tel, err := newTelemetry(l)
-	if err != nil {
-		for _, s := range l.streams {
-			s.close()
-		}
-		l.endQuit()
-		return nil, fmt.Errorf("redlock: creating metrics: %w", err)
-	}
-	l.tel = tel
-	l.warnMasterCount()
-	return l, nil
-}
-
-// warnMasterCount logs, once per Locker, what fewer than 3 masters or an
-// even number of them tolerate: a majority of N survives N − Majority(N)
-// failed masters, and N+1 masters, for an even N, no more than N−1 do.
-func (l *Locker) warnMasterCount() {
-	n := len(l.masters)
-	if n >= 3 && n%2 == 1 {
-		return
-	}
-	f := n - l.need
-	var msg string
-	switch {
-	case f == 0:
-		msg = fmt.Sprintf("redlock: %d master(s) tolerate no master failing or stalling (a majority is all %d); use an odd number, at least 3", n, n)
-	default:
-		msg = fmt.Sprintf("redlock: %d masters tolerate %d master(s) failing, as %d do; an odd number gives the same tolerance with fewer masters", n, f, n-1)
-	}
-	l.log.WarnContext(context.Background(), msg, "masters", n, "majority", l.need, "tolerates", f)
-}
-
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
-}
+// What a Locker does (the Locker is declared in lockerstate.go, its
+// constructors are in newlocker.go): Close, Stats, and its acquisitions,
+// TryLock, Lock and their All forms, with the round that acquires.
 
 // enter registers an operation, unless the Locker is closing.
 func (l *Locker) enter() bool {
@@ -399,16 +194,6 @@ func (l *Locker) lock(ctx context.Context, op string, t target, opts []LockOptio
 	return d.lk, d.err
 }
 
-// target is what one acquisition locks: one resource, or several.
-type target struct {
-	resource string // the resource, or the first of several (sorted)
-	key      string // its lock key
-	// For several resources: all of them, sorted, and their keys; nil for
-	// one.
-	resources, keys []string
-	mode            mode // a read or write lock of an RWMutex (rwmutex.go); 0 otherwise
-}
-
 // maxResources is the most resources one TryLockAll or LockAll takes.
 const maxResources = 256
 
@@ -466,14 +251,6 @@ func (l *Locker) hasClusterMaster() bool {
 	}
 	return false
 }
-
-// set fills c's keys for t.
-func (t *target) set(c *cmd) {
-	c.key, c.keys = t.key, t.keys
-}
-
-// multi reports whether t is several resources.
-func (t *target) multi() bool { return t.keys != nil }
 
 func (l *Locker) backoff(attempt int) time.Duration {
 	p := l.opts.Retry

@@ -2,9 +2,9 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -42,27 +42,6 @@ func (g *goRedisMaster) Do(ctx context.Context, cmds [][]string) ([]driver.Reply
 		out[i] = transport.GoRedisReply(c)
 	}
 	return out, nil
-}
-
-// NewFromURLs is New over the masters at redis:// or rediss:// urls (user,
-// password, DB and TLS as in the URL; the query parameters of go-redis's
-// ParseURL): the Locker makes a client for each, every master on the
-// fast path, and Close closes them. An unparsable URL is ErrInvalid.
-func NewFromURLs(urls []string, opts *Options) (*Locker, error) {
-	ms := make([]driver.Master, len(urls))
-	for i, u := range urls {
-		o, err := redis.ParseURL(u)
-		if err != nil {
-			closeOwned(ms[:i])
-			return nil, fmt.Errorf("redlock: master %d: %w: %w", i, ErrInvalid, err)
-		}
-		ms[i] = driver.GoRedis(o)
-	}
-	l, err := NewMasters(ms, opts)
-	if err != nil {
-		closeOwned(ms)
-	}
-	return l, err
 }
 
 // closeOwned closes the go-redis clients the Locker made itself: those of
@@ -113,4 +92,9 @@ func serverName(addr string) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

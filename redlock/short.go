@@ -2,13 +2,7 @@ package redlock
 
 import (
 	"context"
-	"sync"
 )
-
-// shortWarned is the resource labels (Options.ResourceLabel; "" without
-// one) whose short validity has been logged: once each, since a TTL too
-// short for the masters stays so for every acquisition.
-type shortWarned struct{ sync.Map }
 
 // noteShortValidity counts an acquisition left with less than half its
 // TTL, and logs the first one per resource label: the round, the drift

@@ -5,21 +5,12 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// liveLocks is the set of locks a Locker handed out and that were not
-// unlocked, for Shutdown to release. Once closed it takes no more: an
-// acquisition that completes after that releases what it took.
-type liveLocks struct {
-	mu     sync.Mutex
-	locks  map[*Lock]uint64 // by the order added (seq)
-	seq    uint64
-	closed bool
-	prune  int // prune lapsed locks when the set reaches this size
-}
+// Shutdown, and the set of live locks it releases (liveLocks, declared
+// in lockerstate.go).
 
 // minPrune is the size below which the set is never pruned: a scan of
 // this many entries costs little next to the acquisitions that filled it.

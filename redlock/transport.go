@@ -62,12 +62,6 @@ func newClientPath(cfg *pathConfig, m driver.Master) pathway {
 	return pathway{transport.NewClientPath(cfg, m)}
 }
 
-// newPathConfig is master i's pathConfig in l, which lives in e.
-func newPathConfig(l *Locker, i int, e env) *pathConfig {
-	return &pathConfig{Master: i, Addr: l.addrs[i], NodeTimeout: l.opts.MasterTimeout, Log: l.log, IDs: &l.ids, Tried: &l.tried,
-		Env: wireEnv{e}, Proto: wireProtocol}
-}
-
 // wireProtocol is what the transport asks of the protocol, the same for
 // every master.
 var wireProtocol = &transport.Protocol{
