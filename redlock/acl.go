@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/quorumlab/redlock/quorum"
 )
 
 // A master whose ACL user lacks a permission the Locker needs refuses the
@@ -67,18 +65,6 @@ func refusal(nodes []MasterResult) error {
 	for _, n := range nodes {
 		if errors.Is(n.Err, ErrInvalid) {
 			return fmt.Errorf("master %s: %w", n.Addr, n.Err)
-		}
-	}
-	return nil
-}
-
-// refusalIn is refusal(l.nodeResults(res)) without building the nodes:
-// a master refused for another owner's key (Refused) carries no error
-// there.
-func (l *Locker) refusalIn(res quorum.Result) error {
-	for i, r := range res.Replies {
-		if r.Outcome != quorum.Refused && errors.Is(r.Err, ErrInvalid) {
-			return fmt.Errorf("master %s: %w", l.addrs[i], r.Err)
 		}
 	}
 	return nil

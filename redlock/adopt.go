@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/quorumlab/redlock/quorum"
@@ -128,23 +126,4 @@ func adoptedTTL(pttls []time.Duration, n, need int) time.Duration {
 	s := slices.Clone(pttls)
 	slices.Sort(s)
 	return s[len(s)-(n-need)-1]
-}
-
-// adoptReply reads adopt.lua's answer: "<pttl>" or "<pttl> <fence>".
-func adoptReply(text string) quorum.Reply {
-	p, f, fenced := strings.Cut(text, " ")
-	ms, err := strconv.ParseInt(p, 10, 64)
-	if err != nil {
-		return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("%w: adopt: PTTL %q", errUnexpected, p)}
-	}
-	if ms < 0 {
-		return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: adopt: the key holds the token but has no expiry (PTTL %d): not a lock this library set", ms)}
-	}
-	rep := quorum.Reply{Outcome: quorum.OK, Value: uint64(ms)}
-	if fenced {
-		if rep.Aux, err = strconv.ParseUint(f, 10, 64); err != nil {
-			return quorum.Reply{Outcome: quorum.Failed, Err: fmt.Errorf("redlock: adopt: corrupt fence counter %q: %w", f, err)}
-		}
-	}
-	return rep
 }

@@ -13,11 +13,6 @@ import (
 	"github.com/quorumlab/redlock/quorum"
 )
 
-// leaderSuffix names an election's record beside its lock key: "<lock
-// key>:leader", a hash of the leader's term, token and value, and the
-// channel its changes are published on.
-const leaderSuffix = ":leader"
-
 // publishAttempts is how many rounds Campaign makes at most to publish
 // the leader's value before it gives the lock back; it waits a
 // MasterTimeout between them, and stops once the lock has two
@@ -461,4 +456,29 @@ func (e *Election) observe(ctx context.Context, w *watcher, deliver func(lead Le
 		}
 		last = now
 	}
+}
+
+// watch subscribes, on every master that has a subscription connection,
+// to the channels names, and returns the watcher that their messages
+// poke. Nothing here is needed for correctness: a message lost, or a
+// master without the connection, leaves the observer to its poll.
+func (l *Locker) watch(names ...string) *watcher {
+	w := l.wake
+	x := &watcher{w: w, names: names, c: make(chan struct{}, 1)}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return x
+	}
+	if w.watched == nil {
+		w.watched = map[string][]*watcher{}
+	}
+	for _, n := range names {
+		w.watched[n] = append(w.watched[n], x)
+	}
+	if w.subs == nil {
+		w.startLocked()
+	}
+	w.notifyLocked()
+	return x
 }

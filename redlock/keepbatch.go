@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/quorumlab/redlock/quorum"
@@ -204,10 +203,6 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// errBatchDecided ends a batched extension's wait once every lock in it
-// is decided.
-var errBatchDecided = errors.New("redlock: every lock of the batch is decided")
-
 // extendRound sends b to every master and waits until each of its locks
 // is decided (a majority extended it, or too few masters are left to),
 // wait has passed since start (keepWait), or ctx ends. Each master's answer
@@ -239,68 +234,4 @@ func (l *Locker) extendRound(ctx context.Context, start time.Time, wait time.Dur
 	}
 	l.pace.observe(res)
 	return res
-}
-
-// extBatch is one batched extension: its locks' keys, tokens and TTLs,
-// shared read-only by the commands to every master, and per lock how many
-// masters extended it.
-type extBatch struct {
-	keys, tokens []string
-	ttls         []uint64
-	need         int
-
-	mu      sync.Mutex
-	decide  context.CancelCauseFunc
-	stopped bool     // the wait ended: later answers count for nothing
-	flags   []string // per master, its answer ('1' extended, '0' not, per key) once read
-	seen    []bool   // per master: answered (or skipped)
-	open    int      // masters not answered
-	ok      []uint8  // per lock: masters that extended it
-}
-
-func (b *extBatch) begin(n int, decide context.CancelCauseFunc) {
-	b.flags, b.seen, b.open = make([]string, n), make([]bool, n), n
-	b.ok = make([]uint8, len(b.keys))
-	b.decide = decide
-}
-
-// record keeps master node's answer, before answered counts it.
-func (b *extBatch) record(node int, text string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.stopped {
-		b.flags[node] = text
-	}
-}
-
-// answered counts master node's answer (ok: a well-formed one, recorded),
-// and ends the wait once every lock is decided.
-func (b *extBatch) answered(node int, ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.stopped || b.seen[node] {
-		return
-	}
-	b.seen[node] = true
-	b.open--
-	if ok {
-		for i := range len(b.flags[node]) {
-			if b.flags[node][i] == '1' {
-				b.ok[i]++
-			}
-		}
-	}
-	for _, c := range b.ok {
-		if int(c) < b.need && int(c)+b.open >= b.need {
-			return // still open
-		}
-	}
-	b.decide(errBatchDecided)
-}
-
-// stop ends the counting: b.ok is final.
-func (b *extBatch) stop() {
-	b.mu.Lock()
-	b.stopped = true
-	b.mu.Unlock()
 }

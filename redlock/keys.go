@@ -1,8 +1,6 @@
 package redlock
 
 import (
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"unicode"
@@ -13,10 +11,6 @@ import (
 
 // maxResourceLen is the longest resource name accepted, in bytes.
 const maxResourceLen = 512
-
-// tokenBytes is the token's entropy: 128 bits, as the Redlock spec asks of
-// a value that must be unique across all clients and all locks.
-const tokenBytes = 16
 
 // checkNameRules returns an error naming the rule a resource name breaks;
 // verbatim (RedsyncKeys) drops the rule against a leading '}', which only
@@ -69,6 +63,19 @@ func lockKey(prefix, resource string) string { return prefix + "{" + resource + 
 func fenceKey(lock string) string { return lock + fenceSuffix }
 
 const fenceSuffix = ":fence"
+
+// leaderSuffix names an election's record beside its lock key: "<lock
+// key>:leader", a hash of the leader's term, token and value, and the
+// channel its changes are published on.
+const leaderSuffix = ":leader"
+
+// metaSuffix names a semaphore's permits record: the stem + ":meta" holds
+// the number of permits, and expires with the last permit held (at most a
+// TTL after it ends). slotInfix names its slots: stem + ":s:" + j.
+const (
+	metaSuffix = ":meta"
+	slotInfix  = ":s:"
+)
 
 // keyFor returns the keys a Locker made with opts (nil: the defaults) uses
 // for resource: the lock key, and the fence counter's key (used only with
@@ -129,56 +136,4 @@ func init() {
 		return resourceFor(&Options{KeyPrefix: prefix, RedsyncKeys: redsync}, key)
 	}
 	keys.ReleaseSource = releaseSrc
-}
-
-// maxOwnerLabelLen is the longest Options.OwnerLabel accepted, in bytes.
-const maxOwnerLabelLen = 64
-
-// checkOwnerLabel returns an error naming the rule an owner label breaks
-// ("" is no label, and fine).
-func checkOwnerLabel(label string) error {
-	switch {
-	case len(label) > maxOwnerLabelLen:
-		return invalid(fmt.Sprintf("OwnerLabel is %d bytes, over the %d-byte limit", len(label), maxOwnerLabelLen))
-	case !utf8.ValidString(label):
-		return invalid("OwnerLabel is not valid UTF-8")
-	case strings.Contains(label, "/"):
-		return invalid("OwnerLabel must not contain '/' (it separates the label from the token's random part)")
-	}
-	if i := strings.IndexFunc(label, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
-		return invalid(fmt.Sprintf("OwnerLabel has a whitespace or control character at byte %d", i))
-	}
-	return nil
-}
-
-// newToken returns a fresh token, one per acquisition: 128 random bits in
-// base64url, after "<label>/" when the Locker has an owner label.
-func (l *Locker) newToken() string {
-	var b [tokenBytes]byte
-	for i := 0; i < tokenBytes; i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], l.env.random())
-	}
-	// One allocation: the label and the encoding are laid out on the
-	// stack, then copied into the string.
-	var buf [maxOwnerLabelLen + 1 + (tokenBytes*4+2)/3]byte
-	t := buf[:0]
-	if label := l.opts.OwnerLabel; label != "" {
-		t = append(append(t, label...), '/')
-	}
-	return string(base64.RawURLEncoding.AppendEncode(t, b[:]))
-}
-
-// shortToken is what logs show: enough to correlate, too little to forge.
-// An owner label is shown whole, the random part shortened.
-func shortToken(t string) string {
-	label, t, ok := strings.Cut(t, "/")
-	if !ok {
-		t, label = label, ""
-	} else {
-		label += "/"
-	}
-	if len(t) > 6 {
-		return label + t[:6] + "…"
-	}
-	return label + t
 }

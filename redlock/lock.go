@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -292,4 +294,16 @@ func (lk *Lock) unlockKeys(ctx context.Context) (err error) {
 		l.log.ErrorContext(ctx, "redlock: lost", l.logResource(lk.resource), "token", shortToken(lk.token), "reason", reason, l.logErr(err, lk.resource))
 	}
 	return err
+}
+
+// refusalIn is refusal(l.nodeResults(res)) without building the nodes:
+// a master refused for another owner's key (Refused) carries no error
+// there.
+func (l *Locker) refusalIn(res quorum.Result) error {
+	for i, r := range res.Replies {
+		if r.Outcome != quorum.Refused && errors.Is(r.Err, ErrInvalid) {
+			return fmt.Errorf("master %s: %w", l.addrs[i], r.Err)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"time"
@@ -12,8 +13,9 @@ import (
 )
 
 // What a Locker does (the Locker is declared in lockerstate.go, its
-// constructors are in newlocker.go): Close, Stats, and its acquisitions,
-// TryLock, Lock and their All forms, with the round that acquires.
+// constructors are in newlocker.go): what it tells of its masters (Stats,
+// SustainableTTL), Close, and its acquisitions: TryLock, Lock and their
+// All forms, the targets they check, and the round that acquires.
 
 // enter registers an operation, unless the Locker is closing.
 func (l *Locker) enter() bool {
@@ -45,6 +47,24 @@ func (l *Locker) Stats() []MasterStats {
 		out[i].RoundP50, out[i].RoundP99 = l.pace.masters[i].quantiles()
 	}
 	return out
+}
+
+// SustainableTTL is the smallest TTL this Locker can keep a lock with, by
+// the rule of docs/choosing.md ("Sizing a TTL"), from the slowest master's
+// recent p99 answer time (Stats): the validity window must hold nine such
+// rounds (a third of it, where the keeper extends, holds three) and three
+// NodeTimeouts (a round that fails, and a retry), after drift and
+// SafetyMargin. It is rounded up to a whole millisecond, and it changes as
+// the masters do: a guide for choosing Options.TTL, not a setting.
+func (l *Locker) SustainableTTL() time.Duration {
+	var p99 time.Duration
+	for i := range l.pace.masters {
+		_, q := l.pace.masters[i].quantiles()
+		p99 = max(p99, q)
+	}
+	w := max(9*p99, 3*l.opts.MasterTimeout) + l.opts.SafetyMargin + l.opts.DriftConstant
+	ttl := time.Duration(math.Ceil(float64(w) / (1 - l.opts.DriftFactor)))
+	return (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // Close makes new operations fail with ErrClosed, waits for the ones in

@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -95,22 +94,4 @@ func (p *pace) observe(res quorum.Result) {
 			p.masters[i].record(r.Latency)
 		}
 	}
-}
-
-// SustainableTTL is the smallest TTL this Locker can keep a lock with, by
-// the rule of docs/choosing.md ("Sizing a TTL"), from the slowest master's
-// recent p99 answer time (Stats): the validity window must hold nine such
-// rounds (a third of it, where the keeper extends, holds three) and three
-// NodeTimeouts (a round that fails, and a retry), after drift and
-// SafetyMargin. It is rounded up to a whole millisecond, and it changes as
-// the masters do: a guide for choosing Options.TTL, not a setting.
-func (l *Locker) SustainableTTL() time.Duration {
-	var p99 time.Duration
-	for i := range l.pace.masters {
-		_, q := l.pace.masters[i].quantiles()
-		p99 = max(p99, q)
-	}
-	w := max(9*p99, 3*l.opts.MasterTimeout) + l.opts.SafetyMargin + l.opts.DriftConstant
-	ttl := time.Duration(math.Ceil(float64(w) / (1 - l.opts.DriftFactor)))
-	return (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 }

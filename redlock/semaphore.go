@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/quorumlab/redlock/internal/keys"
@@ -19,14 +18,6 @@ import (
 // acquisition round names each permit's key to every master, so its cost
 // grows with the permits (docs/bench.md measures 32, 256 and 1 024).
 const maxPermits = keys.MaxPermits
-
-// metaSuffix names a semaphore's permits record: the stem + ":meta" holds
-// the number of permits, and expires with the last permit held (at most a
-// TTL after it ends). slotInfix names its slots: stem + ":s:" + j.
-const (
-	metaSuffix = ":meta"
-	slotInfix  = ":s:"
-)
 
 // Semaphore lets at most permits callers hold it at once, while a majority
 // of masters is up and under the assumptions of docs/design.md §3 (the proof
@@ -309,30 +300,6 @@ func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// semBits collects each master's answer to a Holders round (one
-// character per slot), until the round's reader takes them: a reply
-// after that is dropped.
-type semBits struct {
-	mu    sync.Mutex
-	taken bool
-	bits  []string
-}
-
-func (b *semBits) record(i int, s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.taken {
-		b.bits[i] = s
-	}
-}
-
-func (b *semBits) take() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.taken = true
-	return b.bits
 }
 
 // giveBackOthers releases token's slots other than the won one (win, 0

@@ -1,8 +1,6 @@
 package redlock
 
-import (
-	"context"
-)
+import "context"
 
 // noteShortValidity counts an acquisition left with less than half its
 // TTL, and logs the first one per resource label: the round, the drift

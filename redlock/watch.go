@@ -2,9 +2,10 @@ package redlock
 
 import "slices"
 
-// The watch of elections: an Election's observers (election.go) are poked
-// by the messages on its channels, which the waker's subscriptions
-// (subscriptions.go) carry beside the keys waited for.
+// The watch of elections: an Election's observers (election.go, where
+// Observe registers one with Locker.watch) are poked by the messages on
+// its channels, which the waker's subscriptions (subscriptions.go) carry
+// beside the keys waited for.
 
 // watcher is an observer of some channels (an Election's Observe): c
 // gets a value, without blocking, when a message comes on any of them.
@@ -12,31 +13,6 @@ type watcher struct {
 	w     *waker
 	names []string
 	c     chan struct{}
-}
-
-// watch subscribes, on every master that has a subscription connection,
-// to the channels names, and returns the watcher that their messages
-// poke. Nothing here is needed for correctness: a message lost, or a
-// master without the connection, leaves the observer to its poll.
-func (l *Locker) watch(names ...string) *watcher {
-	w := l.wake
-	x := &watcher{w: w, names: names, c: make(chan struct{}, 1)}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return x
-	}
-	if w.watched == nil {
-		w.watched = map[string][]*watcher{}
-	}
-	for _, n := range names {
-		w.watched[n] = append(w.watched[n], x)
-	}
-	if w.subs == nil {
-		w.startLocked()
-	}
-	w.notifyLocked()
-	return x
 }
 
 // stop takes x off its channels; they are unsubscribed when nobody else
