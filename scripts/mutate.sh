@@ -52,10 +52,13 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 equivalent=$repo/scripts/mutate-equivalent.txt
 log() { echo "mutate: $*" >&2; }
 
-# The redlock files that decide the protocol; the others (transport,
-# streams, telemetry, options, errors, scripts' loading) are left out.
+# The redlock files that decide the protocol (with the files that took
+# the constructors and declarations of locker.go, lock.go, keeper.go and
+# keepbatch.go: newlocker.go, lockerstate.go, lockrecord.go, target.go,
+# cmdreplies.go); the others (transport, streams, telemetry, options,
+# errors, scripts' loading) are left out.
 # MUTATE_FILES (a space-separated list of them) mutates only those.
-REDLOCK_FILES="locker.go acquiring.go round.go lock.go wait.go wake.go announce.go grant.go subscriptions.go watch.go expiry.go queue.go keep.go keeper.go keepbatch.go pace.go semaphore.go rwmutex.go election.go primitives.go"
+REDLOCK_FILES="locker.go newlocker.go lockerstate.go lockrecord.go target.go acquiring.go round.go lock.go wait.go wake.go announce.go grant.go subscriptions.go watch.go expiry.go queue.go keep.go keeper.go keepbatch.go cmdreplies.go pace.go semaphore.go rwmutex.go election.go primitives.go"
 REDLOCK_FILES=${MUTATE_FILES:-$REDLOCK_FILES}
 # Package redlock's fast set: no test here starts a redis-server.
 REDLOCK_RUN='^(TestSim|TestSimReplay|TestSimSwarmRegressions|TestMemStream.*|TestCommandWire|TestWriterRefusalAndPlace|TestExpiresAt|TestAcqRecordOutcome|TestGivenBackGrantsDoNotCount|TestNoHandedLockOnceClosing|TestClientPubSubReopens|TestParseAnnouncement|TestMalformedAnnouncementIgnored|TestMutate.*|TestHandedLockCountsValidityFromItsJoin|TestReleaseSkipsAHandedHeadNobodyHears|TestUnlockOfHandedLockLeavesNoQueueEntry|TestGrantWaiterThatGivesUpLeavesNoKey|TestGrantWaiterThatWinsARoundLeavesNoRecord|TestSplitGrantsResolve|TestReleaseHandsAnAbsentKeyToTheHead|TestHandedLockIsLoggedAsAcquired|TestMinorityOfGrantsCompletesWhereTheKeyIsFree|TestAdoptOfHandedLockDeadlineBound|TestReleaseHandsOnToOneWaiterAcrossLockers|TestDeadWaiterInQueueIsDropped|TestQueuedWaitersAcquireWhenEveryMessageIsLost|TestWaiterThatGivesUpLeavesTheQueue|TestWaiterBehindDeadHeadAcquiresWhenHolderVanishes|TestReleaseWakesOneWaiter|TestWaiterAcquiresWhenTheReleaseMessageIsLost|TestCloseWhileWaiting|TestWriterReleaseWakesEveryReader|TestRWMutexWriterBehindInQueueGoesNext|TestWaiterAcquiresWhenDeadHoldersKeysExpire|TestWaiterAcquiresWhenKeysExpireBeforeItsRead)$'
