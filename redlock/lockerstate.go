@@ -113,14 +113,10 @@ type dueItem struct {
 
 type dueHeap []dueItem
 
-func (d dueHeap) Len() int { return len(d) }
-
+func (d dueHeap) Len() int           { return len(d) }
 func (d dueHeap) Less(i, j int) bool { return d[i].at < d[j].at }
-
-func (d dueHeap) Swap(i, j int) { d[i], d[j] = d[j], d[i] }
-
-func (d *dueHeap) Push(x any) { *d = append(*d, x.(dueItem)) }
-
+func (d dueHeap) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
+func (d *dueHeap) Push(x any)        { *d = append(*d, x.(dueItem)) }
 func (d *dueHeap) Pop() any {
 	old := *d
 	it := old[len(old)-1]
