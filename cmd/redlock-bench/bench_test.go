@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 	if code, ok := childCampaigner(); ok {
 		os.Exit(code)
 	}
+	// Embedded masters run in a child process, this binary (embedded.go).
+	if code, ok := embeddedChild(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 
