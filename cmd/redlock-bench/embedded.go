@@ -25,7 +25,8 @@ import (
 //
 // The child prints embeddedReadyWord and the masters' addresses on its
 // stdout, then obeys one command a line on its stdin ("pause I",
-// "resume I", "close"), answering each with "ok" or "error: ...". Its
+// "resume I", "cpu", "close"), answering each with "ok" (for cpu, "ok"
+// and its CPU time in µs) or "error: ...". Its
 // stdin closing ends it (the bench ended without closing it); on Linux the
 // kernel also SIGKILLs it when the bench dies (childProcAttr).
 const (
@@ -52,10 +53,15 @@ func startEmbedded(ctx context.Context, n int, stderr io.Writer) (*masters, erro
 			StallMethod: "the node's mutex held by the masters' process (every command waits, connections stay open)",
 			Note:        embeddedNote},
 		pause: func(ctx context.Context, i int, _ time.Duration) error {
-			return p.do(ctx, "pause "+strconv.Itoa(i))
+			_, err := p.do(ctx, "pause "+strconv.Itoa(i))
+			return err
 		},
-		resume: func(i int) error { return p.do(context.Background(), "resume "+strconv.Itoa(i)) },
-		close:  p.close,
+		resume: func(i int) error {
+			_, err := p.do(context.Background(), "resume "+strconv.Itoa(i))
+			return err
+		},
+		cpu:   p.cpu,
+		close: p.close,
 	}
 	m.opts = plainOptions(addrs)
 	m.admin = newClients(m.opts)
@@ -152,34 +158,49 @@ func (p *embeddedProc) awaitReady(ctx context.Context, n int) ([]string, error) 
 	}
 }
 
-// do sends one command and waits for its answer. A child that does not
-// answer (it ended, or took longer than embeddedBound, or ctx ended first)
-// is killed, and every later command fails at once.
-func (p *embeddedProc) do(ctx context.Context, command string) error {
+// do sends one command and waits for its answer, returning what follows
+// its "ok". A child that does not answer (it ended, or took longer than
+// embeddedBound, or ctx ended first) is killed, and every later command
+// fails at once.
+func (p *embeddedProc) do(ctx context.Context, command string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.broken != nil {
-		return p.broken
+		return "", p.broken
 	}
 	if _, err := fmt.Fprintln(p.stdin, command); err != nil {
-		return p.fail(command, err)
+		return "", p.fail(command, err)
 	}
 	t := time.NewTimer(embeddedBound)
 	defer t.Stop()
 	select {
 	case l, ok := <-p.lines:
-		switch {
-		case !ok:
-			return p.fail(command, errors.New("the process ended"))
-		case l != "ok":
-			return fmt.Errorf("embedded masters: %s: %s", command, l)
+		if !ok {
+			return "", p.fail(command, errors.New("the process ended"))
 		}
-		return nil
+		word, rest, _ := strings.Cut(l, " ")
+		if word != "ok" {
+			return "", fmt.Errorf("embedded masters: %s: %s", command, l)
+		}
+		return rest, nil
 	case <-t.C:
-		return p.fail(command, fmt.Errorf("no answer within %v", embeddedBound))
+		return "", p.fail(command, fmt.Errorf("no answer within %v", embeddedBound))
 	case <-ctx.Done():
-		return p.fail(command, ctx.Err())
+		return "", p.fail(command, ctx.Err())
 	}
+}
+
+// cpu is the masters' process's CPU time so far.
+func (p *embeddedProc) cpu(ctx context.Context) (time.Duration, error) {
+	s, err := p.do(ctx, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	us, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("embedded masters: cpu: %q is not a count of µs", s)
+	}
+	return time.Duration(us) * time.Microsecond, nil
 }
 
 // fail marks the child broken with err, kills it, and returns the error
@@ -207,7 +228,7 @@ func (p *embeddedProc) kill() {
 func (p *embeddedProc) close() error {
 	p.once.Do(func() {
 		p.closing.Store(true)
-		err := p.do(context.Background(), "close")
+		_, err := p.do(context.Background(), "close")
 		_ = p.stdin.Close()
 		t := time.NewTimer(embeddedBound)
 		defer t.Stop()

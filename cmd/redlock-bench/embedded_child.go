@@ -64,8 +64,16 @@ func runEmbeddedChild(arg string, stdin io.Reader, stdout, stderr io.Writer) int
 	return 0
 }
 
-// obey runs one command ("pause I" or "resume I") and returns its answer.
+// obey runs one command ("pause I", "resume I", or "cpu": this process's
+// CPU time so far, in µs) and returns its answer.
 func (e *embedded) obey(line string) string {
+	if line == "cpu" {
+		d, err := processCPU()
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok " + strconv.FormatInt(d.Microseconds(), 10)
+	}
 	verb, arg, _ := strings.Cut(line, " ")
 	i, err := strconv.Atoi(arg)
 	switch {

@@ -30,7 +30,7 @@ func TestEmbeddedChild(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := p.do(ctx, "pause 0"); err != nil {
+	if _, err := p.do(ctx, "pause 0"); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
@@ -43,7 +43,7 @@ func TestEmbeddedChild(t *testing.T) {
 	if err := cs[1].Ping(ctx).Err(); err != nil {
 		t.Errorf("the other master: %v", err)
 	}
-	if err := p.do(ctx, "resume 0"); err != nil {
+	if _, err := p.do(ctx, "resume 0"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -55,7 +55,7 @@ func TestEmbeddedChild(t *testing.T) {
 		t.Fatal("GET still waiting 5 s after resume")
 	}
 
-	if err := p.do(ctx, "pause 7"); err == nil || !strings.Contains(err.Error(), "no master") {
+	if _, err := p.do(ctx, "pause 7"); err == nil || !strings.Contains(err.Error(), "no master") {
 		t.Errorf("pause 7 of 2: %v", err)
 	}
 	if err := p.close(); err != nil {
@@ -87,7 +87,7 @@ func TestEmbeddedChildDies(t *testing.T) {
 	if !strings.Contains(stderr.String(), "embedded masters' process ended during the run (signal: killed") {
 		t.Errorf("stderr: %q", stderr.String())
 	}
-	err = p.do(context.Background(), "pause 0")
+	_, err = p.do(context.Background(), "pause 0")
 	if err == nil || !strings.Contains(err.Error(), "signal: killed") {
 		t.Errorf("pause after the child died: %v", err)
 	}

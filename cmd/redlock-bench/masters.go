@@ -21,6 +21,10 @@ type masters struct {
 	// it stopped (only the CLIENT PAUSE method needs it: it ends by itself).
 	pause  func(ctx context.Context, i int, for_ time.Duration) error
 	resume func(i int) error
+	// cpu, where the masters are one process of the bench's that does not
+	// report INFO cpu (embedded), is that process's CPU time so far; nil
+	// elsewhere.
+	cpu func(ctx context.Context) (time.Duration, error)
 	// cut and heal partition master i and end it; nil where the masters
 	// cannot be cut (only -docker's can).
 	cut, heal func(i int) error
@@ -68,7 +72,7 @@ func openMasters(ctx context.Context, cfg *config, stderr io.Writer) (*masters, 
 			m.admin = newClients(m.opts)
 			return m, nil
 		case errors.Is(err, lab.ErrNoRedisServer):
-			fmt.Fprintln(stderr, "redlock-bench: redis-server not found; using embedded in-process masters (library overhead, not network)")
+			fmt.Fprintln(stderr, "redlock-bench: redis-server not found; using embedded miniredis masters in a child process (library overhead, not a real server)")
 		default:
 			return nil, fmt.Errorf("starting %d local masters: %w", cfg.masters, err)
 		}
