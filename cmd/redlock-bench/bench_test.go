@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 	if code, ok := childCampaigner(); ok {
 		os.Exit(code)
 	}
+	// Embedded masters run in a child process, this binary (embedded.go).
+	if code, ok := embeddedChild(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -329,6 +333,8 @@ func syntheticReport() *Report {
 	rs[2].Commands, rs[2].CommandsByName = i64(7), map[string]int64{"set": 7}
 	rs[2].PingRTTMs, rs[2].PingRTTPerMasterMs = f64(0.3), []float64{0.3}
 	rs[3].Commands, rs[3].CommandsByName, rs[3].CommandsPerAcquisition = i64(15), map[string]int64{"set": 10, "evalsha": 5}, f64(3)
+	rs[0].WorkerFairness, rs[0].RetakenShare = f64(0.8), f64(0.02)
+	rs[3].WorkerFairness, rs[3].RetakenShare = f64(0.1), f64(0.9)
 	rs[3].PingRTTMs, rs[3].PingRTTPerMasterMs = f64(0.25), []float64{0.25}
 	rep.Ratios = computeRatios(rep.Results)
 	return rep
@@ -439,10 +445,12 @@ func TestRenderTable(t *testing.T) {
 	for _, want := range []string{"EMBEDDED MASTERS", "workers 8,1 ·", "not run: fencing (no field)", "contended", "stall: ops/s per phase",
 		"1 stopped ÷ healthy", "8w redlock ÷ redsync: healthy", "∞ (0 ops)", "not_acquired:2", "handoff", "note: stall/redlock/8w: n",
 		// Ours ÷ failfast per worker count, in -workers order: 2/1 and 6/4
-		// ops/s, p99 before p50 on a shared resource (p50 1/4 and 1/1 ms),
-		// and the line on why.
-		"\ncontended: redlock ÷ redsync-failfast  8w 2.00× (p99 0.75×, p50 0.25×)  1w 1.50× (p99 1.00×, p50 1.00×)\n",
-		"a low p50 and a long p99"} {
+		// ops/s, p99, fairness and retaken share (where both have them)
+		// before p50 on a shared resource (p50 1/4 and 1/1 ms), and the
+		// line on why.
+		"\ncontended: redlock ÷ redsync-failfast  8w 2.00× (p99 0.75×, fairness 0.80 against 0.10, retaken 2% against 90%; p50 0.25×)  1w 1.50× (p99 1.00×; p50 1.00×)\n",
+		"has a low acquire p50, since the releaser", "compare throughput, p99 and fairness, not p50",
+		"contended 8w: fairness across workers (fewest ÷ most acquisitions), share retaken by its releaser: redlock 0.80, 2%; redsync-failfast 0.10, 90%\n"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
 		}
@@ -533,6 +541,14 @@ func smoke(t *testing.T, extra ...string) {
 			}
 			if r.Ops+r.LateOps == 0 {
 				t.Errorf("%s/%s completed nothing: %+v", sc, im, r)
+			}
+			// One shared resource: fairness across workers and the share
+			// retaken, both in [0, 1]; neither elsewhere.
+			shared := scenarioByName(sc).shared && r.AcquireMs.Count > 0
+			for _, f := range []*float64{r.WorkerFairness, r.RetakenShare} {
+				if (f != nil) != shared || f != nil && (*f < 0 || *f > 1) {
+					t.Errorf("%s/%s: worker fairness %v, retaken %v", sc, im, r.WorkerFairness, r.RetakenShare)
+				}
 			}
 			if !strings.Contains(stdout.String(), im) {
 				t.Errorf("table lacks %s", im)

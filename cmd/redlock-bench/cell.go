@@ -29,6 +29,16 @@ type recorder struct {
 	done     []time.Duration // completion offsets from the cell's start
 	failures map[string]int64
 	example  map[string]string // the first error of each kind, for the notes
+	// retaken counts acquisitions of the shared resource right after this
+	// worker's own release (no other worker held it in between).
+	retaken int64
+}
+
+// sharedMarks are what the workers on one shared resource note for each
+// other: the latest Unlock call and the latest holder.
+type sharedMarks struct {
+	lastUnlock atomic.Int64 // offset from the cell's start
+	lastHolder atomic.Int64 // worker index + 1
 }
 
 func (r *recorder) fail(kind string, err error) {
@@ -188,7 +198,7 @@ func (r *cellRun) startStats(ctx context.Context) {
 	}
 	// The CPU readings are outside the commands' window (their INFO
 	// calls are not counted) and around it.
-	r.cpu = startCPU(ctx, env.ms.admin)
+	r.cpu = startCPU(ctx, env.ms)
 	r.cmdsBefore, r.cmdsErr = readCommandstats(ctx, env.ms.admin)
 }
 
@@ -213,7 +223,10 @@ func (r *cellRun) runWorkers(runCtx context.Context) (faultErr, drainErr error) 
 		return errors.Join(drivePhases(gctx, env.ms, c.sc.fault(env.ms), r.phases, start, env.duration)...)
 	})
 
-	var lastUnlock atomic.Int64 // shared resource: offset of the latest Unlock call
+	var marks *sharedMarks
+	if c.sc.shared {
+		marks = &sharedMarks{}
+	}
 	r.recs = make([]*recorder, c.workers*len(r.ims))
 	for w := range r.recs {
 		rec := &recorder{}
@@ -223,7 +236,7 @@ func (r *cellRun) runWorkers(runCtx context.Context) (faultErr, drainErr error) 
 			resource = r.base + "/shared"
 		}
 		im := r.ims[w/c.workers]
-		g.Go(func() error { work(gctx, im, resource, c.sc.shared, start, rec, &lastUnlock, &ops); return nil })
+		g.Go(func() error { work(gctx, im, resource, worker{w, start, rec, marks}, &ops); return nil })
 	}
 
 	<-gctx.Done()
@@ -292,12 +305,16 @@ func (r *cellRun) result() Result {
 			res.Fairness = fairness(r.recs, c.workers)
 		}
 	}
+	if c.sc.shared {
+		res.WorkerFairness = fairness(r.recs, 1)
+		res.RetakenShare = retakenShare(r.recs)
+	}
 	if !r.external {
 		res.setMasterStats(r.rtt.medians(), r.cmds)
 	}
 	if r.cpuErr == nil {
 		res.setCPU(r.cpuUsed)
-		if r.external {
+		if r.external || r.env.ms.cpu != nil {
 			res.ServerCommandUsPerAcquisition = nil // Redis's commandstats only
 		}
 	}
@@ -333,8 +350,19 @@ func warmUp(ctx context.Context, im impl, base string, workers int) {
 	wg.Wait()
 }
 
+// worker is one worker's identity and where it records: its index, the
+// cell's start, its samples, and the shared resource's marks (nil when
+// each worker has its own resource).
+type worker struct {
+	id    int
+	start time.Time
+	rec   *recorder
+	marks *sharedMarks
+}
+
 // work is one worker: Lock, then Unlock, until the cell's time is up.
-func work(ctx context.Context, im impl, resource string, shared bool, start time.Time, rec *recorder, lastUnlock, ops *atomic.Int64) {
+func work(ctx context.Context, im impl, resource string, wk worker, ops *atomic.Int64) {
+	start, rec := wk.start, wk.rec
 	// Unlock must not be cut short by the end of the cell: a lock left
 	// behind would only expire.
 	unlockCtx := context.WithoutCancel(ctx)
@@ -350,13 +378,16 @@ func work(ctx context.Context, im impl, resource string, shared bool, start time
 		}
 		rec.acquire = append(rec.acquire, t1.Sub(t0))
 		rec.validity = append(rec.validity, h.validity())
-		if shared {
+		if m := wk.marks; m != nil {
 			// Each acquisition of the one resource follows exactly one
 			// Unlock call (the previous holder's), made before it.
-			if u := lastUnlock.Load(); u > 0 {
+			if u := m.lastUnlock.Load(); u > 0 {
 				rec.handoff = append(rec.handoff, t1.Sub(start)-time.Duration(u))
 			}
-			lastUnlock.Store(int64(time.Since(start)))
+			if m.lastHolder.Swap(int64(wk.id+1)) == int64(wk.id+1) {
+				rec.retaken++
+			}
+			m.lastUnlock.Store(int64(time.Since(start)))
 		}
 		if err := h.unlock(unlockCtx); err != nil {
 			rec.fail("unlock_"+failureKind(err), err)
@@ -470,4 +501,15 @@ func fairness(recs []*recorder, perLocker int) *float64 {
 		hi = max(hi, n)
 	}
 	return ratio(float64(lo), float64(hi))
+}
+
+// retakenShare is the share of the shared resource's acquisitions made by
+// the worker that had just released it; nil when there were none.
+func retakenShare(recs []*recorder) *float64 {
+	var n, retaken int64
+	for _, r := range recs {
+		n += int64(len(r.acquire))
+		retaken += r.retaken
+	}
+	return ratio(float64(retaken), float64(n))
 }

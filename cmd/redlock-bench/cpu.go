@@ -106,16 +106,24 @@ type cpuWindow struct {
 	client, server, commands time.Duration
 }
 
-// cpuMeter takes the readings at both ends of a cell.
+// cpuMeter takes the readings at both ends of a cell. With proc set (the
+// masters' process: embedded) the server's reading is that process's CPU
+// time, and there is no command time.
 type cpuMeter struct {
 	client  time.Duration
 	masters []masterCPU
+	proc    func(context.Context) (time.Duration, error)
+	server  time.Duration // proc's reading at the start
 	err     error
 }
 
-func startCPU(ctx context.Context, admin []*redis.Client) *cpuMeter {
-	m := &cpuMeter{}
-	m.masters, m.err = readMasterCPU(ctx, admin)
+func startCPU(ctx context.Context, ms *masters) *cpuMeter {
+	m := &cpuMeter{proc: ms.cpu}
+	if m.proc != nil {
+		m.server, m.err = m.proc(ctx)
+	} else {
+		m.masters, m.err = readMasterCPU(ctx, ms.admin)
+	}
 	if m.err == nil {
 		m.client, m.err = processCPU()
 	}
@@ -131,6 +139,13 @@ func (m *cpuMeter) stop(ctx context.Context, admin []*redis.Client) (cpuWindow, 
 	client, err := processCPU()
 	if err != nil {
 		return cpuWindow{}, err
+	}
+	if m.proc != nil {
+		server, err := m.proc(ctx)
+		if err != nil {
+			return cpuWindow{}, err
+		}
+		return cpuWindow{client: client - m.client, server: server - m.server}, nil
 	}
 	after, err := readMasterCPU(ctx, admin)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func TestSetCPU(t *testing.T) {
 func TestCPUMeterLab(t *testing.T) {
 	ctx := t.Context()
 	_, admin := labClients(t, 2)
-	m := startCPU(ctx, admin)
+	m := startCPU(ctx, &masters{admin: admin})
 	for _, c := range admin {
 		for range 2000 {
 			if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
@@ -74,7 +75,32 @@ func TestCPUMeterLab(t *testing.T) {
 	mr := miniredis.RunT(t)
 	emb := []*redis.Client{redis.NewClient(&redis.Options{Addr: mr.Addr()})}
 	defer closeClients(emb)
-	if _, err := startCPU(ctx, emb).stop(ctx, emb); !errors.Is(err, errNoCPUInfo) {
+	if _, err := startCPU(ctx, &masters{admin: emb}).stop(ctx, emb); !errors.Is(err, errNoCPUInfo) {
 		t.Errorf("miniredis: %v, want errNoCPUInfo", err)
+	}
+}
+
+// Embedded masters report their process's CPU (the cpu command) and no
+// command time: the meter gives client and server time for work sent to
+// them.
+func TestCPUMeterEmbedded(t *testing.T) {
+	ctx := t.Context()
+	ms, err := startEmbedded(ctx, 1, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.shutdown()
+	m := startCPU(ctx, ms)
+	for range 2000 {
+		if err := ms.admin[0].Set(ctx, "k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := m.stop(ctx, ms.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.server <= 0 || w.client <= 0 || w.commands != 0 {
+		t.Errorf("window %+v: want server and client time for 2000 SETs, no command time", w)
 	}
 }

@@ -103,7 +103,9 @@ func failoverRound(ctx context.Context, exe string, spec childSpec, es electionS
 		})
 	}
 	res, roundErr := leader.killAndTime(ctx, won, env.ttl)
-	_ = leader.cmd.Wait()
+	// killAndTime may return before its kill (a campaigner led first, or
+	// ctx ended): end kills the leader then, and waits for it.
+	leader.end()
 	cancel()
 	wg.Wait()
 	// The winner resigns (the others' Campaign ended with cctx); then
@@ -133,6 +135,7 @@ type leaderProc struct {
 	stdin    io.WriteCloser
 	childErr *strings.Builder // the first 4 KiB of its stderr
 	killed   bool
+	ended    bool
 }
 
 // startLeader starts the leader process with spec and waits until it says
@@ -227,10 +230,15 @@ func (p *leaderProc) killAndTime(ctx context.Context, won <-chan win, ttl time.D
 }
 
 // end kills the leader unless it was killed, closes its stdin and waits
-// for it.
+// for it; once.
 func (p *leaderProc) end() {
+	if p.ended {
+		return
+	}
+	p.ended = true
 	if !p.killed {
 		_ = p.cmd.Process.Kill()
+		p.killed = true
 	}
 	_ = p.stdin.Close()
 	_ = p.cmd.Wait()

@@ -219,3 +219,43 @@ func checkElections(t *testing.T, rep *Report, impls []string, ttl time.Duration
 		}
 	}
 }
+
+// instantCampaigner leads at once: in a failover round, before the
+// leader is killed.
+type instantCampaigner struct{}
+
+func (instantCampaigner) campaign(context.Context, string) error { return nil }
+func (instantCampaigner) resign(context.Context) error           { return nil }
+func (instantCampaigner) close() error                           { return nil }
+
+// A failover round whose campaigner leads before the kill fails, and
+// ends its leader process rather than waiting for it: the leader waits
+// for its stdin to close, so waiting alone would never return.
+func TestFailoverRoundEndsALeaderNeverKilled(t *testing.T) {
+	ms, err := startEmbedded(t.Context(), 3, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.shutdown()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := childMasters(ms.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := electionEnv{masters: ms.opts, ttl: 2 * time.Second}
+	cs := childSpec{Impl: "redlock", Election: "never-killed", Value: "child", TTLMs: env.ttl.Milliseconds(), Masters: child}
+	es := electionSpec{name: "instant", open: func(electionEnv, string) (campaigner, error) { return instantCampaigner{}, nil }}
+	done := make(chan error, 1)
+	go func() { _, err := failoverRound(t.Context(), exe, cs, es, env, 2, &electionSamples{}); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "before the leader was killed") {
+			t.Errorf("round: %v, want a campaigner leading before the kill", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("failoverRound still waiting for its leader 30 s on")
+	}
+}

@@ -77,8 +77,9 @@ go-redsync/redsync, on the same masters, in one run, and prints ratios.
 
 Masters, in this order: -addrs if given; else %d local redis-server masters
 started through package lab (pause = SIGSTOP); else, when redis-server is not
-installed (or with -embedded), %d in-process miniredis masters. Embedded
-masters measure library overhead, not the network, and are labelled so.
+installed (or with -embedded), %d miniredis masters in a child process of
+the bench (pause = the node's mutex held). Embedded masters measure library
+overhead over loopback, not a real server, and are labelled so.
 With -cluster NxS, each master is instead a local Redis Cluster of S shards.
 
 Implementations (each gets its own default go-redis clients):
@@ -161,7 +162,7 @@ func newFlagSet(cfg *config, raw *rawFlags) *flag.FlagSet {
 	fs.IntVar(&cfg.masters, "masters", defaultMasters, "how many masters to start when -addrs is not given")
 	fs.StringVar(&raw.cluster, "cluster", "", "start `NxS` local Redis Clusters as the masters: N independent clusters of S shard masters each\n(e.g. 3x3; redis-server in cluster mode, no replicas), each one master reached through a go-redis ClusterClient;\nstall then stops every shard of a cluster")
 	fs.IntVar(&cfg.leases, "leases", 10000, "how many leases the leases scenario keeps with one Locker (-scenarios leases)")
-	fs.BoolVar(&cfg.embedded, "embedded", false, "use in-process miniredis masters even if redis-server is installed")
+	fs.BoolVar(&cfg.embedded, "embedded", false, "use embedded miniredis masters (in a child process) even if redis-server is installed")
 	fs.BoolVar(&cfg.docker, "docker", false, "start the masters as Docker containers of the local image ($REDLOCK_REDIS_IMAGE; make image) with labdocker:\n"+
 		"stall is docker pause, and the partition scenario (docker network disconnect) can run")
 	fs.StringVar(&raw.workers, "workers", strconv.Itoa(defaultWorkers), "concurrent workers (goroutines) per cell, or a comma-separated `list` of counts to sweep (e.g. 1,8,64,256):\n"+
@@ -188,7 +189,9 @@ func newFlagSet(cfg *config, raw *rawFlags) *flag.FlagSet {
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress line on stderr (it is off anyway when stderr is not a terminal)")
 	fs.BoolVar(&cfg.printSchema, "schema", false, "print the JSON Schema of -json output and exit")
 	fs.BoolVar(&cfg.version, "version", false, "print the version (module version and VCS revision) and exit")
-	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile over the measured cells (the clients' side only, not the masters') to `FILE` (go tool pprof)")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile over the measured cells to `FILE` (go tool pprof): the implementations'\n"+
+		"clients and the bench's own sampling, never the masters, which are always other processes (redis-server\n"+
+		"started by lab or -cluster, containers, -addrs, or the embedded masters' child process)")
 	fs.StringVar(&cfg.metricsAddr, "metrics-addr", "", "serve the redlock-otel cells' metrics in Prometheus format at http://`host:port`/metrics while the bench runs (-scenarios telemetry)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageHead, defaultMasters, defaultMasters, describeImpls(), describeScenarios())

@@ -30,7 +30,7 @@ func (l *logCapture) Printf(_ context.Context, format string, v ...any) {
 // hook to CLOSED, closing it" on the bench's stderr (in about 4 of 10
 // rounds here before close waited for them).
 func TestRedsyncCloseWaitsForInFlight(t *testing.T) {
-	ms, err := startEmbedded(5)
+	ms, err := startEmbedded(t.Context(), 5, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,9 @@ func main() {
 	if code, ok := childCampaigner(); ok { // a failover round's leader (election.go)
 		os.Exit(code)
 	}
+	if code, ok := embeddedChild(); ok { // the embedded masters (embedded.go)
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

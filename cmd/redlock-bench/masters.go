@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlab/redlock/lab"
@@ -22,6 +21,10 @@ type masters struct {
 	// it stopped (only the CLIENT PAUSE method needs it: it ends by itself).
 	pause  func(ctx context.Context, i int, for_ time.Duration) error
 	resume func(i int) error
+	// cpu, where the masters are one process of the bench's that does not
+	// report INFO cpu (embedded), is that process's CPU time so far; nil
+	// elsewhere.
+	cpu func(ctx context.Context) (time.Duration, error)
 	// cut and heal partition master i and end it; nil where the masters
 	// cannot be cut (only -docker's can).
 	cut, heal func(i int) error
@@ -69,12 +72,12 @@ func openMasters(ctx context.Context, cfg *config, stderr io.Writer) (*masters, 
 			m.admin = newClients(m.opts)
 			return m, nil
 		case errors.Is(err, lab.ErrNoRedisServer):
-			fmt.Fprintln(stderr, "redlock-bench: redis-server not found; using embedded in-process masters (library overhead, not network)")
+			fmt.Fprintln(stderr, "redlock-bench: redis-server not found; using embedded miniredis masters in a child process (library overhead, not a real server)")
 		default:
 			return nil, fmt.Errorf("starting %d local masters: %w", cfg.masters, err)
 		}
 	}
-	return startEmbedded(cfg.masters)
+	return startEmbedded(ctx, cfg.masters, stderr)
 }
 
 // dialMasters checks that every -addrs master answers PING (over TLS and
@@ -135,115 +138,6 @@ func probeClient(o *redis.Options, timeout time.Duration) *redis.Client {
 		c.DialTimeout, c.ReadTimeout = timeout, timeout
 	}
 	return redis.NewClient(&c)
-}
-
-// embedded is n in-process miniredis servers.
-//
-// Two things a real master does that miniredis does not, and how the bench
-// makes up for them:
-//   - Keys do not expire by themselves (miniredis moves time only on
-//     FastForward), so a ticker fast-forwards every running node by the real
-//     time that passed: a lock left behind expires as on Redis.
-//   - There is no process to SIGSTOP, so a node is stopped by holding its
-//     exported mutex (miniredis.Miniredis embeds sync.Mutex, which every
-//     command takes): connections stay open and every command waits, as
-//     with SIGSTOP.
-type embedded struct {
-	nodes []*miniredis.Miniredis
-
-	mu     sync.Mutex // guards paused; taken before a node's own mutex
-	paused []bool
-
-	stop chan struct{}
-	wg   sync.WaitGroup
-}
-
-func startEmbedded(n int) (*masters, error) {
-	e := &embedded{paused: make([]bool, n), stop: make(chan struct{})}
-	addrs := make([]string, n)
-	for i := range n {
-		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
-			for _, o := range e.nodes {
-				o.Close()
-			}
-			return nil, fmt.Errorf("starting embedded master %d: %w", i, err)
-		}
-		e.nodes = append(e.nodes, m)
-		addrs[i] = m.Addr()
-	}
-	e.wg.Go(e.expire)
-	m := &masters{
-		info: Masters{Kind: "embedded", N: n, Addrs: addrs,
-			StallMethod: "the node's mutex held by the bench (every command waits, connections stay open)",
-			Note:        "EMBEDDED in-process miniredis masters: numbers show library overhead, not network or a real server"},
-		pause:  func(_ context.Context, i int, _ time.Duration) error { e.pause(i); return nil },
-		resume: func(i int) error { e.resume(i); return nil },
-		close:  e.close,
-	}
-	m.opts = plainOptions(addrs)
-	m.admin = newClients(m.opts)
-	return m, nil
-}
-
-// expireEvery is how often embedded masters' clocks are moved on; keys
-// expire at most this late.
-const expireEvery = 50 * time.Millisecond
-
-func (e *embedded) expire() {
-	t := time.NewTicker(expireEvery)
-	defer t.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case now := <-t.C:
-			d := now.Sub(last)
-			last = now
-			e.mu.Lock()
-			for i, m := range e.nodes {
-				// A stopped node's clock is not moved: its mutex is ours,
-				// and a SIGSTOPped redis-server does not expire keys either
-				// (its clock catches up on resume; this one does not,
-				// which only keeps leftovers a little longer).
-				if !e.paused[i] {
-					m.FastForward(d)
-				}
-			}
-			e.mu.Unlock()
-		}
-	}
-}
-
-func (e *embedded) pause(i int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.paused[i] {
-		e.paused[i] = true
-		e.nodes[i].Lock()
-	}
-}
-
-func (e *embedded) resume(i int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.paused[i] {
-		e.paused[i] = false
-		e.nodes[i].Unlock()
-	}
-}
-
-func (e *embedded) close() error {
-	for i := range e.nodes {
-		e.resume(i)
-	}
-	close(e.stop)
-	e.wg.Wait()
-	for _, m := range e.nodes {
-		m.Close()
-	}
-	return nil
 }
 
 // deleteKeys removes every key matching pattern on every master (SCAN +

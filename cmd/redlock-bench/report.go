@@ -64,8 +64,8 @@ type Masters struct {
 	// processes), "lab-docker" (containers, -docker), "lab-cluster" (local
 	// Redis Clusters, -cluster; each
 	// address is one cluster's nodes, comma-separated) or "embedded"
-	// (in-process miniredis: library overhead, no network, no real
-	// server).
+	// (miniredis in a child process of the bench, on loopback: library
+	// overhead, no real server).
 	Kind        string   `json:"kind"`
 	N           int      `json:"n"`
 	Addrs       []string `json:"addrs"`
@@ -145,6 +145,15 @@ type Result struct {
 	// is the fewest acquisitions of one Locker ÷ the most.
 	Lockers  int      `json:"lockers,omitempty"`
 	Fairness *float64 `json:"fairness,omitempty"`
+	// WorkerFairness (one shared resource, else omitted) is the fewest
+	// acquisitions of one worker ÷ the most, over every worker of the
+	// cell. RetakenShare (one shared resource, else omitted) is the share
+	// of acquisitions made by the worker that had just released the lock,
+	// with no other holder in between: a lock that lets its releaser take
+	// it straight back has a high share, a low acquire p50 (the releaser
+	// waits for nobody) and a long p99 (the others wait for it).
+	WorkerFairness *float64 `json:"worker_fairness,omitempty"`
+	RetakenShare   *float64 `json:"retaken_share,omitempty"`
 	// Failures counts failed calls by kind ("not_acquired", "timeout",
 	// "unlock_lost", ...); calls cut short by the end of the cell are not
 	// counted.
@@ -169,12 +178,13 @@ type Result struct {
 	// CPU per successful Lock, in µs, over the same window as Commands:
 	// ClientCPUUsPerAcquisition is the bench process's user+system time
 	// (getrusage: the implementation's goroutines and the bench's own
-	// sampling); ServerCPUUsPerAcquisition the masters' process time
-	// (INFO cpu: used_cpu_user + used_cpu_sys, summed over masters);
-	// ServerCommandUsPerAcquisition the time the masters' command handlers
-	// ran (INFO commandstats usec, summed): the floor, without reading,
-	// parsing and writing. Null where not measured (embedded masters) or
-	// when no Lock succeeded.
+	// sampling; never the masters, which are other processes);
+	// ServerCPUUsPerAcquisition the masters' process time (INFO cpu:
+	// used_cpu_user + used_cpu_sys, summed over masters; for embedded
+	// masters, their one process's getrusage); ServerCommandUsPerAcquisition
+	// the time the masters' command handlers ran (INFO commandstats usec,
+	// summed): the floor, without reading, parsing and writing, null for
+	// embedded masters. Null where not measured or when no Lock succeeded.
 	ClientCPUUsPerAcquisition     *float64 `json:"client_cpu_us_per_acquisition"`
 	ServerCPUUsPerAcquisition     *float64 `json:"server_cpu_us_per_acquisition"`
 	ServerCommandUsPerAcquisition *float64 `json:"server_command_us_per_acquisition"`

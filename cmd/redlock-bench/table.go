@@ -155,9 +155,12 @@ func fmtWorkers(ws []int) string {
 //
 //	uncontended: redlock ÷ redsync-failfast  1w 1.05× (p50 0.93×)  8w 3.40× (p50 0.31×)
 //
-// On one shared resource (a handoff was measured) the acquire p99 comes
-// before the p50, with each side's fairness when measured, and a line
-// after them says why a p50 alone misleads there.
+// On one shared resource (a handoff was measured) the acquire p99, each
+// side's fairness across workers and share of acquisitions retaken by the
+// releaser come before the p50, and a line after them says why a p50
+// alone misleads there:
+//
+//	contended: redlock ÷ redsync-failfast  8w 1.28× (p99 0.09×, fairness 0.85 against 0.10, retaken 2% against 91%; p50 48.4×)
 func summaryLines(rep *Report) []string {
 	var out []string
 	contended := false
@@ -179,18 +182,29 @@ func summaryLines(rep *Report) []string {
 				continue
 			}
 			contended = true
-			fair := ""
-			if ours.Fairness != nil && them.Fairness != nil {
-				fair = fmt.Sprintf(", fairness %.2f against %.2f", *ours.Fairness, *them.Fairness)
-			}
-			parts = append(parts, fmt.Sprintf("%dw %s (p99 %s, p50 %s%s)", w, thr, p99, p50, fair))
+			parts = append(parts, fmt.Sprintf("%dw %s (p99 %s%s; p50 %s)", w, thr, p99, sharedFigures(ours, them), p50))
 		}
 		if len(parts) > 0 {
 			out = append(out, fmt.Sprintf("%s: %s ÷ %s  %s", s.Name, oursName, summaryAgainst, strings.Join(parts, "  ")))
 		}
 	}
 	if contended {
-		out = append(out, "(one shared resource: a lock whose releaser may take it straight back has a low p50 and a long p99, and serves its callers unevenly; compare throughput, p99 and fairness)")
+		out = append(out, "(one shared resource: a lock that lets its releaser take it straight back (retaken) has a low acquire p50, since the releaser\n"+
+			" waits for nobody, while the other workers wait longer (p99) and acquire less (fairness: fewest ÷ most acquisitions of a worker);\n"+
+			" compare throughput, p99 and fairness, not p50)")
+	}
+	return out
+}
+
+// sharedFigures is ", fairness X against Y, retaken A% against B%" for
+// two shared-resource cells, each part only where both sides have it.
+func sharedFigures(ours, them Result) string {
+	out := ""
+	if ours.WorkerFairness != nil && them.WorkerFairness != nil {
+		out += fmt.Sprintf(", fairness %.2f against %.2f", *ours.WorkerFairness, *them.WorkerFairness)
+	}
+	if ours.RetakenShare != nil && them.RetakenShare != nil {
+		out += fmt.Sprintf(", retaken %.0f%% against %.0f%%", 100**ours.RetakenShare, 100**them.RetakenShare)
 	}
 	return out
 }
@@ -293,7 +307,7 @@ func renderHeader(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "lockers: %d per cell, each with its own clients and the workers count (a cell has %d × workers goroutines)\n", n, n)
 	}
 	if m.Kind == "embedded" {
-		fmt.Fprintln(w, "NOTE:    EMBEDDED MASTERS — these figures are library overhead over in-process miniredis, not Redis over a network.")
+		fmt.Fprintln(w, "NOTE:    EMBEDDED MASTERS — these figures are library overhead over miniredis on loopback, not Redis over a network.")
 	}
 	for _, s := range rep.Scenarios {
 		if !s.Available {
@@ -331,7 +345,8 @@ func renderResults(w io.Writer, rep *Report) error {
 	}
 	fmt.Fprintln(w, "(latency: successful Lock calls, retries included; valid: validity left at acquisition ÷ TTL; elapsed/drift/margin: p50 ms subtracted from the TTL;")
 	fmt.Fprintln(w, " cmd/acq: commands the masters executed during the cell ÷ successful Lock calls, from INFO commandstats, - where not reported;")
-	fmt.Fprintln(w, " client/server µs/acq: CPU time of this process (getrusage) / of the masters (INFO cpu, summed) over the same window ÷ successful Lock calls;")
+	fmt.Fprintln(w, " client/server µs/acq: CPU time of this process (getrusage) / of the masters (INFO cpu, summed; embedded: their process's getrusage)\n"+
+		"   over the same window ÷ successful Lock calls;")
 	fmt.Fprintln(w, " floor µs/acq: the masters' command handlers' time (INFO commandstats usec, summed) ÷ successful Lock calls: their cost without network I/O)")
 	return nil
 }
@@ -503,6 +518,7 @@ func fmtRatioOf(x *float64) string {
 //
 //	contended 16w: handoff p50 ÷ PING RTT: redlock 2.63× (1.00 ÷ 0.380 ms), redsync-failfast 9.10× (3.46 ÷ 0.380 ms)
 //	contended 16w: commands/acquisition: redlock 12.0, redsync-failfast 5.00; Lock p99 redlock ÷ redsync-failfast 0.40×
+//	contended 16w: fairness across workers (fewest ÷ most acquisitions), share retaken by its releaser: redlock 0.85, 2%; redsync-failfast 0.10, 91%
 func sharedLines(rep *Report) []string {
 	var out []string
 	for _, s := range rep.Scenarios {
@@ -516,8 +532,11 @@ func sharedLines(rep *Report) []string {
 			if len(rows) == 0 {
 				continue
 			}
-			var hand, cmds []string
+			var hand, cmds, fair []string
 			for _, r := range rows {
+				if r.WorkerFairness != nil && r.RetakenShare != nil {
+					fair = append(fair, fmt.Sprintf("%s %.2f, %.0f%%", r.Impl, *r.WorkerFairness, 100**r.RetakenShare))
+				}
 				h := r.Impl + " n/a"
 				if x := handoffRTT(r); x != nil {
 					h = fmt.Sprintf("%s %.2f× (%s ÷ %s ms)", r.Impl, *x, fmtRTT(r.HandoffMs.P50), fmtRTT(*r.PingRTTMs))
@@ -541,6 +560,10 @@ func sharedLines(rep *Report) []string {
 				}
 			}
 			out = append(out, fmt.Sprintf("%s %dw: handoff p50 ÷ PING RTT: %s", s.Name, w, strings.Join(hand, ", ")), line)
+			if len(fair) > 0 {
+				out = append(out, fmt.Sprintf("%s %dw: fairness across workers (fewest ÷ most acquisitions), share retaken by its releaser: %s",
+					s.Name, w, strings.Join(fair, "; ")))
+			}
 		}
 	}
 	return out
