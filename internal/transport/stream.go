@@ -17,7 +17,8 @@ import (
 //     connection, so a release can never overtake the SET it cleans up.
 //   - Batching: commands submitted while a write is in progress go out
 //     together in the next write (one syscall for many callers). A caller
-//     that finds the stream idle writes its own command at once: a lone
+//     that finds the stream idle, its round the Locker's only one in
+//     flight (Config.Rounds), writes its own command at once: a lone
 //     caller never waits for a batch.
 //   - Not answering: a master that has had a command unanswered and sent
 //     no reply for longer than MasterTimeout is skipped: new acquire and
