@@ -213,6 +213,10 @@ func (l *Locker) extendRound(ctx context.Context, start time.Time, wait time.Dur
 	defer cancel(nil)
 	b.begin(n, cancel)
 	r, _ := quorum.NewRound(n, l.need, true, start)
+	// While other rounds are in flight, the streams' flushers write this
+	// one's commands with theirs (pathConfig.Rounds).
+	l.rounds.Add(1)
+	defer l.rounds.Add(-1)
 	cmds := make([]cmd, n)
 	for i, s := range l.streams {
 		c := &cmds[i]

@@ -50,6 +50,7 @@ type Locker struct {
 	ops            opsGroup     // operations in progress; Close waits for them
 	ids            identities   // which server each master reaches (transport.go)
 	tried          atomic.Int32 // streams whose first dial has ended
+	rounds         atomic.Int32 // rounds in flight (pathConfig.Rounds)
 
 	// betweenRounds, when set by tests (export_test.go), runs between the
 	// two rounds of a fenced acquisition; afterLock, between the Lock of

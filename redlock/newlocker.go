@@ -190,6 +190,6 @@ func NewFromURLs(urls []string, opts *Options) (*Locker, error) {
 
 // newPathConfig is master i's pathConfig in l, which lives in e.
 func newPathConfig(l *Locker, i int, e env) *pathConfig {
-	return &pathConfig{Master: i, Addr: l.addrs[i], NodeTimeout: l.opts.MasterTimeout, Log: l.log, IDs: &l.ids, Tried: &l.tried,
+	return &pathConfig{Master: i, Addr: l.addrs[i], NodeTimeout: l.opts.MasterTimeout, Log: l.log, IDs: &l.ids, Tried: &l.tried, Rounds: &l.rounds,
 		Env: wireEnv{e}, Proto: wireProtocol}
 }

@@ -31,6 +31,10 @@ func (l *Locker) roundFor(ctx context.Context, start time.Time, waitAll bool, wa
 	n := len(l.streams)
 	waitAll = waitAll || int(l.tried.Load()) < n
 	r, _ := quorum.NewRound(n, need, waitAll, start)
+	// While other rounds are in flight, the streams' flushers write this
+	// one's commands with theirs (pathConfig.Rounds).
+	l.rounds.Add(1)
+	defer l.rounds.Add(-1)
 	cmds := make([]cmd, n)
 	for i, s := range l.streams {
 		c := &cmds[i]

@@ -25,8 +25,14 @@ func WriteRESP(bw *bufio.Writer, args []Arg) {
 	w.command(args)
 }
 
-// command writes args as one RESP array of bulk strings.
+// command writes args as one RESP array of bulk strings: appended in
+// place to the buffer's free space when it surely fits (no call into
+// bufio per piece), else piece by piece, which flushes as it fills.
 func (w *respWriter) command(args []Arg) {
+	if need := maxEncoded(args); need <= w.bw.Available() {
+		w.bw.Write(appendCommand(w.bw.AvailableBuffer(), args))
+		return
+	}
 	w.head(len(args))
 	for _, a := range args {
 		switch {
@@ -38,6 +44,44 @@ func (w *respWriter) command(args []Arg) {
 			w.bulk(a.s)
 		}
 	}
+}
+
+// maxEncoded bounds the bytes of args as one RESP array: 24 for the
+// array's header and for each argument's, 20 for a number, a string's
+// length.
+func maxEncoded(args []Arg) int {
+	n := 24
+	for _, a := range args {
+		n += 24 + len(a.s) + len(a.suffix)
+		if a.num {
+			n += 20
+		}
+	}
+	return n
+}
+
+// appendCommand appends args to b as one RESP array of bulk strings.
+func appendCommand(b []byte, args []Arg) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(len(args)), 10)
+	b = append(b, '\r', '\n')
+	for _, a := range args {
+		b = append(b, '$')
+		if a.num {
+			var d [20]byte
+			digits := strconv.AppendUint(d[:0], a.n, 10)
+			b = strconv.AppendInt(b, int64(len(digits)), 10)
+			b = append(b, '\r', '\n')
+			b = append(b, digits...)
+		} else {
+			b = strconv.AppendInt(b, int64(len(a.s)+len(a.suffix)), 10)
+			b = append(b, '\r', '\n')
+			b = append(b, a.s...)
+			b = append(b, a.suffix...)
+		}
+		b = append(b, '\r', '\n')
+	}
+	return b
 }
 
 func (w *respWriter) array(args ...string) {

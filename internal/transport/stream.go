@@ -17,7 +17,8 @@ import (
 //     connection, so a release can never overtake the SET it cleans up.
 //   - Batching: commands submitted while a write is in progress go out
 //     together in the next write (one syscall for many callers). A caller
-//     that finds the stream idle writes its own command at once: a lone
+//     that finds the stream idle, its round the Locker's only one in
+//     flight (Config.Rounds), writes its own command at once: a lone
 //     caller never waits for a batch.
 //   - Not answering: a master that has had a command unanswered and sent
 //     no reply for longer than MasterTimeout is skipped: new acquire and
@@ -165,10 +166,12 @@ func (s *Stream) Submit(c Command, now time.Time) Submitted {
 	}
 	s.writing = true
 	ln := s.link
-	// Only a caller that finds nothing in flight writes itself (a lone
-	// caller must not wait for a handoff); under load the flusher writes,
-	// and what callers queue meanwhile goes out in one batch.
-	if ln == nil || !ln.Direct() || !idle {
+	// Only a lone caller writes itself: it finds nothing in flight on the
+	// stream, and its round is the Locker's only one (a lone caller must
+	// not wait for a handoff). Otherwise the flusher writes, and what
+	// callers queue meanwhile, the other rounds' commands among them, goes
+	// out in one batch.
+	if ln == nil || !ln.Direct() || !idle || !s.lone() {
 		s.mu.Unlock()
 		s.kick()
 		return Sent
@@ -188,6 +191,10 @@ func (s *Stream) Submit(c Command, now time.Time) Submitted {
 	}
 	return Sent
 }
+
+// lone reports whether the caller's round is the Locker's only one in
+// flight (Config.Rounds).
+func (s *Stream) lone() bool { return s.cfg.Rounds == nil || s.cfg.Rounds.Load() <= 1 }
 
 // parkLocked holds release c back until the master answers; its round no
 // longer waits for it.

@@ -98,8 +98,12 @@ type Config struct {
 	Log         *slog.Logger
 	IDs         Claimer       // which server each master reaches
 	Tried       *atomic.Int32 // masters whose first dial has ended
-	Env         Env           // the Locker's clock and waits
-	Proto       *Protocol     // the same for every master
+	// Rounds counts the Locker's rounds in flight (submitting or waiting
+	// for their replies); nil counts none. A caller writes its own command
+	// only while its round is the only one (Stream.Submit).
+	Rounds *atomic.Int32
+	Env    Env       // the Locker's clock and waits
+	Proto  *Protocol // the same for every master
 }
 
 // Claimer records which server (run_id) or Redis Cluster node each master
