@@ -78,7 +78,7 @@ func (w *memWorld) releases(lk *Lock) {
 // release has run everywhere, wins a round of its own.
 func (w *memWorld) waitedLock(l *Locker, resource string) *Lock {
 	w.t.Helper()
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	first, _ := w.locker(nil)
 	lk1, err := first.TryLock(w.t.Context(), resource)
 	if err != nil {
@@ -108,7 +108,7 @@ func (w *memWorld) waitedLock(l *Locker, resource string) *Lock {
 // and B's queue member on master 0.
 func (w *memWorld) bWaits(ctx context.Context, a, b *Locker, resource string) (*Lock, <-chan memResult, string) {
 	w.t.Helper()
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	lkA := w.waitedLock(a, resource)
 	asleep := w.asleep()
 	got := lockIn(ctx, b, resource)
@@ -131,14 +131,17 @@ func grantOf(t *testing.T, m string, ttl time.Duration) string {
 	return f[2]
 }
 
-// clean reports whether no master holds key or a queue entry for it.
-func (w *memWorld) clean(key string) bool {
+// wantClean fails the test unless, once every master has run what it
+// was sent, no master holds key or a queue entry for it; after says when.
+func (w *memWorld) wantClean(key, after string) {
+	w.t.Helper()
+	w.flush()
 	for i := range w.masters {
 		if w.run(i, "EXISTS", key, key+queueSuffix).Int != 0 {
-			return false
+			w.t.Errorf("after %s, want no key or queue entry on any master:%s", after, w.state(key))
+			return
 		}
 	}
-	return true
 }
 
 // A handed lock's validity counts from the join its grants followed,
@@ -147,7 +150,7 @@ func (w *memWorld) clean(key string) bool {
 func TestHandedLockCountsValidityFromItsJoin(t *testing.T) {
 	w := newMemWorld(t, 5)
 	const resource = "handed-validity"
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	const ttl = 10 * time.Second
 	a, _ := w.locker(&Options{TTL: ttl})
 	b, _ := w.locker(&Options{TTL: ttl, Retry: memSlowRetry})
@@ -194,7 +197,7 @@ func TestHandedLockCountsValidityFromItsJoin(t *testing.T) {
 func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
 	w := newMemWorld(t, 5)
 	const resource = "deaf-head"
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	a, _ := w.locker(nil)
 	b, bc := w.locker(&Options{Retry: memSlowRetry})
 	lkA := w.waitedLock(a, resource)
@@ -240,10 +243,7 @@ func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
 	if err := lkB.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	w.flush()
-	if !w.clean(key) {
-		t.Errorf("after B's Unlock, want no key or queue entry on any master:%s", w.state(key))
-	}
+	w.wantClean(key, "B's Unlock")
 }
 
 // A handed lock whose member is still in the queue on some masters (it
@@ -253,7 +253,7 @@ func TestReleaseSkipsAHandedHeadNobodyHears(t *testing.T) {
 func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 	w := newMemWorld(t, 5)
 	const resource = "handed-leaves"
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	a, _ := w.locker(nil)
 	b, _ := w.locker(&Options{Retry: memSlowRetry})
 	lkA, got, m := w.bWaits(t.Context(), a, b, resource)
@@ -275,10 +275,7 @@ func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 	if err := lkB.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	w.flush()
-	if !w.clean(key) {
-		t.Errorf("after the Unlock of the handed lock, want no key or queue entry on any master:%s", w.state(key))
-	}
+	w.wantClean(key, "the Unlock of the handed lock")
 }
 
 // A grant waiter whose Locker hears none of the grants (every
@@ -288,7 +285,7 @@ func TestUnlockOfHandedLockLeavesNoQueueEntry(t *testing.T) {
 func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 	w := newMemWorld(t, 5)
 	const resource = "handed-give-up"
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	a, _ := w.locker(nil)
 	b, _ := w.locker(&Options{Retry: memSlowRetry})
 	DropWakes(b)
@@ -312,10 +309,7 @@ func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) {
 		t.Errorf("Lock: %v, want an error wrapping context.Canceled", r.err)
 	}
-	w.flush()
-	if !w.clean(key) {
-		t.Errorf("after the grant waiter gave up, want no key or queue entry on any master:%s", w.state(key))
-	}
+	w.wantClean(key, "the grant waiter gave up")
 }
 
 // A grant waiter that gets the lock by a round (with a token not its
@@ -324,7 +318,7 @@ func TestGrantWaiterThatGivesUpLeavesNoKey(t *testing.T) {
 func TestGrantWaiterThatWinsARoundLeavesNoRecord(t *testing.T) {
 	w := newMemWorld(t, 5)
 	const resource = "round-winner"
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	a, ac := w.locker(nil)
 	joins := sentBy(ac, func(args []string) bool { return isScript(args, sha(t, "join.lua")) })
 	lk := w.waitedLock(a, resource) // a's Lock waited, and won a round
@@ -353,7 +347,7 @@ func TestGrantWaiterThatWinsARoundLeavesNoRecord(t *testing.T) {
 func TestSplitGrantsResolve(t *testing.T) {
 	w := newMemWorld(t, 5)
 	const resource = "split-grants"
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	const ttl = 10 * time.Second
 	a, _ := w.locker(&Options{TTL: ttl})
 	lw, _ := w.locker(&Options{TTL: ttl})
@@ -448,10 +442,7 @@ func TestSplitGrantsResolve(t *testing.T) {
 	if err := got[1].lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w.flush()
-	if !w.clean(key) {
-		t.Errorf("after both unlocked, want no key or queue entry on any master:%s", w.state(key))
-	}
+	w.wantClean(key, "both unlocked")
 }
 
 // A release that finds the key absent on a master (expired there, or
@@ -461,7 +452,7 @@ func TestSplitGrantsResolve(t *testing.T) {
 func TestReleaseHandsAnAbsentKeyToTheHead(t *testing.T) {
 	w := newMemWorld(t, 5)
 	const resource = "absent-handed"
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	a, _ := w.locker(nil)
 	b, bc := w.locker(&Options{Retry: memSlowRetry})
 	lkA, got, m := w.bWaits(t.Context(), a, b, resource)
@@ -539,7 +530,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func TestMinorityOfGrantsCompletesWhereTheKeyIsFree(t *testing.T) {
 	w := newMemWorld(t, 5)
 	const resource = "complete-grants"
-	key := "redlock:{" + resource + "}"
+	key := lockKey(DefaultKeyPrefix, resource)
 	a, _ := w.locker(nil)
 	b, bc := w.locker(&Options{Retry: memSlowRetry})
 	lkA, got, m := w.bWaits(t.Context(), a, b, resource)
