@@ -46,13 +46,11 @@ func TestEmbeddedChild(t *testing.T) {
 	if _, err := p.do(ctx, "resume 0"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Errorf("GET after resume: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("GET still waiting 5 s after resume")
+	// No bound of its own: a GET that never returns is a hang, ended by
+	// the test binary's -timeout, not a guess at how slow a loaded
+	// machine may be.
+	if err := <-got; err != nil {
+		t.Errorf("GET after resume: %v", err)
 	}
 
 	if _, err := p.do(ctx, "pause 7"); err == nil || !strings.Contains(err.Error(), "no master") {
@@ -104,12 +102,7 @@ func TestEmbeddedChildEndsWithItsStdin(t *testing.T) {
 	}
 	p.closing.Store(true)
 	_ = p.stdin.Close()
-	select {
-	case <-p.exited:
-	case <-time.After(5 * time.Second):
-		p.kill()
-		t.Fatal("the child still runs 5 s after its stdin closed")
-	}
+	<-p.exited // a child that outlives its stdin hangs here until -timeout (Pdeathsig then ends it)
 	if p.waitErr != nil {
 		t.Errorf("exit: %v", p.waitErr)
 	}
