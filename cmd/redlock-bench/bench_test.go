@@ -507,7 +507,11 @@ func TestSmokeLab(t *testing.T) {
 func smoke(t *testing.T, extra ...string) {
 	dir := t.TempDir()
 	jsonPath, chartPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
-	args := append([]string{"-duration", "1s", "-workers", "2", "-q", "-json", jsonPath}, extra...)
+	// The default scenarios and the opt-in fencing one, which needs no
+	// other build or service.
+	ran := append(defaultScenarios(), "fencing")
+	args := append([]string{"-duration", "1s", "-workers", "2", "-q", "-json", jsonPath,
+		"-scenarios", strings.Join(ran, ",")}, extra...)
 	if chartsBuilt {
 		args = append(args, "-chart", chartPath)
 	}
@@ -528,7 +532,7 @@ func smoke(t *testing.T, extra ...string) {
 		cells[r.Scenario+"/"+r.Impl] = r
 	}
 	checkMasterStats(t, rep)
-	for _, sc := range defaultScenarios() {
+	for _, sc := range ran {
 		names := implNames()
 		if s := scenarioByName(sc); s.impls != nil {
 			names = s.impls

@@ -57,16 +57,18 @@ type config struct {
 	failovers   int           // -failovers: rounds per implementation
 }
 
-// Defaults sized for "go run ./cmd/redlock-bench" to finish in well under
-// 90 s on a 2-core machine: (4 implementations × 3 scenarios + 2 fencing
-// variants) × 5 s = 70 s of measurement, plus start-up and draining. A
-// -workers sweep multiplies the measurement by the number of counts.
+// Defaults sized for "go run ./cmd/redlock-bench" to finish in about 40 s
+// on a 2-core machine, so that a cold first run (modules downloaded, the
+// build compiled) stays under two minutes: 4 implementations × 3 scenarios
+// × 3 s = 36 s of measurement, plus start-up and draining. A -workers
+// sweep multiplies the measurement by the number of counts
+// (docs/decisions/2026-12-07-first-run-length.md).
 const (
 	defaultMasters  = 5
 	defaultWorkers  = 8
 	maxWorkers      = 4096 // per cell; more is a usage error
 	maxLockers      = 1024 // -lockers
-	defaultDuration = 5 * time.Second
+	defaultDuration = 3 * time.Second
 	defaultTTL      = 10 * time.Second
 	minDuration     = 100 * time.Millisecond
 )

@@ -67,8 +67,9 @@ var scenarios = []scenario{
 	},
 	{
 		name:  "fencing",
-		desc:  "uncontended, ours without and with fencing tokens: the price of the second round",
+		desc:  "uncontended, ours without and with fencing tokens: the price of the second round (only when named)",
 		impls: []string{"redlock", "redlock-fenced"},
+		optIn: true,
 	},
 	{
 		name:  "telemetry",
