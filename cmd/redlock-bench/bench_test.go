@@ -97,9 +97,9 @@ func TestParseFlags(t *testing.T) {
 		check func(*config) bool
 	}{
 		{"defaults", nil, func(c *config) bool {
-			return c.masters == 5 && slices.Equal(c.workers, []int{8}) && c.duration == 5*time.Second && c.ttl == 10*time.Second &&
+			return c.masters == 5 && slices.Equal(c.workers, []int{8}) && c.duration == 3*time.Second && c.ttl == 10*time.Second &&
 				slices.Equal(c.impls, []string{"redlock", "redsync", "redsync-failfast", "single"}) &&
-				slices.Contains(c.scenarios, "stall")
+				slices.Equal(c.scenarios, []string{"uncontended", "contended", "stall"})
 		}},
 		{"selection keeps the known order", []string{"-scenarios", "stall,uncontended", "-impls", "single,redlock"}, func(c *config) bool {
 			return slices.Equal(c.scenarios, []string{"uncontended", "stall"}) && slices.Equal(c.impls, []string{"redlock", "single"})
@@ -107,7 +107,9 @@ func TestParseFlags(t *testing.T) {
 		{"addrs set masters", []string{"-addrs", "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003"}, func(c *config) bool {
 			return c.masters == 3 && len(c.addrs) == 3 && c.addrs[1] == "127.0.0.1:7002"
 		}},
-		{"all", []string{"-scenarios", "all", "-impls", "all"}, func(c *config) bool { return len(c.impls) == 4 }},
+		{"all", []string{"-scenarios", "all", "-impls", "all"}, func(c *config) bool {
+			return len(c.impls) == 4 && slices.Contains(c.scenarios, "fencing")
+		}},
 		{"other clients only when named", []string{"-impls", "redlock-viaclient,redlock,redlock-url"}, func(c *config) bool {
 			return slices.Equal(c.impls, []string{"redlock", "redlock-url", "redlock-viaclient"})
 		}},

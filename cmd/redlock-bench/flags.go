@@ -184,7 +184,7 @@ func newFlagSet(cfg *config, raw *rawFlags) *flag.FlagSet {
 	fs.IntVar(&cfg.campaigners, "campaigners", defaultCampaigners, "campaigners per election (election scenarios), each with clients of its own; in election-failover one of them\n"+
 		"is the leader, a child process. From 2 to "+strconv.Itoa(maxCampaigners))
 	fs.IntVar(&cfg.failovers, "failovers", defaultFailovers, "election-failover rounds per implementation, interleaved (each waits out a TTL). From 1 to "+strconv.Itoa(maxFailovers))
-	fs.StringVar(&raw.scenarios, "scenarios", "", "comma-separated scenarios to run, or \"all\". Default: every available one")
+	fs.StringVar(&raw.scenarios, "scenarios", "", "comma-separated scenarios to run, or \"all\". Default: every one not marked \"only when named\"")
 	fs.StringVar(&raw.impls, "impls", strings.Join(implNames(), ","), "comma-separated implementations to run, or \"all\"")
 	fs.StringVar(&cfg.jsonPath, "json", "", "also write the results as JSON (schema: -schema) to `FILE`")
 	fs.StringVar(&cfg.chartPath, "chart", "", "also write an SVG `FILE` with latency and validity-margin CDFs per implementation and scenario")
