@@ -153,3 +153,7 @@ func SetAfterKeep(l *Locker, f func()) { l.afterKeep = f }
 
 // Closing reports whether l's Shutdown or Close has begun.
 func Closing(l *Locker) bool { return l.isClosing() }
+
+// OpsInProgress is how many of l's operations (design §9: the calls Close
+// waits for) have begun and not ended.
+func OpsInProgress(l *Locker) int64 { return l.ops.n.Load() }
