@@ -128,15 +128,15 @@ func (c *cmd) args(dst []arg) []arg {
 			// The releasing waiter's own queue member ("" for none)
 			// goes first; then the key may be handed itself (§14.3),
 			// and a head put back keeps the queue's life (pass).
-			dst = append(dst, str(c.waiter), str("h"), num(c.pass))
-		case c.waiter != "" && nk >= 2:
-			dst = append(dst, str(c.waiter))
+			dst = append(dst, str(c.x().waiter), str("h"), num(c.pass))
+		case c.x().waiter != "" && nk >= 2:
+			dst = append(dst, str(c.x().waiter))
 		}
 		return dst
 	case cmdProbeMine:
 		return append(c.evalsha(dst, 1), str(c.key), str(c.token))
 	case cmdJoin:
-		return append(c.evalsha(dst, 1), queue(c.key), num(c.n), str(c.token), num(c.pass), num(c.wall), num(c.slack))
+		return append(c.evalsha(dst, 1), queue(c.key), num(c.n), str(c.token), num(c.pass), num(c.x().wall), num(c.x().slack))
 	case cmdLeave:
 		return append(dst, str("ZREM"), queue(c.key), str(c.token))
 	case cmdProbe:
@@ -153,20 +153,20 @@ func (c *cmd) args(dst []arg) []arg {
 		// ARGV: token, TTL or fence, the key count, and for an acquire
 		// whether to read the fences ("0"/"1").
 		fences := c.kind == cmdWritebackMulti || c.fenced
-		nk := len(c.keys)
+		nk := len(c.x().keys)
 		if fences {
 			nk *= 2
 		}
 		dst = c.evalsha(dst, nk)
-		for _, key := range c.keys {
+		for _, key := range c.x().keys {
 			dst = append(dst, str(key))
 		}
 		if fences {
-			for _, key := range c.keys {
+			for _, key := range c.x().keys {
 				dst = append(dst, fence(key))
 			}
 		}
-		dst = append(dst, str(c.token), num(c.n), num(uint64(len(c.keys))))
+		dst = append(dst, str(c.token), num(c.n), num(uint64(len(c.x().keys))))
 		if c.kind == cmdAcquireMulti {
 			flag := "0"
 			if c.fenced {
@@ -176,8 +176,8 @@ func (c *cmd) args(dst []arg) []arg {
 		}
 		return dst
 	case cmdExtendMulti, cmdReleaseMulti:
-		dst = c.evalsha(dst, len(c.keys))
-		for _, key := range c.keys {
+		dst = c.evalsha(dst, len(c.x().keys))
+		for _, key := range c.x().keys {
 			dst = append(dst, str(key))
 		}
 		dst = append(dst, str(c.token))
@@ -186,7 +186,7 @@ func (c *cmd) args(dst []arg) []arg {
 		}
 		return dst
 	case cmdExtendBatch:
-		b := c.ext
+		b := c.x().ext
 		dst = c.evalsha(dst, len(b.keys))
 		for _, key := range b.keys {
 			dst = append(dst, str(key))
@@ -196,7 +196,7 @@ func (c *cmd) args(dst []arg) []arg {
 		}
 		return dst
 	case cmdLoad:
-		return append(dst, str("SCRIPT"), str("LOAD"), str(c.script.src))
+		return append(dst, str("SCRIPT"), str("LOAD"), str(c.x().script.src))
 	}
 	return c.primitiveArgs(dst)
 }
@@ -246,16 +246,16 @@ func (c *cmd) Parks() bool { return c.isRelease() || c.kind == cmdLeave }
 
 // cmd is one command to one master, and where its reply goes.
 type cmd struct {
-	// The one-byte fields first, together: a round allocates one cmd per
-	// master in one slice, and padding between them would cost a size
-	// class (5 × 160 bytes: 896 allocated, against 768 for 5 × 152).
+	// A round allocates one cmd per master in one slice, so its size is
+	// what an acquisition allocates most of: 80 bytes (5 × 80 in a
+	// 416-byte size class), the one-byte fields first, together, and the
+	// fields only some kinds use behind more.
 	kind   cmdKind
 	fenced bool         // cmdAcquireMulti: read the fence counters too; cmdAdopt: read the fence
 	resent bool         // sent again after a NOSCRIPT reply
 	ask    bool         // cmdWriteWait: a master refuses it while others are ahead of it in the queue (rw_write.lua)
 	pop    releaseQueue // cmdRelease: what it does with the key's queue
 	key    string       // the lock key (the first of keys); the fence key is key + ":fence"
-	keys   []string     // every lock key, for the Multi kinds
 	token  string
 	// n is one number whose meaning is the kind's (a field per meaning
 	// would take the cmd to a larger size class): the TTL in ms for the
@@ -264,17 +264,24 @@ type cmd struct {
 	// cmdSemExtend, cmdWrite, cmdWriteWait, cmdRead, cmdReadExtend); the
 	// fence for cmdWriteback, cmdWritebackMulti, and cmdLeaderWrite (the
 	// term); the waiter's age in µs for cmdJoin. Unused by the others.
-	n      uint64
-	pass   uint64  // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits; cmdJoin, and cmdRelease with releaseHand: the queue's life in ms
-	script *script // for cmdLoad
-	round  *quorum.Round
+	n     uint64
+	pass  uint64 // cmdRead: the reader's pass on this master (rw_read.lua), 0 for none; cmdSemExtend: the permits; cmdJoin, and cmdRelease with releaseHand: the queue's life in ms
+	round *quorum.Round
+	node  int
+	more  *cmdMore // nil unless a field of it is set (setMore)
+}
+
+// cmdMore holds the fields of a cmd that only some kinds use, so that the
+// others (an uncontended acquisition's SET and its release) do not carry
+// them.
+type cmdMore struct {
+	keys   []string  // every lock key, for the Multi kinds
+	script *script   // for cmdLoad
 	ext    *extBatch // cmdExtendBatch: its keys, and where each key's answer goes
 	bits   *semBits  // cmdSemHolders, cmdLeaderRead: where each master's answer goes
-	node   int
 	// cmdWriteWait: the writer's id in the masters' queue ("" when it is
 	// not in it). cmdRelease: the releasing waiter's own member in the
-	// queue, to take off. cmdLeaderWrite: the value (a field of its own
-	// would take the cmd to a larger size class).
+	// queue, to take off. cmdLeaderWrite: the value.
 	waiter string
 	// cmdJoin: the instant its waiter began, in µs of the waiter's wall
 	// clock, and how far a master may move it towards its own reckoning,
@@ -282,15 +289,41 @@ type cmd struct {
 	wall, slack uint64
 }
 
+// noMore is the cmdMore of a cmd that has none: every field zero.
+var noMore cmdMore
+
+// x returns c's cmdMore for reading: the zero one when it has none.
+func (c *cmd) x() *cmdMore {
+	if c.more == nil {
+		return &noMore
+	}
+	return c.more
+}
+
+// setMore returns c's cmdMore for writing, made on first use.
+func (c *cmd) setMore() *cmdMore {
+	if c.more == nil {
+		c.more = new(cmdMore)
+	}
+	return c.more
+}
+
+// setWaiter sets c's waiter, without making a cmdMore for none.
+func (c *cmd) setWaiter(w string) {
+	if w != "" || c.more != nil {
+		c.setMore().waiter = w
+	}
+}
+
 // Done hands the command's outcome, which came at now, to its round, if
 // the round still waits. A reply that comes after its round stopped
 // waiting needs nothing more: whatever it did on the master is cleaned up
 // by the release that follows it on the same stream.
 func (c *cmd) Done(rep quorum.Reply, now time.Time) {
-	if c.ext != nil {
+	if c.x().ext != nil {
 		// Before the round: the batch may decide, and the round's
 		// waiter stop, on this reply.
-		c.ext.answered(c.node, rep.Outcome == quorum.OK)
+		c.x().ext.answered(c.node, rep.Outcome == quorum.OK)
 	}
 	if c.round != nil {
 		rep.Latency = max(now.Sub(c.round.Start()), 1)
@@ -352,7 +385,7 @@ func leaveAhead(ahead func(func(transport.Command) bool) bool, key, member strin
 			return false
 		}
 		if c.isRelease() {
-			return c.waiter != "" && c.waiter == member
+			return c.x().waiter != "" && c.x().waiter == member
 		}
 		other, _, _ := strings.Cut(c.token, " ")
 		return c.kind == cmdLeave && other == id
@@ -484,14 +517,14 @@ func (c *cmd) interpretOther(r respReply) (quorum.Reply, bool) {
 			return no, true
 		}
 	case cmdLeaderRead:
-		if r.Type == '$' && c.bits != nil {
-			c.bits.record(c.node, r.Text)
+		if r.Type == '$' && c.x().bits != nil {
+			c.x().bits.record(c.node, r.Text)
 			return ok, true
 		}
 	case cmdSemHolders:
 		// One character per slot, '1' where it is held here.
-		if r.Type == '$' && len(r.Text) == len(c.keys) && c.bits != nil {
-			c.bits.record(c.node, r.Text)
+		if r.Type == '$' && len(r.Text) == len(c.x().keys) && c.x().bits != nil {
+			c.x().bits.record(c.node, r.Text)
 			return ok, true
 		}
 	case cmdProbe, cmdProbeMine:
@@ -530,8 +563,8 @@ func (c *cmd) interpretOther(r respReply) (quorum.Reply, bool) {
 			return no, true
 		}
 	case cmdExtendBatch:
-		if r.Type == '$' && len(r.Text) == len(c.ext.keys) {
-			c.ext.record(c.node, r.Text)
+		if r.Type == '$' && len(r.Text) == len(c.x().ext.keys) {
+			c.x().ext.record(c.node, r.Text)
 			return ok, true
 		}
 	case cmdLoad:

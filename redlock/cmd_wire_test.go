@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/quorumlab/redlock/internal/transport"
 	"github.com/quorumlab/redlock/quorum"
@@ -26,26 +27,26 @@ func TestCommandWire(t *testing.T) {
 		{cmd{kind: cmdExtend, key: "k", token: "t", n: 30000}, ev(extendScript, "1", "k", "t", "30000")},
 		{cmd{kind: cmdRelease, key: "k", token: "t"}, ev(releaseScript, "1", "k", "t")},
 		{cmd{kind: cmdRelease, key: "k", token: "t", pop: releasePop}, ev(releaseScript, "2", "k", "k:waiters", "t")},
-		{cmd{kind: cmdRelease, key: "k", token: "t", pop: releaseHand, waiter: "w", pass: 3000}, ev(releaseScript, "2", "k", "k:waiters", "t", "w", "h", "3000")},
-		{cmd{kind: cmdLoad, script: releaseScript}, []string{"SCRIPT", "LOAD", releaseScript.src}},
-		{cmd{kind: cmdAcquireMulti, key: keys[0], keys: keys, token: "t", n: 30000}, ev(acquireMultiScript, "2", "{r}a", "{r}b", "t", "30000", "2", "0")},
-		{cmd{kind: cmdAcquireMulti, key: keys[0], keys: keys, token: "t", n: 30000, fenced: true}, ev(acquireMultiScript, "4", "{r}a", "{r}b", "{r}a:fence", "{r}b:fence", "t", "30000", "2", "1")},
-		{cmd{kind: cmdWritebackMulti, key: keys[0], keys: keys, token: "t", n: 9}, ev(writebackMultiScript, "4", "{r}a", "{r}b", "{r}a:fence", "{r}b:fence", "t", "9", "2")},
-		{cmd{kind: cmdExtendMulti, key: keys[0], keys: keys, token: "t", n: 30000}, ev(extendMultiScript, "2", "{r}a", "{r}b", "t", "30000")},
-		{cmd{kind: cmdReleaseMulti, key: keys[0], keys: keys, token: "t"}, ev(releaseMultiScript, "2", "{r}a", "{r}b", "t")},
-		{cmd{kind: cmdJoin, key: "k", token: "w", n: 12, pass: 3000, wall: 1800000000000000, slack: 50000}, ev(joinScript, "1", "k:waiters", "12", "w", "3000", "1800000000000000", "50000")},
+		{cmd{kind: cmdRelease, key: "k", token: "t", pop: releaseHand, pass: 3000, more: &cmdMore{waiter: "w"}}, ev(releaseScript, "2", "k", "k:waiters", "t", "w", "h", "3000")},
+		{cmd{kind: cmdLoad, more: &cmdMore{script: releaseScript}}, []string{"SCRIPT", "LOAD", releaseScript.src}},
+		{cmd{kind: cmdAcquireMulti, key: keys[0], token: "t", n: 30000, more: &cmdMore{keys: keys}}, ev(acquireMultiScript, "2", "{r}a", "{r}b", "t", "30000", "2", "0")},
+		{cmd{kind: cmdAcquireMulti, key: keys[0], token: "t", n: 30000, fenced: true, more: &cmdMore{keys: keys}}, ev(acquireMultiScript, "4", "{r}a", "{r}b", "{r}a:fence", "{r}b:fence", "t", "30000", "2", "1")},
+		{cmd{kind: cmdWritebackMulti, key: keys[0], token: "t", n: 9, more: &cmdMore{keys: keys}}, ev(writebackMultiScript, "4", "{r}a", "{r}b", "{r}a:fence", "{r}b:fence", "t", "9", "2")},
+		{cmd{kind: cmdExtendMulti, key: keys[0], token: "t", n: 30000, more: &cmdMore{keys: keys}}, ev(extendMultiScript, "2", "{r}a", "{r}b", "t", "30000")},
+		{cmd{kind: cmdReleaseMulti, key: keys[0], token: "t", more: &cmdMore{keys: keys}}, ev(releaseMultiScript, "2", "{r}a", "{r}b", "t")},
+		{cmd{kind: cmdJoin, key: "k", token: "w", n: 12, pass: 3000, more: &cmdMore{wall: 1800000000000000, slack: 50000}}, ev(joinScript, "1", "k:waiters", "12", "w", "3000", "1800000000000000", "50000")},
 		{cmd{kind: cmdLeave, key: "k", token: "w"}, []string{"ZREM", "k:waiters", "w"}},
 		{cmd{kind: cmdProbe, key: "k"}, []string{"PTTL", "k"}},
 		{cmd{kind: cmdRank, key: "k", token: "w"}, []string{"ZRANK", "k:waiters", "w"}},
 		// The semaphore's and the read-write lock's (primitives.go).
-		{cmd{kind: cmdSemAcquire, key: "{s}", keys: []string{"{s}:s:2", "{s}:s:1"}, token: "t", n: 30000},
+		{cmd{kind: cmdSemAcquire, key: "{s}", token: "t", n: 30000, more: &cmdMore{keys: []string{"{s}:s:2", "{s}:s:1"}}},
 			ev(semAcquireScript, "3", "{s}:meta", "{s}:s:2", "{s}:s:1", "t", "30000")},
-		{cmd{kind: cmdSemHolders, key: "{s}", keys: []string{"{s}:s:1", "{s}:s:2"}}, ev(semHoldersScript, "2", "{s}:s:1", "{s}:s:2")},
+		{cmd{kind: cmdSemHolders, key: "{s}", more: &cmdMore{keys: []string{"{s}:s:1", "{s}:s:2"}}}, ev(semHoldersScript, "2", "{s}:s:1", "{s}:s:2")},
 		{cmd{kind: cmdSemExtend, key: "{s}:s:2", token: "t", n: 30000, pass: 3}, ev(semExtendScript, "2", "{s}:s:2", "{s}:meta", "t", "30000", "3")},
 		{cmd{kind: cmdWrite, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "5", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "0")},
 		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000}, ev(rwWriteScript, "5", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "1")},
-		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000, waiter: "L.1", ask: true}, ev(rwWriteScript, "6", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "{c}:w:waiters", "t", "30000", "1", "L.1", "1")},
-		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000, waiter: "L.1"}, ev(rwWriteScript, "6", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "{c}:w:waiters", "t", "30000", "1", "L.1", "0")},
+		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000, ask: true, more: &cmdMore{waiter: "L.1"}}, ev(rwWriteScript, "6", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "{c}:w:waiters", "t", "30000", "1", "L.1", "1")},
+		{cmd{kind: cmdWriteWait, key: "{c}:w", token: "t", n: 30000, more: &cmdMore{waiter: "L.1"}}, ev(rwWriteScript, "6", "{c}:w", "{c}:w:fence", "{c}:wi", "{c}:r", "{c}:wg", "{c}:w:waiters", "t", "30000", "1", "L.1", "0")},
 		{cmd{kind: cmdRead, key: "{c}:r", token: "t", n: 30000, pass: 7}, ev(rwReadScript, "4", "{c}:w", "{c}:wi", "{c}:r", "{c}:wg", "t", "30000", "a", "7")},
 		{cmd{kind: cmdReadExtend, key: "{c}:r", token: "t", n: 30000}, ev(rwReadScript, "3", "{c}:w", "{c}:wi", "{c}:r", "t", "30000", "e")},
 		{cmd{kind: cmdUnread, key: "{c}:r", token: "t"}, ev(rwUnreadScript, "3", "{c}:r", "{c}:w", "{c}:wi", "t")},
@@ -82,7 +83,7 @@ func TestWriterRefusalAndPlace(t *testing.T) {
 		n    int64
 		want uint64
 	}{{false, -1, 1}, {false, -2, 2}, {true, -1, 1}, {true, -2, 2}, {true, -3, 3}, {true, -6, 6}} {
-		c := cmd{kind: cmdWriteWait, waiter: "L.1", ask: tc.ask}
+		c := cmd{kind: cmdWriteWait, ask: tc.ask, more: &cmdMore{waiter: "L.1"}}
 		if r := c.interpret(respReply{Type: ':', N: tc.n}); r.Outcome != quorum.Refused || r.Value != tc.want {
 			t.Errorf("ask %v, reply %d: %v value %d; want refused, %d", tc.ask, tc.n, r.Outcome, r.Value, tc.want)
 		}
@@ -108,5 +109,14 @@ func TestWriterRefusalAndPlace(t *testing.T) {
 		if got := queuePlace(tc.q, tc.why, 2+len(tc.why)/4); got != tc.want {
 			t.Errorf("queuePlace(%+v, %v) = %d; want %d", tc.q, tc.why, got, tc.want)
 		}
+	}
+}
+
+// A round allocates one cmd per master in one slice: at 80 bytes (on a
+// 64-bit machine), five fit the 416-byte size class (five of 152 bytes
+// took 768). A field added to cmd rather than to cmdMore shows here.
+func TestCmdSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) == 8 && unsafe.Sizeof(cmd{}) != 80 {
+		t.Errorf("cmd is %d bytes, want 80", unsafe.Sizeof(cmd{}))
 	}
 }

@@ -265,7 +265,7 @@ func (e *Election) publish(ctx context.Context, lk *Lock, value string) (err err
 	ctx, span := l.tel.start(ctx, "Proclaim", e.name)
 	defer func() { end(span, err) }()
 	res := l.round(ctx, l.env.now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.waiter = cmdLeaderWrite, e.t.key, lk.token, lk.fence, value
+		c.kind, c.key, c.token, c.n, c.setMore().waiter = cmdLeaderWrite, e.t.key, lk.token, lk.fence, value
 		return true
 	})
 	l.tel.round(ctx, l, "proclaim", res)
@@ -317,7 +317,7 @@ func (e *Election) leader(ctx context.Context) (Leader, error) {
 	texts := &semBits{bits: make([]string, len(l.streams))}
 	start := l.env.now()
 	res := l.round(ctx, start, true, func(c *cmd) bool {
-		c.kind, c.key, c.bits = cmdLeaderRead, e.t.key, texts
+		c.kind, c.key, c.setMore().bits = cmdLeaderRead, e.t.key, texts
 		return true
 	})
 	l.tel.round(ctx, l, "leader", res)

@@ -220,7 +220,7 @@ func (l *Locker) extendRound(ctx context.Context, start time.Time, wait time.Dur
 	cmds := make([]cmd, n)
 	for i, s := range l.streams {
 		c := &cmds[i]
-		c.round, c.node, c.ext = r, i, b
+		c.round, c.node, c.setMore().ext = r, i, b
 		c.kind, c.key = cmdExtendBatch, b.keys[0]
 		switch s.submit(c, start) {
 		case refused:

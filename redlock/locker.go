@@ -322,7 +322,8 @@ func (l *Locker) acquire(ctx context.Context, t target, ttl time.Duration, budge
 		if passes != nil {
 			c.pass = passes[c.node]
 		}
-		c.waiter, c.ask = q.id, q.ask
+		c.ask = q.ask
+		c.setWaiter(q.id)
 		return true
 	})
 	// The masters where our SET may be: asked, and not refused.

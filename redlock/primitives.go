@@ -59,14 +59,14 @@ func (c *cmd) primitiveArgs(dst []arg) []arg {
 	switch c.kind {
 	case cmdSemAcquire:
 		// KEYS: the permits record, then the slots in the caller's order.
-		dst = append(c.evalsha(dst, 1+len(c.keys)), suffixed(c.key, metaSuffix))
-		for _, k := range c.keys {
+		dst = append(c.evalsha(dst, 1+len(c.x().keys)), suffixed(c.key, metaSuffix))
+		for _, k := range c.x().keys {
 			dst = append(dst, str(k))
 		}
 		return append(dst, str(c.token), num(c.n))
 	case cmdSemHolders:
-		dst = c.evalsha(dst, len(c.keys))
-		for _, k := range c.keys {
+		dst = c.evalsha(dst, len(c.x().keys))
+		for _, k := range c.x().keys {
 			dst = append(dst, str(k))
 		}
 		return dst
@@ -83,7 +83,7 @@ func (c *cmd) primitiveArgs(dst []arg) []arg {
 		}
 		// A writer in the masters' queue passes the queue too, its id
 		// there, and whether to ask its place (rw_write.lua).
-		queued := c.waiter != ""
+		queued := c.x().waiter != ""
 		nk := 5
 		if queued {
 			nk = 6
@@ -101,7 +101,7 @@ func (c *cmd) primitiveArgs(dst []arg) []arg {
 		if c.ask {
 			ask = "1"
 		}
-		return append(dst, str(c.waiter), str(ask))
+		return append(dst, str(c.x().waiter), str(ask))
 	case cmdRead, cmdReadExtend:
 		// key is "<stem>:r".
 		stem := c.key[:len(c.key)-1]
@@ -115,7 +115,7 @@ func (c *cmd) primitiveArgs(dst []arg) []arg {
 		stem := c.key[:len(c.key)-1]
 		return append(c.evalsha(dst, 3), str(c.key), suffixed(stem, "w"), suffixed(stem, "wi"), str(c.token))
 	case cmdLeaderWrite:
-		return append(c.evalsha(dst, 2), str(c.key), suffixed(c.key, leaderSuffix), str(c.token), num(c.n), str(c.waiter))
+		return append(c.evalsha(dst, 2), str(c.key), suffixed(c.key, leaderSuffix), str(c.token), num(c.n), str(c.x().waiter))
 	case cmdLeaderRead:
 		return append(c.evalsha(dst, 2), str(c.key), suffixed(c.key, leaderSuffix))
 	}

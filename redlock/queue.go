@@ -51,7 +51,8 @@ func (l *Locker) giveBack(ctx context.Context, t target, w *waiter, again bool) 
 	token := l.wake.token(w)
 	old := l.wake.resetGrants(w, next)
 	l.round(context.WithoutCancel(ctx), l.env.now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.pop, c.waiter, c.pass = cmdRelease, t.key, token, releaseHand, old, l.queueLife(releaseHand)
+		c.kind, c.key, c.token, c.pop, c.pass = cmdRelease, t.key, token, releaseHand, l.queueLife(releaseHand)
+		c.setWaiter(old)
 		return true
 	})
 }
@@ -276,7 +277,8 @@ func (l *Locker) queueRound(ctx context.Context, t target, w *waiter, kind cmdKi
 	slack := uint64(l.opts.MasterTimeout.Microseconds())
 	l.round(context.WithoutCancel(ctx), start, false, func(c *cmd) bool {
 		c.kind, c.key, c.token, c.n, c.pass = kind, t.key, member, age, life
-		c.wall, c.slack = wall, slack
+		m := c.setMore()
+		m.wall, m.slack = wall, slack
 		return true
 	})
 }

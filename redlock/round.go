@@ -114,7 +114,8 @@ func (l *Locker) releaseRound(ctx context.Context, t target, token string, mayHo
 	// caller must not leave keys behind): ctx is only the telemetry's.
 	res := l.round(context.Background(), l.env.now(), true, func(c *cmd) bool {
 		t.set(c)
-		c.kind, c.token, c.pop, c.waiter, c.pass = kind, token, pop, queueID, l.queueLife(pop)
+		c.kind, c.token, c.pop, c.pass = kind, token, pop, l.queueLife(pop)
+		c.setWaiter(queueID)
 		return mayHold[c.node]
 	})
 	if handOn {

@@ -189,7 +189,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, budget valid
 	}
 	start := l.env.now()
 	res := l.round(ctx, start, false, func(c *cmd) bool {
-		c.kind, c.key, c.keys, c.token, c.n = cmdSemAcquire, s.stem, order, token, uint64(ttl.Milliseconds())
+		c.kind, c.key, c.setMore().keys, c.token, c.n = cmdSemAcquire, s.stem, order, token, uint64(ttl.Milliseconds())
 		return true
 	})
 	l.tel.round(ctx, l, "acquire", res)
@@ -279,7 +279,8 @@ func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 	defer l.ops.Done()
 	bits := &semBits{bits: make([]string, len(l.streams))}
 	res := l.round(ctx, l.env.now(), true, func(c *cmd) bool {
-		c.kind, c.key, c.keys, c.bits = cmdSemHolders, s.stem, s.slots, bits
+		c.kind, c.key = cmdSemHolders, s.stem
+		c.more = &cmdMore{keys: s.slots, bits: bits}
 		return true
 	})
 	held := bits.take()

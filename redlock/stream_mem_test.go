@@ -409,7 +409,7 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	ln := connect(t, m, s, t0)
 	loads := make([]*cmd, len(scriptList))
 	for i, sc := range scriptList {
-		loads[i] = &cmd{kind: cmdLoad, script: sc}
+		loads[i] = &cmd{kind: cmdLoad, more: &cmdMore{script: sc}}
 	}
 	answerLoads := func() {
 		for range loads {
@@ -493,7 +493,7 @@ func TestMemStreamNoScriptReloadsAndResends(t *testing.T) {
 	// release finding the key absent hands the key to (the simulator's
 	// swarm, seed 50003599 at d5d6e8a). The release is sent again.
 	j2 := &cmd{kind: cmdJoin, key: "k:w", token: "w2 1000 g2", n: 1, pass: 1000, round: round()}
-	rel := &cmd{kind: cmdRelease, key: "k:w", token: "g2", waiter: "w2 1000 g2", pop: releaseHand, pass: 1000, round: round()}
+	rel := &cmd{kind: cmdRelease, key: "k:w", token: "g2", pop: releaseHand, pass: 1000, round: round(), more: &cmdMore{waiter: "w2 1000 g2"}}
 	s.Submit(j2, t0)
 	wantBatch(t, m.next(t), j2)
 	s.Submit(rel, t0)

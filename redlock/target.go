@@ -13,9 +13,12 @@ type target struct {
 	mode            mode // a read or write lock of an RWMutex (rwmutex.go); 0 otherwise
 }
 
-// set fills c's keys for t.
+// set fills c's keys for t (one resource: no cmdMore).
 func (t *target) set(c *cmd) {
-	c.key, c.keys = t.key, t.keys
+	c.key = t.key
+	if t.keys != nil {
+		c.setMore().keys = t.keys
+	}
 }
 
 // multi reports whether t is several resources.

@@ -66,7 +66,7 @@ func newClientPath(cfg *pathConfig, m driver.Master) pathway {
 // every master.
 var wireProtocol = &transport.Protocol{
 	Scripts: scriptSources(),
-	Load:    func(i int) transport.Command { return &cmd{kind: cmdLoad, script: scriptList[i]} },
+	Load:    func(i int) transport.Command { return &cmd{kind: cmdLoad, more: &cmdMore{script: scriptList[i]}} },
 	Refusal: func(what, text string) error {
 		if aclRefusal(text) {
 			return refusedError(what, text)
