@@ -308,9 +308,10 @@ func (c *cmd) setMore() *cmdMore {
 	return c.more
 }
 
-// setWaiter sets c's waiter, without making a cmdMore for none.
+// setWaiter sets c's waiter, without making a cmdMore for none (a round's
+// cmds start zero, so an empty waiter is already there).
 func (c *cmd) setWaiter(w string) {
-	if w != "" || c.more != nil {
+	if w != "" {
 		c.setMore().waiter = w
 	}
 }

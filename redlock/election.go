@@ -265,7 +265,8 @@ func (e *Election) publish(ctx context.Context, lk *Lock, value string) (err err
 	ctx, span := l.tel.start(ctx, "Proclaim", e.name)
 	defer func() { end(span, err) }()
 	res := l.round(ctx, l.env.now(), false, func(c *cmd) bool {
-		c.kind, c.key, c.token, c.n, c.setMore().waiter = cmdLeaderWrite, e.t.key, lk.token, lk.fence, value
+		c.kind, c.key, c.token, c.n = cmdLeaderWrite, e.t.key, lk.token, lk.fence
+		c.setWaiter(value)
 		return true
 	})
 	l.tel.round(ctx, l, "proclaim", res)

@@ -21,12 +21,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// A failover round re-executes this binary as its leader (election.go).
-	if code, ok := childCampaigner(); ok {
-		os.Exit(code)
-	}
-	// Embedded masters run in a child process, this binary (embedded.go).
-	if code, ok := embeddedChild(); ok {
+	// The bench re-executes this binary as its children (child.go).
+	if code, ok := asChild(); ok {
 		os.Exit(code)
 	}
 	goleak.VerifyTestMain(m)

@@ -312,17 +312,6 @@ func childMasters(ms []*redis.Options) ([]childMaster, error) {
 	return out, nil
 }
 
-// childCampaigner reports whether this process is a failover round's
-// leader (childCampaignerEnv set), and if so runs it and returns its exit
-// code: main and TestMain call it first.
-func childCampaigner() (code int, isChild bool) {
-	spec, ok := os.LookupEnv(childCampaignerEnv)
-	if !ok {
-		return 0, false
-	}
-	return runChildCampaigner(spec, os.Stdin, os.Stdout, os.Stderr), true
-}
-
 // runChildCampaigner campaigns as spec says; once leading it prints
 // childLeadingLine and waits for stdin to close (or for SIGKILL, which is
 // the point), then resigns.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,17 +13,6 @@ import (
 )
 
 // The embedded masters' process (embedded.go has the bench's side).
-
-// embeddedChild reports whether this process is the embedded masters'
-// (embeddedChildEnv set), and if so runs them and returns its exit code:
-// main and TestMain call it first.
-func embeddedChild() (code int, isChild bool) {
-	n, ok := os.LookupEnv(embeddedChildEnv)
-	if !ok {
-		return 0, false
-	}
-	return runEmbeddedChild(n, os.Stdin, os.Stdout, os.Stderr), true
-}
 
 // runEmbeddedChild starts arg (a count) masters, prints their addresses,
 // and obeys the commands on stdin until "close" or its end; then it closes

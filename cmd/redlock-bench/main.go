@@ -25,10 +25,7 @@ import (
 )
 
 func main() {
-	if code, ok := childCampaigner(); ok { // a failover round's leader (election.go)
-		os.Exit(code)
-	}
-	if code, ok := embeddedChild(); ok { // the embedded masters (embedded.go)
+	if code, ok := asChild(); ok {
 		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
